@@ -1,0 +1,62 @@
+//! rondo-bench: rondo's throughput measured side by side with the ceiling
+//! of the service it runs on, in the same run, on the same machine.
+//!
+//! A figure alone says little on a noisy 2-core machine; a figure next to
+//! what the underlying service can do at best (measured a few seconds
+//! earlier, same data) says how much rondo leaves on the table. Every
+//! scenario therefore reports its own rate, the ceiling's rate and the
+//! ratio.
+//!
+//! # Layout
+//!
+//! * `options`: the command line ([`Options`], [`Scenario`]) and the sizes
+//!   a run uses (`--smoke` shrinks them to seconds).
+//! * [`persistence`]: events stored per second by the persistence worker
+//!   against multi-row `INSERT`s of the same rows through sqlx.
+//! * `sandbox`: a fresh namespace and database per measurement, removed
+//!   afterwards.
+//! * `cpu`: CPU time of this process, MySQL and RabbitMQ over a window,
+//!   read from `/proc`, to tell which resource limits a figure.
+//! * `machine`: what the figures were measured on.
+//! * `output`: the [`Report`] trait, the JSON file and the markdown table.
+//!
+//! A new scenario (broker ceiling, fire throughput, lateness, scale,
+//! failover) is a sibling of `persistence`: a module with its `Params`, a
+//! `run(&Config, &Params)` returning a type that implements [`Report`], and
+//! one arm in [`run`].
+
+mod cpu;
+mod machine;
+mod options;
+mod output;
+pub mod persistence;
+mod sandbox;
+
+use std::path::PathBuf;
+
+use rondo_core::Config;
+
+pub use cpu::CpuShare;
+pub use machine::Machine;
+pub use options::{Options, Scenario};
+pub use output::{Report, write_report};
+
+/// Runs the scenarios `options` selects against the services of `config`
+/// (its namespace and database are not used: each measurement makes its
+/// own). Writes each report to `options.out` and returns the reports'
+/// markdown with the paths of their JSON files.
+pub async fn run(options: &Options, config: &Config) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut written = Vec::new();
+    for scenario in options.scenario.expand() {
+        match scenario {
+            Scenario::Persistence => {
+                let params = persistence::Params::new(options);
+                let report = persistence::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::All => unreachable!("expand() lists single scenarios"),
+        }
+    }
+    Ok(written)
+}

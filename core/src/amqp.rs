@@ -1,0 +1,220 @@
+//! RabbitMQ the way rondo uses it: one topology declared identically by every
+//! process, confirmed persistent publishes, and dead-lettering with a reason.
+//!
+//! Every queue rondo declares dead-letters to the namespace's `dlx` fanout
+//! exchange, which feeds the `dead` queue. A consumer that cannot decode or
+//! handle a message calls [`dead_letter`]: the message is republished there
+//! with an `x-rondo-reason` header (and confirmed) before the original is
+//! acked, so nothing is dropped and the operator sees why.
+
+use lapin::Confirmation;
+use lapin::options::{
+    BasicAckOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+
+use crate::error::Error;
+use crate::names::Names;
+
+pub use lapin;
+
+/// Header naming why a message was dead-lettered.
+pub const REASON_HEADER: &str = "x-rondo-reason";
+/// Header naming the queue a dead-lettered message came from.
+pub const SOURCE_QUEUE_HEADER: &str = "x-rondo-source-queue";
+
+/// Delivery mode 2: the broker writes the message to disk.
+pub const PERSISTENT: u8 = 2;
+
+/// Opens a connection.
+pub async fn connect(url: &str, name: &str) -> Result<Connection, Error> {
+    let props = ConnectionProperties::default().with_connection_name(name.into());
+    Connection::connect(url, props)
+        .await
+        .map_err(|e| Error::unavailable(format!("amqp connect {url}: {e}")))
+}
+
+/// Opens a channel with publisher confirms on.
+pub async fn confirm_channel(conn: &Connection) -> Result<Channel, Error> {
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    Ok(channel)
+}
+
+/// Arguments of every rondo queue: dead-letter to the namespace's `dlx`.
+pub fn queue_args(names: &Names) -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(names.dead_exchange().into()),
+    );
+    args
+}
+
+async fn declare_exchange(ch: &Channel, name: String, kind: ExchangeKind) -> Result<(), Error> {
+    let opts = ExchangeDeclareOptions {
+        durable: true,
+        ..ExchangeDeclareOptions::default()
+    };
+    ch.exchange_declare(name.into(), kind, opts, FieldTable::default())
+        .await?;
+    Ok(())
+}
+
+async fn declare_queue(ch: &Channel, name: &str, args: FieldTable) -> Result<(), Error> {
+    let opts = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    ch.queue_declare(name.into(), opts, args).await?;
+    Ok(())
+}
+
+async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str) -> Result<(), Error> {
+    ch.queue_bind(
+        queue.into(),
+        exchange.into(),
+        key.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Declares the shared topology: the trigger, control and events exchanges,
+/// the dead-letter exchange and queue, the persistence queue bound to every
+/// event, and the result monitor's queue bound to `result.*` and
+/// `trigger.failed`. Idempotent; every process calls it at start.
+pub async fn declare_topology(ch: &Channel, names: &Names) -> Result<(), Error> {
+    declare_exchange(ch, names.trigger_exchange(), ExchangeKind::Direct).await?;
+    declare_exchange(ch, names.control_exchange(), ExchangeKind::Direct).await?;
+    declare_exchange(ch, names.events_exchange(), ExchangeKind::Topic).await?;
+    declare_exchange(ch, names.dead_exchange(), ExchangeKind::Fanout).await?;
+    declare_queue(ch, &names.dead_queue(), FieldTable::default()).await?;
+    bind(ch, &names.dead_queue(), &names.dead_exchange(), "").await?;
+    declare_queue(ch, &names.persist_queue(), queue_args(names)).await?;
+    bind(ch, &names.persist_queue(), &names.events_exchange(), "#").await?;
+    declare_queue(ch, &names.monitor_queue(), queue_args(names)).await?;
+    for key in ["result.*", "trigger.failed"] {
+        bind(ch, &names.monitor_queue(), &names.events_exchange(), key).await?;
+    }
+    Ok(())
+}
+
+/// Declares an executor's durable queue, bound to the trigger exchange with
+/// the executor id as routing key.
+pub async fn declare_executor_queue(
+    ch: &Channel,
+    names: &Names,
+    app: &str,
+    executor_id: &str,
+) -> Result<String, Error> {
+    let queue = names.executor_queue(app, executor_id);
+    declare_queue(ch, &queue, queue_args(names)).await?;
+    bind(ch, &queue, &names.trigger_exchange(), executor_id).await?;
+    Ok(queue)
+}
+
+/// Options of a publish.
+#[derive(Debug, Clone, Default)]
+pub struct Publish<'a> {
+    pub exchange: &'a str,
+    pub routing_key: &'a str,
+    /// Returned by the broker if no queue takes it.
+    pub mandatory: bool,
+    pub message_id: Option<&'a str>,
+    pub headers: Option<FieldTable>,
+}
+
+/// Publishes a persistent JSON message and waits for the broker's confirm.
+/// Returns `Ok(false)` when a mandatory message came back unroutable.
+pub async fn publish_confirmed(ch: &Channel, p: Publish<'_>, body: &[u8]) -> Result<bool, Error> {
+    let mut props = BasicProperties::default()
+        .with_delivery_mode(PERSISTENT)
+        .with_content_type(ShortString::from("application/json"));
+    if let Some(id) = p.message_id {
+        props = props.with_message_id(id.into());
+    }
+    if let Some(headers) = p.headers {
+        props = props.with_headers(headers);
+    }
+    let opts = BasicPublishOptions {
+        mandatory: p.mandatory,
+        ..BasicPublishOptions::default()
+    };
+    let confirm = ch
+        .basic_publish(p.exchange.into(), p.routing_key.into(), opts, body, props)
+        .await?
+        .await?;
+    match confirm {
+        Confirmation::Ack(None) | Confirmation::NotRequested => Ok(true),
+        Confirmation::Ack(Some(_returned)) => Ok(false),
+        Confirmation::Nack(_) => Err(Error::unavailable("broker refused (nack) the message")),
+    }
+}
+
+/// Moves a delivery to the dead queue with the reason, then acks it.
+/// The caller's channel must have confirms on.
+pub async fn dead_letter(
+    ch: &Channel,
+    names: &Names,
+    delivery: &lapin::message::Delivery,
+    source_queue: &str,
+    reason: &str,
+) -> Result<(), Error> {
+    let mut headers = delivery.properties.headers().clone().unwrap_or_default();
+    headers.insert(
+        "x-rondo-reason".into(),
+        AMQPValue::LongString(reason.into()),
+    );
+    headers.insert(
+        "x-rondo-source-queue".into(),
+        AMQPValue::LongString(source_queue.into()),
+    );
+    let exchange = names.dead_exchange();
+    let publish = Publish {
+        exchange: &exchange,
+        routing_key: "",
+        headers: Some(headers),
+        ..Publish::default()
+    };
+    publish_confirmed(ch, publish, &delivery.data).await?;
+    delivery.ack(BasicAckOptions::default()).await?;
+    tracing::warn!(
+        queue = source_queue,
+        reason,
+        "message moved to the dead-letter queue"
+    );
+    Ok(())
+}
+
+/// Publishes events of one routing key as one confirmed message on the
+/// events exchange (body: a JSON array).
+pub async fn publish_events(
+    ch: &Channel,
+    names: &Names,
+    events: &[crate::event::Event],
+) -> Result<(), Error> {
+    let Some(first) = events.first() else {
+        return Ok(());
+    };
+    debug_assert!(
+        events
+            .iter()
+            .all(|e| e.routing_key() == first.routing_key())
+    );
+    let body = serde_json::to_vec(events)?;
+    let exchange = names.events_exchange();
+    let publish = Publish {
+        exchange: &exchange,
+        routing_key: first.routing_key(),
+        ..Publish::default()
+    };
+    publish_confirmed(ch, publish, &body).await?;
+    Ok(())
+}

@@ -1,0 +1,494 @@
+//! Configuration: a TOML file plus `RONDO_*` environment overrides, loaded by
+//! a pure function so tests never touch the process environment.
+//!
+//! An override names a key as `RONDO_<SECTION>_<KEY>` (`RONDO_REDIS_URL`,
+//! `RONDO_SCHEDULER_API_ADDR`) or `RONDO_<KEY>` for top-level keys
+//! (`RONDO_NAMESPACE`). `RONDO_CONFIG` (the file path), `RONDO_LOG` and
+//! `RONDO_API` (the CLI's) are not keys. Every key has a
+//! default that works on a developer machine with the services on loopback.
+
+use serde::Deserialize;
+
+/// Sections of the file; an env override `RONDO_<SECTION>_<KEY>` lands in one.
+const SECTIONS: &[&str] = &[
+    "redis",
+    "amqp",
+    "zookeeper",
+    "mysql",
+    "registry",
+    "scheduler",
+    "executor",
+    "persist",
+    "log",
+];
+/// Variables that start with `RONDO_` but are not configuration keys: the
+/// config file path, a log shorthand, and the CLI's API address.
+const NOT_KEYS: &[&str] = &["config", "log", "api"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config is not valid TOML: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("environment override {var}: {message}")]
+    Env { var: String, message: String },
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Prefix of every Redis key, AMQP name and the ZooKeeper chroot.
+    pub namespace: String,
+    /// Partitions of the due sets; fixed when a cluster is created.
+    pub partitions: u32,
+    pub redis: RedisConfig,
+    pub amqp: AmqpConfig,
+    pub zookeeper: ZkConfig,
+    pub mysql: MysqlConfig,
+    pub registry: RegistryConfig,
+    pub scheduler: SchedulerConfig,
+    pub monitor: MonitorConfig,
+    pub alarm: AlarmConfig,
+    pub executor: ExecutorConfig,
+    pub persist: PersistConfig,
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            namespace: "rondo".into(),
+            partitions: 16,
+            redis: RedisConfig::default(),
+            amqp: AmqpConfig::default(),
+            zookeeper: ZkConfig::default(),
+            mysql: MysqlConfig::default(),
+            registry: RegistryConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            monitor: MonitorConfig::default(),
+            alarm: AlarmConfig::default(),
+            executor: ExecutorConfig::default(),
+            persist: PersistConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    pub url: String,
+    pub pool_size: usize,
+    /// Response timeout per command; redis-rs defaults to 500 ms, too short
+    /// for big pipelines under load.
+    pub response_timeout_ms: u64,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig {
+            url: "redis://127.0.0.1:6379".into(),
+            pool_size: 16,
+            response_timeout_ms: 5000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AmqpConfig {
+    pub url: String,
+}
+
+impl Default for AmqpConfig {
+    fn default() -> Self {
+        AmqpConfig {
+            url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ZkConfig {
+    pub connect: String,
+    /// A dead node is noticed after about this long.
+    pub session_timeout_ms: u64,
+}
+
+impl Default for ZkConfig {
+    fn default() -> Self {
+        ZkConfig {
+            connect: "127.0.0.1:2181".into(),
+            session_timeout_ms: 6000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MysqlConfig {
+    pub url: String,
+    pub pool_size: u32,
+}
+
+impl Default for MysqlConfig {
+    fn default() -> Self {
+        MysqlConfig {
+            url: "mysql://rondo:rondo@127.0.0.1:3306/rondo".into(),
+            pool_size: 4,
+        }
+    }
+}
+
+/// Executor registry timings (XXL-JOB: beat every 30 s, dead after 90 s).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    pub heartbeat_ms: u64,
+    pub dead_after_ms: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            heartbeat_ms: 30_000,
+            dead_after_ms: 90_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// This node's id; empty = `<hostname>-<api port>`.
+    pub node_id: String,
+    /// Where the admin HTTP API listens.
+    pub api_addr: String,
+    /// How far ahead the leader claims (XXL-JOB's 5 s pre-read).
+    pub preread_ms: i64,
+    /// A fire later than this is a misfire.
+    pub misfire_threshold_ms: i64,
+    /// The leader claims once per this interval, aligned to it.
+    pub claim_interval_ms: u64,
+    /// Due jobs read per partition per round trip.
+    pub claim_batch: usize,
+    /// The most fires one job may put on rings in one claim.
+    pub max_fires_per_claim: usize,
+    /// A node reads its rings this often …
+    pub load_interval_ms: u64,
+    /// … for fires due within this much time.
+    pub load_ahead_ms: i64,
+    /// On SIGTERM, in-flight work gets this long.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            node_id: String::new(),
+            api_addr: "127.0.0.1:8600".into(),
+            preread_ms: 5000,
+            misfire_threshold_ms: 5000,
+            claim_interval_ms: 1000,
+            claim_batch: 1000,
+            max_fires_per_claim: 1000,
+            load_interval_ms: 100,
+            load_ahead_ms: 1500,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// The scheduler's result monitor: retries, child jobs, lost triggers, and
+/// triggers stranded in a dead executor's queue.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// A trigger without a result for this long whose executor is gone is
+    /// marked failed ("lost") and retried per its job (XXL-JOB: 10 min).
+    pub lost_after_ms: i64,
+    /// How often the leader looks for lost triggers and dead executors.
+    pub scan_interval_ms: u64,
+    /// Triggers in a dead executor's queue wait this long for a live
+    /// executor of the group before they are failed.
+    pub reroute_timeout_ms: i64,
+    /// Results handled at once by one node (AMQP prefetch).
+    pub prefetch: u16,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            lost_after_ms: 600_000,
+            scan_interval_ms: 5_000,
+            reroute_timeout_ms: 60_000,
+            prefetch: 256,
+        }
+    }
+}
+
+/// How failure alarms are sent (per job: `alarm_email`, `alarm_webhook`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AlarmConfig {
+    /// SMTP server; empty = e-mail alarms are not sent (status "failed").
+    pub smtp_host: String,
+    pub smtp_port: u16,
+    /// `none`, `starttls` or `tls`.
+    pub smtp_tls: String,
+    pub smtp_user: String,
+    pub smtp_password: String,
+    pub smtp_from: String,
+    /// Per webhook POST and per SMTP conversation.
+    pub timeout_ms: u64,
+}
+
+impl Default for AlarmConfig {
+    fn default() -> Self {
+        AlarmConfig {
+            smtp_host: String::new(),
+            smtp_port: 25,
+            smtp_tls: "none".into(),
+            smtp_user: String::new(),
+            smtp_password: String::new(),
+            smtp_from: "rondo@localhost".into(),
+            timeout_ms: 5_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// The executor group this executor serves.
+    pub app: String,
+    /// Stable id (names its durable queue); empty = `<app>-<hostname>`.
+    pub id: String,
+    /// Triggers in flight at once (AMQP prefetch).
+    pub prefetch: u16,
+    /// How long a trigger id is remembered for dedupe.
+    pub dedupe_ttl_s: u64,
+    /// Log lines are shipped at least this often while a handler runs.
+    pub log_flush_ms: u64,
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            app: "demo".into(),
+            id: String::new(),
+            prefetch: 64,
+            dedupe_ttl_s: 7 * 24 * 3600,
+            log_flush_ms: 500,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PersistConfig {
+    /// Events per transaction at most.
+    pub batch_size: usize,
+    /// A batch is written when it is full or this old.
+    pub linger_ms: u64,
+    /// Unacked events in flight (AMQP prefetch); at least `batch_size`.
+    pub prefetch: u16,
+    pub shutdown_grace_ms: u64,
+    /// Trigger logs older than this many days are dropped, once a day
+    /// (XXL-JOB's `logretentiondays`); below 7 disables retention.
+    pub retention_days: u32,
+    /// How often the daily report counts (the last three days) are
+    /// refreshed; retention runs at start and every 24 h.
+    pub report_interval_ms: u64,
+}
+
+impl Default for PersistConfig {
+    fn default() -> Self {
+        PersistConfig {
+            batch_size: 1000,
+            linger_ms: 50,
+            prefetch: 2000,
+            shutdown_grace_ms: 10_000,
+            retention_days: 30,
+            report_interval_ms: 60_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `plain` or `json`.
+    pub format: String,
+    /// A tracing filter; `RUST_LOG` wins when set.
+    pub filter: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: "plain".into(),
+            filter: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Loads a config from TOML text and environment variables (only those
+    /// starting with `RONDO_` are read).
+    pub fn load<I>(text: &str, env: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        let mut root: toml::Table = toml::from_str(text)?;
+        for (var, value) in env {
+            apply_override(&mut root, &var, &value)?;
+        }
+        let config: Config = toml::Value::Table(root).try_into()?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        crate::model::validate_app_name("namespace", &self.namespace)
+            .map_err(|e| ConfigError::Invalid(format!("namespace: {}", e.message)))?;
+        crate::model::validate_app_name("executor.app", &self.executor.app)
+            .map_err(|e| ConfigError::Invalid(format!("executor.app: {}", e.message)))?;
+        if !self.executor.id.is_empty() {
+            crate::model::validate_app_name("executor.id", &self.executor.id)
+                .map_err(|e| ConfigError::Invalid(format!("executor.id: {}", e.message)))?;
+        }
+        if self.partitions == 0 || self.partitions > 4096 {
+            return Err(ConfigError::Invalid(
+                "partitions must be between 1 and 4096".into(),
+            ));
+        }
+        if self.scheduler.preread_ms < 1000 || self.scheduler.claim_interval_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "scheduler.preread_ms must be ≥ 1000 and claim_interval_ms > 0".into(),
+            ));
+        }
+        if usize::from(self.persist.prefetch) < self.persist.batch_size {
+            return Err(ConfigError::Invalid(
+                "persist.prefetch must be at least persist.batch_size".into(),
+            ));
+        }
+        if !matches!(self.alarm.smtp_tls.as_str(), "none" | "starttls" | "tls") {
+            return Err(ConfigError::Invalid(
+                "alarm.smtp_tls must be none, starttls or tls".into(),
+            ));
+        }
+        if !matches!(self.log.format.as_str(), "plain" | "json") {
+            return Err(ConfigError::Invalid(
+                "log.format must be plain or json".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn names(&self) -> crate::names::Names {
+        crate::names::Names::new(&self.namespace, self.partitions)
+    }
+}
+
+fn apply_override(root: &mut toml::Table, var: &str, value: &str) -> Result<(), ConfigError> {
+    let Some(rest) = var.strip_prefix("RONDO_") else {
+        return Ok(());
+    };
+    let rest = rest.to_ascii_lowercase();
+    if NOT_KEYS.contains(&rest.as_str()) {
+        return Ok(());
+    }
+    let parsed = parse_scalar(value);
+    let section = SECTIONS
+        .iter()
+        .find(|s| rest.strip_prefix(*s).is_some_and(|k| k.starts_with('_')));
+    let Some(section) = section else {
+        root.insert(rest, parsed);
+        return Ok(());
+    };
+    let key = rest[section.len() + 1..].to_owned();
+    let entry = root
+        .entry((*section).to_owned())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let Some(table) = entry.as_table_mut() else {
+        return Err(ConfigError::Env {
+            var: var.to_owned(),
+            message: format!("[{section}] is not a table in the file"),
+        });
+    };
+    table.insert(key, parsed);
+    Ok(())
+}
+
+/// Environment values are strings; numbers and booleans are read as such so
+/// `RONDO_PARTITIONS=8` fills an integer key.
+fn parse_scalar(value: &str) -> toml::Value {
+    if let Ok(i) = value.parse::<i64>() {
+        return toml::Value::Integer(i);
+    }
+    match value {
+        "true" => toml::Value::Boolean(true),
+        "false" => toml::Value::Boolean(false),
+        _ => toml::Value::String(value.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn empty_text_gives_working_defaults() {
+        let c = Config::load("", env(&[])).unwrap();
+        assert_eq!(c.namespace, "rondo");
+        assert_eq!(c.partitions, 16);
+        assert_eq!(c.scheduler.preread_ms, 5000);
+        assert_eq!(c.registry.dead_after_ms, 90_000);
+    }
+
+    #[test]
+    fn file_then_env_overrides() {
+        let text = "namespace = \"a\"\n[redis]\nurl = \"redis://x\"\n[scheduler]\napi_addr = \"0.0.0.0:1\"\n";
+        let c = Config::load(
+            text,
+            env(&[
+                ("RONDO_NAMESPACE", "b"),
+                ("RONDO_SCHEDULER_API_ADDR", "127.0.0.1:9"),
+                ("RONDO_PARTITIONS", "8"),
+                ("RONDO_PERSIST_BATCH_SIZE", "10"),
+                ("RONDO_CONFIG", "/etc/rondo.toml"),
+                ("RONDO_LOG", "debug"),
+                ("RONDO_API", "http://127.0.0.1:8600"),
+                ("HOME", "/root"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.namespace, "b");
+        assert_eq!(c.redis.url, "redis://x");
+        assert_eq!(c.scheduler.api_addr, "127.0.0.1:9");
+        assert_eq!(c.partitions, 8);
+        assert_eq!(c.persist.batch_size, 10);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        assert!(Config::load("nope = 1", env(&[])).is_err());
+        assert!(Config::load("[redis]\nurll = \"x\"", env(&[])).is_err());
+        assert!(Config::load("", env(&[("RONDO_PARTITIONS", "zero")])).is_err());
+        assert!(Config::load("partitions = 0", env(&[])).is_err());
+        assert!(Config::load("namespace = \"a b\"", env(&[])).is_err());
+        assert!(Config::load("[log]\nformat = \"xml\"", env(&[])).is_err());
+    }
+}

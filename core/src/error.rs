@@ -1,0 +1,111 @@
+//! The closed set of error kinds callers branch on, and the error every
+//! library boundary returns.
+
+use serde::Serialize;
+
+/// What went wrong, in the few ways a caller can act on. Maps to an HTTP
+/// status in the admin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The caller's input is wrong; retrying the same input will not help.
+    InvalidInput,
+    /// The thing named does not exist.
+    NotFound,
+    /// The thing exists already or changed under the caller.
+    Conflict,
+    /// A leader term older than the one the store accepts (fencing).
+    StaleTerm,
+    /// A service (Redis, RabbitMQ, ZooKeeper, MySQL) did not answer.
+    Unavailable,
+    /// A bug or an unexpected state.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status the admin API answers with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::InvalidInput => 400,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Conflict | ErrorKind::StaleTerm => 409,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Internal => 500,
+        }
+    }
+}
+
+/// An error with its kind, the input field it concerns (if any) and a
+/// lowercase message.
+#[derive(Debug, Clone, thiserror::Error, Serialize)]
+#[error("{kind:?}{}: {message}", field.as_deref().map(|f| format!(" ({f})")).unwrap_or_default())]
+pub struct Error {
+    pub kind: ErrorKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// Invalid input in the named field.
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::InvalidInput,
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(field: &str, message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::NotFound,
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Unavailable, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Internal, message)
+    }
+}
+
+impl From<::redis::RedisError> for Error {
+    fn from(e: ::redis::RedisError) -> Self {
+        if e.to_string().contains("STALE_TERM") {
+            return Error::new(ErrorKind::StaleTerm, e.to_string());
+        }
+        Error::unavailable(format!("redis: {e}"))
+    }
+}
+
+impl From<deadpool_redis::PoolError> for Error {
+    fn from(e: deadpool_redis::PoolError) -> Self {
+        Error::unavailable(format!("redis pool: {e}"))
+    }
+}
+
+impl From<lapin::Error> for Error {
+    fn from(e: lapin::Error) -> Self {
+        Error::unavailable(format!("amqp: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::internal(format!("json: {e}"))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

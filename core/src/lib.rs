@@ -1,0 +1,53 @@
+//! rondo-core: the model every rondo process shares.
+//!
+//! rondo is a distributed job scheduler: jobs live in Redis sorted sets, a
+//! ZooKeeper-elected leader claims due fires and spreads them over every
+//! scheduler node's millisecond wheel, triggers travel over RabbitMQ to
+//! executors, and a persistence worker writes history to MySQL.
+//!
+//! This crate holds what those processes agree on, and nothing that runs on
+//! its own.
+//!
+//! # Layout
+//!
+//! * [`model`]: executor groups and jobs, their enums (routing, block, misfire)
+//!   and validation of user input.
+//! * [`schedule`]: `CRON` (Quartz syntax), `FIX_RATE` and `NONE` schedules, next
+//!   fire computation and the misfire rule used at claim time.
+//! * [`trigger`]: the trigger message an executor consumes, the result it
+//!   publishes, trigger ids.
+//! * [`event`]: the events on the `events` exchange that the persistence worker
+//!   stores.
+//! * [`names`]: every Redis key, AMQP exchange / queue and znode name.
+//! * [`config`]: TOML + `RONDO_*` configuration, loaded by a pure function.
+//! * [`error`]: the closed error kind callers branch on.
+//! * [`amqp`], [`redis`]: connecting to the broker and to Redis the way every
+//!   process must (confirms, topology, dead-lettering, response timeouts).
+//! * [`telemetry`], [`signals`]: tracing set-up and SIGINT/SIGTERM handling
+//!   shared by the binaries.
+//! * [`clock`]: wall-clock milliseconds.
+//! * `testkit` (feature `testkit`): fresh namespaces and cleanup for tests
+//!   against the real services.
+
+pub mod amqp;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod model;
+pub mod names;
+pub mod redis;
+pub mod schedule;
+pub mod signals;
+pub mod telemetry;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+pub mod trigger;
+
+pub use config::Config;
+pub use error::{Error, ErrorKind};
+pub use event::Event;
+pub use model::{BlockStrategy, Group, Job, JobSpec, Misfire, Routing};
+pub use names::Names;
+pub use schedule::Schedule;
+pub use trigger::{ExecResult, Trigger, TriggerBatch, TriggerType};

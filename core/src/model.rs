@@ -1,0 +1,560 @@
+//! Executor groups and jobs: what users define through the API, the enums
+//! with XXL-JOB's names, and the validation that turns raw input into a job.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::schedule::{MisfireRule, Schedule};
+
+/// The largest `params` accepted, in bytes. Parameters travel inside every
+/// trigger message and every log row; larger payloads belong in a store the
+/// handler reads.
+pub const MAX_PARAMS_BYTES: usize = 16 * 1024;
+/// The longest handler name, description or alarm address.
+pub const MAX_TEXT: usize = 255;
+/// The longest group app name (it becomes part of queue names).
+pub const MAX_APP_NAME: usize = 64;
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            /// Every name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
+            /// The XXL-JOB name.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            /// Parses an XXL-JOB name; the error names `field`.
+            pub fn parse(field: &str, text: &str) -> Result<Self, Error> {
+                match text {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(Error::invalid(field, format!(
+                        "unknown value {other:?}, expected one of {}", Self::NAMES.join(", ")))),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// How the dispatcher picks executors of the group for a trigger.
+    Routing {
+        First = "FIRST",
+        Last = "LAST",
+        Round = "ROUND",
+        Random = "RANDOM",
+        ConsistentHash = "CONSISTENT_HASH",
+        LeastFrequentlyUsed = "LEAST_FREQUENTLY_USED",
+        LeastRecentlyUsed = "LEAST_RECENTLY_USED",
+        Failover = "FAILOVER",
+        Busyover = "BUSYOVER",
+        ShardingBroadcast = "SHARDING_BROADCAST",
+    }
+);
+
+named_enum!(
+    /// What an executor does with a trigger while the job still runs.
+    BlockStrategy {
+        SerialExecution = "SERIAL_EXECUTION",
+        DiscardLater = "DISCARD_LATER",
+        CoverEarly = "COVER_EARLY",
+    }
+);
+
+named_enum!(
+    /// What the leader does with a fire it finds more than the threshold late.
+    Misfire {
+        DoNothing = "DO_NOTHING",
+        FireOnceNow = "FIRE_ONCE_NOW",
+    }
+);
+
+named_enum!(
+    /// XXL-JOB's schedule types.
+    ScheduleType {
+        None = "NONE",
+        Cron = "CRON",
+        FixRate = "FIX_RATE",
+    }
+);
+
+impl Misfire {
+    pub fn rule(self) -> MisfireRule {
+        match self {
+            Misfire::DoNothing => MisfireRule::DoNothing,
+            Misfire::FireOnceNow => MisfireRule::FireOnceNow,
+        }
+    }
+}
+
+/// An executor group (XXL-JOB's `xxl_job_group`): the executors that share an
+/// app name. Their addresses come from the registry, never from the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub app: String,
+    pub title: String,
+    pub updated_ms: i64,
+}
+
+/// A group as the API receives it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    pub app: Option<String>,
+    pub title: Option<String>,
+}
+
+impl GroupSpec {
+    pub fn validate(self, now_ms: i64) -> Result<Group, Error> {
+        let app = self
+            .app
+            .ok_or_else(|| Error::invalid("app", "is required"))?;
+        validate_app_name("app", &app)?;
+        let title = self.title.unwrap_or_else(|| app.clone());
+        check_len("title", &title, MAX_TEXT)?;
+        Ok(Group {
+            app,
+            title,
+            updated_ms: now_ms,
+        })
+    }
+}
+
+/// Checks an app name: it becomes part of queue names and Redis keys.
+pub fn validate_app_name(field: &str, app: &str) -> Result<(), Error> {
+    if app.is_empty() || app.len() > MAX_APP_NAME {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1 to {MAX_APP_NAME} characters"),
+        ));
+    }
+    if !app
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    {
+        return Err(Error::invalid(
+            field,
+            "may contain only ASCII letters, digits, '-' and '_'",
+        ));
+    }
+    Ok(())
+}
+
+fn check_len(field: &str, value: &str, max: usize) -> Result<(), Error> {
+    if value.len() > max {
+        return Err(Error::invalid(
+            field,
+            format!("is {} bytes, the limit is {max}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// A job as stored in Redis and MySQL (XXL-JOB's `xxl_job_info`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: u64,
+    pub group: String,
+    pub description: String,
+    pub schedule_type: ScheduleType,
+    pub schedule_conf: String,
+    pub misfire: Misfire,
+    pub routing: Routing,
+    pub block: BlockStrategy,
+    pub handler: String,
+    pub params: String,
+    /// Seconds; 0 = no timeout.
+    pub timeout_s: u32,
+    pub retries: u32,
+    pub child_jobs: Vec<u64>,
+    /// Seconds between a failure and its retry (XXL-JOB retries at once).
+    #[serde(default)]
+    pub retry_backoff_s: u32,
+    /// Comma-separated addresses mailed when a trigger fails.
+    pub alarm_email: String,
+    /// URL that receives a JSON POST when a trigger fails.
+    #[serde(default)]
+    pub alarm_webhook: String,
+    pub enabled: bool,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+impl Job {
+    /// The compiled schedule. Stored jobs were validated, so this only fails
+    /// on data written by something else.
+    pub fn schedule(&self) -> Result<Schedule, Error> {
+        Schedule::parse(self.schedule_type.as_str(), &self.schedule_conf)
+    }
+
+    /// The job as an API spec, the base an update is applied on.
+    pub fn to_spec(&self) -> JobSpec {
+        JobSpec {
+            group: Some(self.group.clone()),
+            description: Some(self.description.clone()),
+            schedule_type: Some(self.schedule_type.as_str().to_owned()),
+            schedule_conf: Some(self.schedule_conf.clone()),
+            misfire: Some(self.misfire.as_str().to_owned()),
+            routing: Some(self.routing.as_str().to_owned()),
+            block: Some(self.block.as_str().to_owned()),
+            handler: Some(self.handler.clone()),
+            params: Some(self.params.clone()),
+            timeout_s: Some(self.timeout_s),
+            retries: Some(self.retries),
+            child_jobs: Some(self.child_jobs.clone()),
+            retry_backoff_s: Some(self.retry_backoff_s),
+            alarm_email: Some(self.alarm_email.clone()),
+            alarm_webhook: Some(self.alarm_webhook.clone()),
+            enabled: Some(self.enabled),
+        }
+    }
+}
+
+/// A job as the API receives it; every field optional so that one
+/// validation names whichever is missing or wrong.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub group: Option<String>,
+    pub description: Option<String>,
+    pub schedule_type: Option<String>,
+    pub schedule_conf: Option<String>,
+    pub misfire: Option<String>,
+    pub routing: Option<String>,
+    pub block: Option<String>,
+    pub handler: Option<String>,
+    pub params: Option<String>,
+    pub timeout_s: Option<u32>,
+    pub retries: Option<u32>,
+    pub child_jobs: Option<Vec<u64>>,
+    pub retry_backoff_s: Option<u32>,
+    pub alarm_email: Option<String>,
+    pub alarm_webhook: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+/// Routing strategies the dispatcher implements (all ten of XXL-JOB's).
+pub const SUPPORTED_ROUTING: &[Routing] = &[
+    Routing::First,
+    Routing::Last,
+    Routing::Round,
+    Routing::Random,
+    Routing::ConsistentHash,
+    Routing::LeastFrequentlyUsed,
+    Routing::LeastRecentlyUsed,
+    Routing::Failover,
+    Routing::Busyover,
+    Routing::ShardingBroadcast,
+];
+
+impl JobSpec {
+    /// Overlays the fields `patch` sets on `self` (for partial updates).
+    pub fn overlay(self, patch: JobSpec) -> JobSpec {
+        JobSpec {
+            group: patch.group.or(self.group),
+            description: patch.description.or(self.description),
+            schedule_type: patch.schedule_type.or(self.schedule_type),
+            schedule_conf: patch.schedule_conf.or(self.schedule_conf),
+            misfire: patch.misfire.or(self.misfire),
+            routing: patch.routing.or(self.routing),
+            block: patch.block.or(self.block),
+            handler: patch.handler.or(self.handler),
+            params: patch.params.or(self.params),
+            timeout_s: patch.timeout_s.or(self.timeout_s),
+            retries: patch.retries.or(self.retries),
+            child_jobs: patch.child_jobs.or(self.child_jobs),
+            retry_backoff_s: patch.retry_backoff_s.or(self.retry_backoff_s),
+            alarm_email: patch.alarm_email.or(self.alarm_email),
+            alarm_webhook: patch.alarm_webhook.or(self.alarm_webhook),
+            enabled: patch.enabled.or(self.enabled),
+        }
+    }
+
+    /// Validates every field and builds the job. Defaults follow XXL-JOB:
+    /// `DO_NOTHING`, `FIRST`, `SERIAL_EXECUTION`, no timeout, no retry. The
+    /// group's existence is checked by the caller, which has the store.
+    pub fn validate(self, id: u64, now_ms: i64, created_ms: Option<i64>) -> Result<Job, Error> {
+        let group = self
+            .group
+            .ok_or_else(|| Error::invalid("group", "is required"))?;
+        validate_app_name("group", &group)?;
+        let schedule_type = ScheduleType::parse(
+            "schedule_type",
+            self.schedule_type.as_deref().unwrap_or("NONE"),
+        )?;
+        let schedule_conf = self.schedule_conf.unwrap_or_default();
+        if schedule_type != ScheduleType::None && schedule_conf.trim().is_empty() {
+            return Err(Error::invalid(
+                "schedule_conf",
+                "is required for CRON and FIX_RATE",
+            ));
+        }
+        Schedule::parse(schedule_type.as_str(), &schedule_conf)?;
+        let routing = Routing::parse("routing", self.routing.as_deref().unwrap_or("FIRST"))?;
+        if !SUPPORTED_ROUTING.contains(&routing) {
+            return Err(Error::invalid(
+                "routing",
+                format!("routing strategy {routing} is not available in this version"),
+            ));
+        }
+        let handler = self.handler.unwrap_or_default();
+        validate_handler_name(&handler)?;
+        let params = self.params.unwrap_or_default();
+        check_len("params", &params, MAX_PARAMS_BYTES)?;
+        let description = self.description.unwrap_or_default();
+        check_len("description", &description, MAX_TEXT)?;
+        let alarm_email = self.alarm_email.unwrap_or_default();
+        check_len("alarm_email", &alarm_email, MAX_TEXT)?;
+        validate_emails(&alarm_email)?;
+        let alarm_webhook = self.alarm_webhook.unwrap_or_default();
+        validate_webhook(&alarm_webhook)?;
+        let retry_backoff_s = self.retry_backoff_s.unwrap_or(0);
+        if retry_backoff_s > MAX_RETRY_BACKOFF_S {
+            return Err(Error::invalid(
+                "retry_backoff_s",
+                format!("must be at most {MAX_RETRY_BACKOFF_S} (one day)"),
+            ));
+        }
+        let child_jobs = self.child_jobs.unwrap_or_default();
+        if child_jobs.contains(&id) {
+            return Err(Error::invalid(
+                "child_jobs",
+                "a job cannot be its own child",
+            ));
+        }
+        Ok(Job {
+            id,
+            group,
+            description,
+            schedule_type,
+            schedule_conf,
+            misfire: Misfire::parse("misfire", self.misfire.as_deref().unwrap_or("DO_NOTHING"))?,
+            routing,
+            block: BlockStrategy::parse(
+                "block",
+                self.block.as_deref().unwrap_or("SERIAL_EXECUTION"),
+            )?,
+            handler,
+            params,
+            timeout_s: self.timeout_s.unwrap_or(0),
+            retries: self.retries.unwrap_or(0),
+            child_jobs,
+            retry_backoff_s,
+            alarm_email,
+            alarm_webhook,
+            enabled: self.enabled.unwrap_or(true),
+            created_ms: created_ms.unwrap_or(now_ms),
+            updated_ms: now_ms,
+        })
+    }
+}
+
+/// The longest retry backoff (one day).
+pub const MAX_RETRY_BACKOFF_S: u32 = 24 * 3600;
+/// The longest alarm webhook URL.
+pub const MAX_URL: usize = 1024;
+
+/// Checks a comma-separated list of e-mail addresses (empty = no mail).
+fn validate_emails(list: &str) -> Result<(), Error> {
+    for addr in list.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let valid = addr.split_once('@').is_some_and(|(user, host)| {
+            !user.is_empty() && host.contains('.') && !addr.contains(char::is_whitespace)
+        });
+        if !valid {
+            return Err(Error::invalid(
+                "alarm_email",
+                format!("{addr:?} is not an e-mail address"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the alarm webhook: empty, or an http(s) URL.
+fn validate_webhook(url: &str) -> Result<(), Error> {
+    if url.is_empty() {
+        return Ok(());
+    }
+    check_len("alarm_webhook", url, MAX_URL)?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    if rest.is_none_or(|r| r.is_empty() || r.starts_with('/') || r.contains(char::is_whitespace)) {
+        return Err(Error::invalid(
+            "alarm_webhook",
+            "must be an http:// or https:// URL",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_handler_name(handler: &str) -> Result<(), Error> {
+    if handler.trim().is_empty() {
+        return Err(Error::invalid("handler", "must not be empty"));
+    }
+    check_len("handler", handler, MAX_TEXT)?;
+    if handler.chars().any(char::is_whitespace) {
+        return Err(Error::invalid("handler", "must not contain white space"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> JobSpec {
+        JobSpec {
+            group: Some("demo".into()),
+            schedule_type: Some("CRON".into()),
+            schedule_conf: Some("* * * * * ?".into()),
+            handler: Some("demo".into()),
+            ..JobSpec::default()
+        }
+    }
+
+    #[test]
+    fn defaults_follow_xxl_job() {
+        let job = spec().validate(1, 10, None).unwrap();
+        assert_eq!(job.misfire, Misfire::DoNothing);
+        assert_eq!(job.routing, Routing::First);
+        assert_eq!(job.block, BlockStrategy::SerialExecution);
+        assert!(job.enabled);
+        assert_eq!((job.created_ms, job.updated_ms), (10, 10));
+    }
+
+    fn field_of(spec: JobSpec) -> String {
+        spec.validate(1, 0, None).unwrap_err().field.unwrap()
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        assert_eq!(
+            field_of(JobSpec {
+                group: None,
+                ..spec()
+            }),
+            "group"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                group: Some("a b".into()),
+                ..spec()
+            }),
+            "group"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                schedule_conf: Some("* * *".into()),
+                ..spec()
+            }),
+            "schedule_conf"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                schedule_type: Some("X".into()),
+                ..spec()
+            }),
+            "schedule_type"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                routing: Some("NEAREST".into()),
+                ..spec()
+            }),
+            "routing"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                block: Some("QUEUE".into()),
+                ..spec()
+            }),
+            "block"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                misfire: Some("LATER".into()),
+                ..spec()
+            }),
+            "misfire"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                handler: Some(" ".into()),
+                ..spec()
+            }),
+            "handler"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                handler: None,
+                ..spec()
+            }),
+            "handler"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                params: Some("x".repeat(MAX_PARAMS_BYTES + 1)),
+                ..spec()
+            }),
+            "params"
+        );
+        assert_eq!(
+            field_of(JobSpec {
+                child_jobs: Some(vec![1]),
+                ..spec()
+            }),
+            "child_jobs"
+        );
+    }
+
+    #[test]
+    fn params_at_the_limit_are_accepted() {
+        assert!(
+            JobSpec {
+                params: Some("x".repeat(MAX_PARAMS_BYTES)),
+                ..spec()
+            }
+            .validate(1, 0, None)
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn overlay_keeps_unset_fields() {
+        let job = spec().validate(1, 0, None).unwrap();
+        let patched = job
+            .to_spec()
+            .overlay(JobSpec {
+                params: Some("p".into()),
+                ..JobSpec::default()
+            })
+            .validate(1, 5, Some(job.created_ms))
+            .unwrap();
+        assert_eq!(patched.params, "p");
+        assert_eq!(patched.schedule_conf, job.schedule_conf);
+        assert_eq!(patched.updated_ms, 5);
+    }
+
+    #[test]
+    fn enum_names_round_trip_through_json() {
+        for name in Routing::NAMES {
+            let r = Routing::parse("routing", name).unwrap();
+            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{name}\""));
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Every Redis key, AMQP name and znode rondo uses, derived from the
+//! namespace. Nothing else in the workspace spells a key or queue name.
+//!
+//! The namespace (default `rondo`) prefixes all three, so two clusters, or two
+//! tests, share one Redis, one broker and one ZooKeeper without touching each
+//! other.
+
+/// Names for one namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    ns: String,
+    partitions: u32,
+}
+
+impl Names {
+    pub fn new(namespace: &str, partitions: u32) -> Self {
+        debug_assert!(partitions > 0);
+        Names {
+            ns: namespace.to_owned(),
+            partitions,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// The partition a job belongs to.
+    pub fn partition_of(&self, job_id: u64) -> u32 {
+        (job_id % u64::from(self.partitions)) as u32
+    }
+
+    // ---- Redis ----
+
+    /// `ns:{pK}:due`: job id scored by its next fire (ms).
+    pub fn due(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:due", self.ns)
+    }
+
+    /// `ns:{pK}:ring:<node>`: fires assigned to a node, `<job>:<fire_ms>`.
+    pub fn ring(&self, p: u32, node: &str) -> String {
+        format!("{}:{{p{p}}}:ring:{node}", self.ns)
+    }
+
+    /// Prefix of every ring key of a partition (for scans).
+    pub fn ring_prefix(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:ring:", self.ns)
+    }
+
+    /// `ns:{pK}:rings`: the nodes that have a ring in the partition, so the
+    /// leader finds a dead node's rings without scanning the keyspace.
+    pub fn ring_owners(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:rings", self.ns)
+    }
+
+    /// `ns:{pK}:inflight`: trigger ids published and not yet answered,
+    /// scored by publish time (for lost-trigger detection).
+    pub fn inflight(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:inflight", self.ns)
+    }
+
+    /// `ns:{pK}:inflight:data`: trigger id → the trigger (JSON).
+    pub fn inflight_data(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:inflight:data", self.ns)
+    }
+
+    /// `ns:{pK}:retry`: retries waiting for their backoff, scored by due ms
+    /// (member: the retry as JSON).
+    pub fn retry(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:retry", self.ns)
+    }
+
+    /// `ns:handled:<trigger id>`: set once the monitor reacted to a trigger's
+    /// outcome (retry, child jobs, alarm), so a duplicate result is ignored.
+    pub fn handled(&self, trigger_id: &str) -> String {
+        format!("{}:handled:{trigger_id}", self.ns)
+    }
+
+    /// `ns:{pK}:term`: the leader term the partition accepts.
+    pub fn term(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:term", self.ns)
+    }
+
+    /// `ns:job:<id>`: a job's definition.
+    pub fn job(&self, id: u64) -> String {
+        format!("{}:job:{id}", self.ns)
+    }
+
+    /// `ns:jobs`: the set of every job id (for listing).
+    pub fn job_index(&self) -> String {
+        format!("{}:jobs", self.ns)
+    }
+
+    /// `ns:group-jobs:<app>`: the ids of a group's jobs.
+    pub fn group_jobs(&self, app: &str) -> String {
+        format!("{}:group-jobs:{app}", self.ns)
+    }
+
+    /// `ns:bootstrap`: the term of the leader rebuilding Redis from MySQL,
+    /// while it does (an interrupted rebuild is resumed).
+    pub fn bootstrap_marker(&self) -> String {
+        format!("{}:bootstrap", self.ns)
+    }
+
+    /// `ns:seq:job`: the job id sequence.
+    pub fn job_seq(&self) -> String {
+        format!("{}:seq:job", self.ns)
+    }
+
+    /// `ns:groups`: hash of executor group app name to its definition.
+    pub fn groups(&self) -> String {
+        format!("{}:groups", self.ns)
+    }
+
+    /// `ns:registry:<app>`: executor ids scored by last heartbeat (ms).
+    pub fn registry(&self, app: &str) -> String {
+        format!("{}:registry:{app}", self.ns)
+    }
+
+    /// `ns:executor:<id>`: an executor's app, host, handlers, start time.
+    pub fn executor(&self, id: &str) -> String {
+        format!("{}:executor:{id}", self.ns)
+    }
+
+    /// `ns:dedupe:<trigger id>`: set once by the executor that runs a trigger.
+    pub fn dedupe(&self, trigger_id: &str) -> String {
+        format!("{}:dedupe:{trigger_id}", self.ns)
+    }
+
+    /// `ns:round:<job>`: the cluster-wide ROUND counter of a job.
+    pub fn round_counter(&self, job_id: u64) -> String {
+        format!("{}:round:{job_id}", self.ns)
+    }
+
+    /// `ns:lfu:<job>`: LEAST_FREQUENTLY_USED counts of a job, per executor.
+    pub fn route_lfu(&self, job_id: u64) -> String {
+        format!("{}:lfu:{job_id}", self.ns)
+    }
+
+    /// `ns:lru:<job>`: LEAST_RECENTLY_USED order of a job's executors.
+    pub fn route_lru(&self, job_id: u64) -> String {
+        format!("{}:lru:{job_id}", self.ns)
+    }
+
+    // ---- RabbitMQ ----
+
+    /// Direct exchange for triggers; routing key = executor id.
+    pub fn trigger_exchange(&self) -> String {
+        format!("{}.trigger", self.ns)
+    }
+
+    /// Direct exchange for kill / cancel messages.
+    pub fn control_exchange(&self) -> String {
+        format!("{}.control", self.ns)
+    }
+
+    /// Topic exchange for `job.*`, `group.*`, `trigger.*`, `result.*`, `log.*`.
+    pub fn events_exchange(&self) -> String {
+        format!("{}.events", self.ns)
+    }
+
+    /// Fanout exchange every queue dead-letters to.
+    pub fn dead_exchange(&self) -> String {
+        format!("{}.dlx", self.ns)
+    }
+
+    /// The durable queue of one executor.
+    pub fn executor_queue(&self, app: &str, executor_id: &str) -> String {
+        format!("{}.exec.{app}.{executor_id}", self.ns)
+    }
+
+    /// An executor's short-lived control queue (kill), bound to the control
+    /// exchange with the executor id.
+    pub fn control_queue(&self, executor_id: &str) -> String {
+        format!("{}.ctl.{executor_id}", self.ns)
+    }
+
+    /// Every event, for the persistence worker.
+    pub fn persist_queue(&self) -> String {
+        format!("{}.persist", self.ns)
+    }
+
+    /// `result.*` events, for the scheduler's result monitor.
+    pub fn monitor_queue(&self) -> String {
+        format!("{}.monitor", self.ns)
+    }
+
+    /// Messages that could not be decoded or handled.
+    pub fn dead_queue(&self) -> String {
+        format!("{}.dead", self.ns)
+    }
+
+    // ---- ZooKeeper (paths under the chroot `/<ns>`) ----
+
+    /// The chroot every znode lives under.
+    pub fn zk_root(&self) -> String {
+        format!("/{}", self.ns)
+    }
+
+    pub fn zk_nodes(&self) -> &'static str {
+        "/nodes"
+    }
+
+    pub fn zk_node(&self, node: &str) -> String {
+        format!("/nodes/{node}")
+    }
+
+    pub fn zk_election(&self) -> &'static str {
+        "/election"
+    }
+
+    pub fn zk_election_prefix(&self) -> &'static str {
+        "/election/n_"
+    }
+
+    pub fn zk_term(&self) -> &'static str {
+        "/term"
+    }
+
+    pub fn zk_leader(&self) -> &'static str {
+        "/leader"
+    }
+}
+
+/// A ring member: `<job>:<fire_ms>`.
+pub fn ring_member(job_id: u64, fire_ms: i64) -> String {
+    format!("{job_id}:{fire_ms}")
+}
+
+/// Parses a ring member back into `(job, fire_ms)`.
+pub fn parse_ring_member(member: &str) -> Option<(u64, i64)> {
+    let (job, fire) = member.split_once(':')?;
+    Some((job.parse().ok()?, fire.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_one_partition_share_a_hash_tag() {
+        let n = Names::new("rondo", 16);
+        assert_eq!(n.due(3), "rondo:{p3}:due");
+        assert_eq!(n.ring(3, "a"), "rondo:{p3}:ring:a");
+        assert_eq!(n.term(3), "rondo:{p3}:term");
+        assert_eq!(n.ring_owners(3), "rondo:{p3}:rings");
+        assert!(n.ring(3, "a").starts_with(&n.ring_prefix(3)));
+    }
+
+    #[test]
+    fn amqp_names_follow_the_design() {
+        let n = Names::new("rondo", 16);
+        assert_eq!(n.trigger_exchange(), "rondo.trigger");
+        assert_eq!(n.executor_queue("app", "e1"), "rondo.exec.app.e1");
+        assert_eq!(n.persist_queue(), "rondo.persist");
+        assert_eq!(n.dead_queue(), "rondo.dead");
+    }
+
+    #[test]
+    fn ring_members_round_trip() {
+        assert_eq!(
+            parse_ring_member(&ring_member(42, 1_700_000_000_123)),
+            Some((42, 1_700_000_000_123))
+        );
+        assert_eq!(parse_ring_member("x:1"), None);
+        assert_eq!(parse_ring_member("1"), None);
+    }
+
+    #[test]
+    fn partition_is_job_id_modulo() {
+        let n = Names::new("rondo", 16);
+        assert_eq!(n.partition_of(17), 1);
+        assert_eq!(n.partition_of(16), 0);
+    }
+}

@@ -1,0 +1,126 @@
+//! The executor registry as the dispatcher sees it: `registry:<app>` holds
+//! executor ids scored by their last heartbeat; an executor is live while its
+//! heartbeat is younger than the dead timeout. `executor:<id>` holds what an
+//! executor reports about itself, of which routing reads `running_jobs`
+//! (BUSYOVER).
+
+use deadpool_redis::Pool;
+use redis::AsyncCommands;
+use rondo_core::{Error, Names, clock};
+use serde::Serialize;
+
+/// The `executor:<id>` field listing the job ids running or queued there.
+const RUNNING_JOBS_FIELD: &str = "running_jobs";
+
+/// A live executor and its last heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveExecutor {
+    pub id: String,
+    /// When its last heartbeat was written (ms, UTC).
+    pub heartbeat_ms: i64,
+}
+
+/// What an executor's hash says about one job, for BUSYOVER.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// The job is neither running nor queued there.
+    Idle,
+    /// The job is running or queued there.
+    Busy,
+    /// The executor has no hash (it vanished, or writes an older format):
+    /// nothing says it is idle.
+    Unknown,
+}
+
+#[derive(Clone)]
+pub struct Registry {
+    pool: Pool,
+    names: Names,
+    dead_after_ms: i64,
+}
+
+impl Registry {
+    pub fn new(pool: Pool, names: Names, dead_after_ms: u64) -> Self {
+        Registry {
+            pool,
+            names,
+            dead_after_ms: dead_after_ms as i64,
+        }
+    }
+
+    /// Live executor ids of a group, sorted by id so FIRST / LAST and shard
+    /// indexes are stable across nodes.
+    pub async fn live(&self, app: &str) -> Result<Vec<String>, Error> {
+        let executors = self.live_executors(app).await?;
+        Ok(executors.into_iter().map(|e| e.id).collect())
+    }
+
+    /// Live executors of a group with their heartbeats, sorted by id.
+    pub async fn live_executors(&self, app: &str) -> Result<Vec<LiveExecutor>, Error> {
+        let mut conn = self.pool.get().await?;
+        let min = clock::now_ms() - self.dead_after_ms;
+        let scored: Vec<(String, f64)> = conn
+            .zrangebyscore_withscores(self.names.registry(app), min, "+inf")
+            .await?;
+        let mut executors: Vec<LiveExecutor> = scored
+            .into_iter()
+            .map(|(id, score)| LiveExecutor {
+                id,
+                heartbeat_ms: score as i64,
+            })
+            .collect();
+        executors.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(executors)
+    }
+
+    /// Whether `job_id` is running or queued on each executor, in the order
+    /// given (one pipelined round trip).
+    pub async fn activity(
+        &self,
+        executor_ids: &[&str],
+        job_id: u64,
+    ) -> Result<Vec<Activity>, Error> {
+        let mut pipe = redis::pipe();
+        for id in executor_ids {
+            pipe.cmd("HMGET")
+                .arg(self.names.executor(id))
+                .arg("app")
+                .arg(RUNNING_JOBS_FIELD);
+        }
+        let mut conn = self.pool.get().await?;
+        let rows: Vec<(Option<String>, Option<String>)> = pipe.query_async(&mut conn).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(app, running)| activity_of(app.as_deref(), running.as_deref(), job_id))
+            .collect())
+    }
+}
+
+/// Reads one executor hash: no hash at all (no `app`) is unknown; a missing
+/// or empty `running_jobs` is idle.
+fn activity_of(app: Option<&str>, running_jobs: Option<&str>, job_id: u64) -> Activity {
+    if app.is_none() {
+        return Activity::Unknown;
+    }
+    let busy = running_jobs
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+        .any(|id| id == job_id);
+    if busy { Activity::Busy } else { Activity::Idle }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_jobs_are_matched_by_whole_id() {
+        assert_eq!(activity_of(Some("a"), Some("7,12"), 7), Activity::Busy);
+        assert_eq!(activity_of(Some("a"), Some("7,12"), 12), Activity::Busy);
+        assert_eq!(activity_of(Some("a"), Some("17,71,1"), 7), Activity::Idle);
+        assert_eq!(activity_of(Some("a"), Some(""), 7), Activity::Idle);
+        assert_eq!(activity_of(Some("a"), None, 7), Activity::Idle);
+        assert_eq!(activity_of(None, None, 7), Activity::Unknown);
+    }
+}

@@ -1,0 +1,236 @@
+//! One message from the executor's queue: decode the trigger batch (or
+//! dead-letter it with the reason), admit every trigger concurrently, then
+//! ack — or hand the message back when a trigger could not be settled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use lapin::Channel;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
+use rondo_core::{Names, TriggerBatch};
+use serde::Deserialize;
+use tracing::Instrument;
+
+use crate::lifecycle::Lifecycle;
+use crate::runner::Runner;
+use crate::slots::Settled;
+
+/// The longest trigger id accepted (it becomes part of a Redis key).
+const MAX_TRIGGER_ID_BYTES: usize = 512;
+/// How long a delivery waits before going back to the queue after a
+/// transient failure, so an outage does not turn into a redelivery storm.
+const REQUEUE_DELAY: Duration = Duration::from_secs(1);
+
+/// What every delivery task shares.
+pub(crate) struct Deliveries {
+    pub(crate) runner: Arc<Runner>,
+    pub(crate) names: Names,
+    pub(crate) queue: String,
+    pub(crate) executor_id: String,
+    pub(crate) lifecycle: Lifecycle,
+}
+
+impl Deliveries {
+    /// Handles one delivery to the end. `channel` is the consuming channel
+    /// (confirms on), used to dead-letter.
+    pub(crate) async fn handle(self: Arc<Self>, channel: Channel, delivery: Delivery) {
+        let batch = match decode(&delivery.data) {
+            Ok(batch) => batch,
+            Err(reason) => return self.dead_letter(&channel, &delivery, &reason).await,
+        };
+        let admissions = batch.triggers.into_iter().map(|trigger| {
+            let span = tracing::info_span!(
+                "trigger",
+                trigger_id = %trigger.trigger_id,
+                job_id = trigger.job_id,
+                executor_id = %self.executor_id,
+            );
+            self.runner.admit(trigger).instrument(span)
+        });
+        let settled = combine(&join_all(admissions).await);
+        self.finish(&delivery, settled).await;
+    }
+
+    async fn dead_letter(&self, channel: &Channel, delivery: &Delivery, reason: &str) {
+        let moved =
+            rondo_core::amqp::dead_letter(channel, &self.names, delivery, &self.queue, reason)
+                .await;
+        let Err(e) = moved else { return };
+        // Let the broker dead-letter it through the queue's DLX instead
+        // (without the reason header, with its x-death record).
+        tracing::warn!(error = %e, reason, "could not move the message to the dead queue; rejecting it");
+        let nack = BasicNackOptions {
+            requeue: false,
+            ..BasicNackOptions::default()
+        };
+        if let Err(e) = delivery.acker.nack(nack).await {
+            tracing::warn!(error = %e, "reject failed; the broker will redeliver the message");
+        }
+    }
+
+    async fn finish(&self, delivery: &Delivery, settled: Settled) {
+        let acked = match settled {
+            Settled::Done => delivery.acker.ack(BasicAckOptions::default()).await,
+            Settled::Requeue => {
+                tokio::select! {
+                    () = tokio::time::sleep(REQUEUE_DELAY) => {}
+                    () = self.lifecycle.abandon.cancelled() => {}
+                }
+                delivery.acker.nack(requeue()).await
+            }
+            Settled::Abandoned => delivery.acker.nack(requeue()).await,
+        };
+        if let Err(e) = acked {
+            // The channel is gone: the broker redelivers the message and the
+            // dedupe marks settle it without running anything twice.
+            tracing::info!(error = %e, ?settled, "could not settle the delivery; it will be redelivered");
+        }
+    }
+}
+
+fn requeue() -> BasicNackOptions {
+    BasicNackOptions {
+        requeue: true,
+        ..BasicNackOptions::default()
+    }
+}
+
+/// The delivery's fate is its least settled trigger's.
+fn combine(settled: &[Settled]) -> Settled {
+    if settled.contains(&Settled::Abandoned) {
+        Settled::Abandoned
+    } else if settled.contains(&Settled::Requeue) {
+        Settled::Requeue
+    } else {
+        Settled::Done
+    }
+}
+
+/// Decodes a message body; the error is the dead-letter reason.
+pub(crate) fn decode(body: &[u8]) -> Result<TriggerBatch, String> {
+    let batch = match serde_json::from_slice::<TriggerBatch>(body) {
+        Ok(batch) => batch,
+        Err(e) => {
+            return Err(match probe_version(body) {
+                Some(v) if v != u64::from(TriggerBatch::VERSION) => unsupported(v),
+                _ => format!("malformed trigger batch: {e}"),
+            });
+        }
+    };
+    if batch.v != TriggerBatch::VERSION {
+        return Err(unsupported(u64::from(batch.v)));
+    }
+    if batch.triggers.is_empty() {
+        return Err("empty trigger list".into());
+    }
+    for (i, trigger) in batch.triggers.iter().enumerate() {
+        if trigger.trigger_id.is_empty() {
+            return Err(format!("trigger {i} has an empty trigger_id"));
+        }
+        if trigger.trigger_id.len() > MAX_TRIGGER_ID_BYTES {
+            return Err(format!(
+                "trigger {i} has a trigger_id longer than {MAX_TRIGGER_ID_BYTES} bytes"
+            ));
+        }
+    }
+    Ok(batch)
+}
+
+fn unsupported(v: u64) -> String {
+    format!(
+        "unsupported trigger batch version {v} (this executor reads version {})",
+        TriggerBatch::VERSION
+    )
+}
+
+/// The `v` of a body that did not decode as a whole, if it has one.
+fn probe_version(body: &[u8]) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct Probe {
+        v: u64,
+    }
+    serde_json::from_slice::<Probe>(body).ok().map(|p| p.v)
+}
+
+#[cfg(test)]
+mod tests {
+    use rondo_core::{BlockStrategy, Trigger, TriggerType};
+
+    use super::*;
+
+    fn trigger(id: &str) -> Trigger {
+        Trigger {
+            trigger_id: id.into(),
+            job_id: 1,
+            group: "g".into(),
+            executor_id: "e".into(),
+            handler: "demo".into(),
+            params: String::new(),
+            trigger_type: TriggerType::Cron,
+            fire_ms: 1,
+            sent_ms: 1,
+            shard_index: 0,
+            shard_total: 1,
+            timeout_s: 0,
+            block: BlockStrategy::SerialExecution,
+            retry_count: 0,
+        }
+    }
+
+    fn body(batch: &TriggerBatch) -> Vec<u8> {
+        serde_json::to_vec(batch).unwrap()
+    }
+
+    #[test]
+    fn a_valid_batch_decodes() {
+        let batch = TriggerBatch::new(vec![trigger("a"), trigger("b")]);
+        assert_eq!(decode(&body(&batch)).unwrap(), batch);
+    }
+
+    #[test]
+    fn bad_messages_say_what_is_wrong() {
+        assert!(
+            decode(b"garbage")
+                .unwrap_err()
+                .starts_with("malformed trigger batch")
+        );
+        assert!(
+            decode(b"{\"v\":1}")
+                .unwrap_err()
+                .starts_with("malformed trigger batch")
+        );
+        let mut v2 = TriggerBatch::new(vec![trigger("a")]);
+        v2.v = 2;
+        assert!(
+            decode(&body(&v2))
+                .unwrap_err()
+                .contains("unsupported trigger batch version 2")
+        );
+        assert!(
+            decode(b"{\"v\":7,\"jobs\":[]}")
+                .unwrap_err()
+                .contains("version 7")
+        );
+        assert_eq!(
+            decode(&body(&TriggerBatch::new(vec![]))).unwrap_err(),
+            "empty trigger list"
+        );
+        let no_id = TriggerBatch::new(vec![trigger("a"), trigger("")]);
+        assert_eq!(
+            decode(&body(&no_id)).unwrap_err(),
+            "trigger 1 has an empty trigger_id"
+        );
+        let long = TriggerBatch::new(vec![trigger(&"x".repeat(600))]);
+        assert!(decode(&body(&long)).unwrap_err().contains("longer than"));
+    }
+
+    #[test]
+    fn a_delivery_is_as_settled_as_its_least_settled_trigger() {
+        use Settled::*;
+        assert_eq!(combine(&[Done, Done]), Done);
+        assert_eq!(combine(&[Done, Requeue]), Requeue);
+        assert_eq!(combine(&[Requeue, Abandoned, Done]), Abandoned);
+    }
+}

@@ -1,0 +1,141 @@
+//! The executor's entry in the Redis registry: `ZADD registry:<app>` with the
+//! heartbeat time and the `executor:<id>` hash, renewed every
+//! `registry.heartbeat_ms`, removed on graceful shutdown.
+//!
+//! The hash's fields: `app`, `host`, `handlers` (the handler names, sorted,
+//! comma-separated), `started_ms`, `pid`, `incarnation`, `heartbeat_ms`,
+//! and `running_jobs`: the ids of the jobs with a trigger running or
+//! waiting (SERIAL_EXECUTION) on this executor, ascending, comma-separated,
+//! empty when idle. The dispatcher's BUSYOVER routing reads it, so it is
+//! written not only at each heartbeat but within [`CHANGE_COALESCE`] (plus
+//! a Redis round trip) of every run's start and end; changes inside that
+//! window are written together, and a set equal to the last one written is
+//! not written again. Such a write is a whole beat (it also renews the
+//! registration).
+//!
+//! Redis errors are logged and retried with backoff, never fatal: a missed
+//! beat only makes the dispatcher skip this executor for a while.
+
+use std::time::Duration;
+
+use deadpool_redis::Pool;
+use rondo_core::{Error, Names};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+
+/// Changes of `running_jobs` within this window are written together.
+pub(crate) const CHANGE_COALESCE: Duration = Duration::from_millis(50);
+
+#[derive(Clone)]
+pub(crate) struct Registration {
+    pub(crate) pool: Pool,
+    pub(crate) names: Names,
+    pub(crate) app: String,
+    pub(crate) executor_id: String,
+    pub(crate) host: String,
+    pub(crate) handlers: String,
+    pub(crate) started_ms: i64,
+    pub(crate) incarnation: String,
+    pub(crate) heartbeat: Duration,
+    /// The hash outlives a crashed executor by this much at most.
+    pub(crate) hash_ttl: Duration,
+}
+
+impl Registration {
+    /// Writes the registration (idempotent; also restores it after a Redis
+    /// restart).
+    pub(crate) async fn beat(&self, running_jobs: &[u64]) -> Result<(), Error> {
+        let now = rondo_core::clock::now_ms();
+        let running: Vec<String> = running_jobs.iter().map(u64::to_string).collect();
+        let hash = self.names.executor(&self.executor_id);
+        let fields = [
+            ("app", self.app.clone()),
+            ("host", self.host.clone()),
+            ("handlers", self.handlers.clone()),
+            ("started_ms", self.started_ms.to_string()),
+            ("pid", std::process::id().to_string()),
+            ("incarnation", self.incarnation.clone()),
+            ("heartbeat_ms", now.to_string()),
+            ("running_jobs", running.join(",")),
+        ];
+        let mut conn = self.pool.get().await?;
+        // Two keys in different hash slots: a plain pipeline, not MULTI.
+        let () = redis::pipe()
+            .zadd(self.names.registry(&self.app), &self.executor_id, now)
+            .ignore()
+            .hset_multiple(&hash, &fields)
+            .ignore()
+            .pexpire(&hash, self.hash_ttl.as_millis() as i64)
+            .ignore()
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn deregister(&self) -> Result<(), Error> {
+        let mut conn = self.pool.get().await?;
+        let () = redis::pipe()
+            .zrem(self.names.registry(&self.app), &self.executor_id)
+            .ignore()
+            .del(self.names.executor(&self.executor_id))
+            .ignore()
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Registers once `ready` fires, then beats until `shutdown`: every
+    /// heartbeat, and soon after `changes` is notified when `running_jobs`
+    /// then differs from what was last written.
+    pub(crate) async fn run(
+        &self,
+        running_jobs: impl Fn() -> Vec<u64>,
+        changes: &Notify,
+        ready: CancellationToken,
+        shutdown: CancellationToken,
+    ) {
+        tokio::select! {
+            () = ready.cancelled() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+        let mut registered = false;
+        let mut written: Option<Vec<u64>> = None;
+        let mut next_beat = Instant::now();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep_until(next_beat) => {}
+                () = changes.notified() => {
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = tokio::time::sleep(CHANGE_COALESCE) => {}
+                    }
+                    if written.as_ref() == Some(&running_jobs()) {
+                        continue;
+                    }
+                }
+            }
+            let jobs = running_jobs();
+            next_beat = match self.beat(&jobs).await {
+                Ok(()) => {
+                    if !registered {
+                        registered = true;
+                        tracing::info!(app = %self.app, "registered");
+                    }
+                    written = Some(jobs);
+                    backoff.reset();
+                    Instant::now() + self.heartbeat
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "heartbeat failed; retrying");
+                    written = None;
+                    Instant::now() + backoff.next_delay().min(self.heartbeat)
+                }
+            };
+        }
+    }
+}

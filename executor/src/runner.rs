@@ -1,0 +1,399 @@
+//! The runner: takes one trigger from admission to a confirmed result.
+//!
+//! [`Runner::admit`] is the single entry point, in four steps:
+//!
+//! 1. **reserve** the trigger id in this process: a second delivery of an id
+//!    already in flight here waits for the first instead of running it. The
+//!    reservation holds the trigger's [`Interrupt`], so a kill finds the
+//!    trigger in whatever phase it is;
+//! 2. **enter** its job's worker ([`crate::worker`]), which applies the
+//!    block strategy: run now, wait for the running trigger
+//!    (SERIAL_EXECUTION), refuse (DISCARD_LATER), or replace the running
+//!    one (COVER_EARLY);
+//! 3. **claim** it in Redis ([`crate::dedupe`]) once it has its turn:
+//!    exactly one executor gets to run an id; a mark left by an earlier
+//!    attempt says what to do instead. COVER_EARLY triggers claim before
+//!    step 2, so a redelivery of a trigger that already ran never stops
+//!    the job's current run;
+//! 4. **execute**: run the handler under supervision while shipping its
+//!    log, hand the turn back, store the result in the mark, publish log
+//!    and result, mark it confirmed.
+//!
+//! A trigger that does not run (refused, killed or replaced before it
+//! started, unknown handler) is claimed all the same, and its result stored
+//! and published like a run's, so a redelivery answers it the same way.
+//!
+//! # Redelivery
+//!
+//! A delivery is acked only once every trigger in it has [`Settled::Done`]:
+//! its result confirmed by the broker, or proven to be someone else's to
+//! answer. The handler runs at most once per trigger id: before it starts,
+//! the `running` mark is set with `SET NX`; after it ends, the result itself
+//! is stored in the mark, so a delivery redelivered after a lost publish or
+//! ack republishes the stored result instead of running the handler again,
+//! and a confirmed result is never lost. A process that dies mid-run leaves
+//! a `running` mark of an older incarnation: the redelivery reports the run
+//! as failed (500, retryable by the scheduler) and does not re-run it. A
+//! trigger that was still waiting for its turn has no mark yet: its
+//! redelivery runs it normally.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rondo_core::clock::now_ms;
+use rondo_core::{BlockStrategy, Event, ExecResult, Trigger};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::JobContext;
+use crate::dedupe::{Claim, Dedupe, Mark};
+use crate::handler::{Handlers, SharedHandler};
+use crate::interrupt::{Interrupt, KILLED};
+use crate::joblog::JobLog;
+use crate::jobs::{Entry, Jobs};
+use crate::lifecycle::Lifecycle;
+use crate::outcome::Outcome;
+use crate::publisher::Publisher;
+use crate::shipper::LogShipper;
+use crate::slots::{Kill, Reservation, Settled, SlotGuard, Slots, wait_settled};
+use crate::supervisor::supervise;
+use crate::worker::Turn;
+
+/// What a runner needs; built by the executor.
+pub(crate) struct RunnerParts {
+    pub(crate) executor_id: String,
+    pub(crate) incarnation: String,
+    pub(crate) handlers: Handlers,
+    pub(crate) jobs: Jobs,
+    pub(crate) dedupe: Dedupe,
+    pub(crate) publisher: Publisher,
+    pub(crate) log_flush: Duration,
+    pub(crate) max_running: usize,
+    pub(crate) lifecycle: Lifecycle,
+    /// Notified whenever [`Runner::running_jobs`] may have changed.
+    pub(crate) changes: Arc<Notify>,
+}
+
+pub(crate) struct Runner {
+    executor_id: String,
+    incarnation: String,
+    handlers: Handlers,
+    jobs: Jobs,
+    dedupe: Dedupe,
+    publisher: Publisher,
+    log_flush: Duration,
+    lifecycle: Lifecycle,
+    /// Handlers running at once at most (the prefetch, also across batches).
+    permits: Semaphore,
+    /// Trigger ids in flight in this process.
+    slots: Slots,
+}
+
+/// Why a claim did not make the trigger ours to run.
+enum NotMine {
+    Held(Mark),
+    Foreign(String),
+    Unavailable,
+}
+
+impl Runner {
+    pub(crate) fn new(parts: RunnerParts) -> Self {
+        Runner {
+            executor_id: parts.executor_id,
+            incarnation: parts.incarnation,
+            handlers: parts.handlers,
+            jobs: parts.jobs,
+            dedupe: parts.dedupe,
+            publisher: parts.publisher,
+            log_flush: parts.log_flush,
+            slots: Slots::new(parts.lifecycle.kill.clone(), parts.changes),
+            lifecycle: parts.lifecycle,
+            permits: Semaphore::new(parts.max_running.max(1)),
+        }
+    }
+
+    /// Job ids with a trigger running or waiting here, sorted (the
+    /// registry's `running_jobs`).
+    pub(crate) fn running_jobs(&self) -> Vec<u64> {
+        self.slots.running_jobs()
+    }
+
+    /// Stops trigger `trigger_id` of job `job_id` if it is here and its
+    /// handler has not ended: it ends with 500 "killed", not retryable.
+    pub(crate) fn kill(&self, trigger_id: &str, job_id: u64) -> Kill {
+        self.slots.kill(trigger_id, job_id)
+    }
+
+    /// Takes one trigger to the point where its delivery may be acked.
+    pub(crate) async fn admit(&self, trigger: Trigger) -> Settled {
+        let guard = match self.slots.reserve(&trigger.trigger_id, trigger.job_id) {
+            Reservation::Reserved(guard) => guard,
+            Reservation::Joined(rx) => {
+                tracing::info!(trigger_id = %trigger.trigger_id, "trigger already in flight here; not running it again");
+                return wait_settled(rx).await;
+            }
+        };
+        let settled = self.enter_and_run(&trigger, &guard).await;
+        guard.settle(settled);
+        settled
+    }
+
+    async fn enter_and_run(&self, trigger: &Trigger, guard: &SlotGuard<'_>) -> Settled {
+        let Some(handler) = self.handlers.get(&trigger.handler) else {
+            tracing::warn!(handler = %trigger.handler, "unknown handler");
+            guard.end();
+            let outcome = Outcome::fail(format!(
+                "no handler named {:?} on executor {} (it has: {})",
+                trigger.handler,
+                self.executor_id,
+                self.handlers.names_csv()
+            ));
+            return self.answer(trigger, false, outcome).await;
+        };
+        let claimed = trigger.block == BlockStrategy::CoverEarly;
+        if claimed && let Err(not_mine) = self.claim(trigger).await {
+            guard.end();
+            return self.not_mine(trigger, not_mine).await;
+        }
+        match self.jobs.enter(trigger, guard.interrupt()).await {
+            Entry::Run(turn) => self.start(trigger, handler, turn, claimed, guard).await,
+            Entry::Refuse(outcome) => {
+                guard.end();
+                self.answer(trigger, claimed, outcome).await
+            }
+            Entry::Shutdown => {
+                guard.end();
+                self.abandon(trigger, claimed).await
+            }
+        }
+    }
+
+    /// The trigger has its job's turn: take a permit, claim, run.
+    async fn start(
+        &self,
+        trigger: &Trigger,
+        handler: SharedHandler,
+        turn: Turn,
+        claimed: bool,
+        guard: &SlotGuard<'_>,
+    ) -> Settled {
+        // The permit comes before the claim: a trigger still waiting for one
+        // at shutdown was never claimed, so its redelivery runs it normally.
+        let permit = tokio::select! {
+            biased;
+            () = self.lifecycle.shutdown.cancelled() => {
+                drop(turn);
+                guard.end();
+                return self.abandon(trigger, claimed).await;
+            }
+            () = guard.interrupt().token().cancelled() => {
+                drop(turn);
+                guard.end();
+                let reason = guard.interrupt().reason().unwrap_or(KILLED);
+                return self.answer(trigger, claimed, Outcome::stopped(reason)).await;
+            }
+            permit = self.permits.acquire() => permit.expect("the permits are never closed"),
+        };
+        if !claimed && let Err(not_mine) = self.claim(trigger).await {
+            drop((permit, turn));
+            guard.end();
+            return self.not_mine(trigger, not_mine).await;
+        }
+        if let Some(reason) = guard.interrupt().reason() {
+            drop((permit, turn));
+            guard.end();
+            return self.answer(trigger, true, Outcome::stopped(reason)).await;
+        }
+        self.execute(trigger, handler, (permit, turn), guard).await
+    }
+
+    /// Claims the trigger id for this executor.
+    async fn claim(&self, trigger: &Trigger) -> Result<(), NotMine> {
+        let mark = Mark::Running {
+            executor: self.executor_id.clone(),
+            incarnation: self.incarnation.clone(),
+            since_ms: now_ms(),
+        };
+        match self.dedupe.claim(&trigger.trigger_id, &mark).await {
+            Ok(Claim::Won) => Ok(()),
+            Ok(Claim::Held(mark)) => Err(NotMine::Held(mark)),
+            Ok(Claim::Foreign(holder)) => Err(NotMine::Foreign(holder)),
+            Err(e) => {
+                tracing::warn!(error = %e, "dedupe claim failed; the delivery will be retried");
+                Err(NotMine::Unavailable)
+            }
+        }
+    }
+
+    async fn not_mine(&self, trigger: &Trigger, not_mine: NotMine) -> Settled {
+        match not_mine {
+            NotMine::Held(mark) => self.resume(trigger, mark).await,
+            NotMine::Foreign(holder) => {
+                tracing::info!(trigger_id = %trigger.trigger_id, %holder, "trigger already taken; not running it");
+                Settled::Done
+            }
+            NotMine::Unavailable => Settled::Requeue,
+        }
+    }
+
+    /// Answers a trigger that does not run with `outcome`, claimed (unless
+    /// it is already), stored and published like a run's result.
+    async fn answer(&self, trigger: &Trigger, claimed: bool, outcome: Outcome) -> Settled {
+        if !claimed && let Err(not_mine) = self.claim(trigger).await {
+            return self.not_mine(trigger, not_mine).await;
+        }
+        tracing::info!(code = outcome.code, msg = %outcome.msg, "trigger answered without running");
+        let now = now_ms();
+        let result = outcome.into_result(trigger, &self.executor_id, now, now);
+        self.store_finished(&result).await;
+        self.publish_result(result).await
+    }
+
+    /// The executor shuts down before the trigger started.
+    async fn abandon(&self, trigger: &Trigger, claimed: bool) -> Settled {
+        if !claimed {
+            return Settled::Abandoned;
+        }
+        // Its `running` mark would make the redelivery report a crash; say
+        // what happened instead.
+        let msg = format!(
+            "executor {} shut down before the run started",
+            self.executor_id
+        );
+        self.answer(trigger, true, Outcome::fail(msg)).await
+    }
+
+    /// A mark was there before us: decide without running the handler.
+    async fn resume(&self, trigger: &Trigger, mark: Mark) -> Settled {
+        let trigger_id = trigger.trigger_id.as_str();
+        if mark.executor() != self.executor_id {
+            tracing::info!(
+                trigger_id,
+                holder = mark.executor(),
+                "trigger already handled by another executor; not running it"
+            );
+            return Settled::Done;
+        }
+        match mark {
+            Mark::Running { incarnation, .. } if incarnation == self.incarnation => {
+                // Ours, not in flight: it ended here, but its later marks
+                // could not be written; its result went out then.
+                tracing::info!(trigger_id, "trigger already ran here; not running it again");
+                Settled::Done
+            }
+            Mark::Running {
+                incarnation,
+                since_ms,
+                ..
+            } => {
+                tracing::warn!(trigger_id, %incarnation, "trigger was running when this executor last stopped; reporting it failed");
+                let msg = format!(
+                    "executor {} restarted while the handler ran (incarnation {incarnation}); the run's outcome is unknown",
+                    self.executor_id
+                );
+                let result =
+                    Outcome::fail(msg).into_result(trigger, &self.executor_id, since_ms, now_ms());
+                self.publish_result(result).await
+            }
+            Mark::Finished { result, .. } => {
+                tracing::info!(
+                    trigger_id,
+                    "trigger already ran; republishing its stored result"
+                );
+                self.publish_result(result).await
+            }
+            Mark::Confirmed { .. } => {
+                tracing::info!(
+                    trigger_id,
+                    "trigger already ran and its result is confirmed; not running it"
+                );
+                Settled::Done
+            }
+        }
+    }
+
+    async fn execute(
+        &self,
+        trigger: &Trigger,
+        handler: SharedHandler,
+        running: (SemaphorePermit<'_>, Turn),
+        guard: &SlotGuard<'_>,
+    ) -> Settled {
+        let log = JobLog::new(&trigger.trigger_id, trigger.job_id);
+        let start_ms = now_ms();
+        let outcome = self
+            .run_handler(trigger, handler, &log, guard.interrupt())
+            .await;
+        // The job's next trigger may start while this result goes out.
+        drop(running);
+        guard.end();
+        let end_ms = now_ms();
+        tracing::info!(code = outcome.code, elapsed_ms = end_ms - start_ms, msg = %outcome.msg, "trigger finished");
+        let result = outcome.into_result(trigger, &self.executor_id, start_ms, end_ms);
+        self.store_finished(&result).await;
+        let shipper = LogShipper::new(&log, &self.publisher, self.log_flush);
+        if !shipper.flush_all(&self.lifecycle.abandon).await {
+            return Settled::Abandoned;
+        }
+        self.publish_result(result).await
+    }
+
+    /// Runs the handler while shipping its log lines.
+    async fn run_handler(
+        &self,
+        trigger: &Trigger,
+        handler: SharedHandler,
+        log: &JobLog,
+        interrupt: &Interrupt,
+    ) -> Outcome {
+        let token = interrupt.token().clone();
+        let ctx = JobContext::new(trigger, &self.executor_id, log.clone(), token);
+        let shipper = LogShipper::new(log, &self.publisher, self.log_flush);
+        let handler_done = CancellationToken::new();
+        let supervised = async {
+            let outcome = supervise(handler, ctx, trigger.timeout_s, interrupt).await;
+            handler_done.cancel();
+            outcome
+        };
+        let (outcome, ()) = tokio::join!(supervised, shipper.run(&handler_done));
+        // Lines from tasks the handler left behind would arrive after the
+        // result; drop them.
+        log.close();
+        outcome
+    }
+
+    async fn store_finished(&self, result: &ExecResult) {
+        let mark = Mark::Finished {
+            executor: self.executor_id.clone(),
+            result: result.clone(),
+        };
+        if let Err(e) = self.dedupe.set(&result.trigger_id, &mark).await {
+            tracing::warn!(error = %e, "could not store the result in the dedupe mark");
+        }
+    }
+
+    /// Publishes the result until confirmed, then marks it confirmed.
+    async fn publish_result(&self, result: ExecResult) -> Settled {
+        let trigger_id = result.trigger_id.clone();
+        let mark = Mark::Confirmed {
+            executor: self.executor_id.clone(),
+            code: result.code,
+        };
+        let event = [Event::Result(result)];
+        if !self
+            .publisher
+            .publish_until_confirmed(&event, &self.lifecycle.abandon)
+            .await
+        {
+            tracing::warn!(
+                trigger_id,
+                "result not confirmed before shutdown; it stays stored for the redelivery"
+            );
+            return Settled::Abandoned;
+        }
+        if let Err(e) = self.dedupe.set(&trigger_id, &mark).await {
+            tracing::warn!(error = %e, trigger_id, "could not mark the result confirmed");
+        }
+        Settled::Done
+    }
+}

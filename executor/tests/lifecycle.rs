@@ -1,0 +1,370 @@
+//! The executor's life against the real RabbitMQ and Redis: dedupe and
+//! redelivery, dead-lettering, registration, graceful shutdown, reconnect.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{Harness, PATIENCE, test_config};
+use lapin::types::AMQPValue;
+use redis::AsyncCommands;
+use rondo_core::trigger::code;
+use rondo_core::{Event, ExecResult};
+use rondo_executor::{ExecutorBuilder, JobContext, JobError, builtin};
+
+/// A handler that counts its runs and takes `params` ms.
+fn counting(runs: &Arc<AtomicUsize>) -> impl Fn(ExecutorBuilder) -> ExecutorBuilder + use<> {
+    let runs = runs.clone();
+    move |builder: ExecutorBuilder| {
+        let runs = runs.clone();
+        builtin::register(builder).handler("count", move |ctx: JobContext| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                ctx.log("counted");
+                let ms = ctx.params().parse().unwrap_or(0);
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(()),
+                    () = ctx.cancelled() => Err(JobError::fail("cancelled")),
+                }
+            }
+        })
+    }
+}
+
+fn reason(message: &lapin::message::BasicGetMessage) -> String {
+    let headers = message
+        .delivery
+        .properties
+        .headers()
+        .clone()
+        .unwrap_or_default();
+    match headers.inner().get("x-rondo-reason") {
+        Some(AMQPValue::LongString(s)) => s.to_string(),
+        other => panic!("no x-rondo-reason header: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_same_trigger_id_published_twice_runs_once() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = Harness::start("exec", counting(&runs)).await;
+    let trigger = h.trigger("t-dup", "count", "300");
+    h.publish(vec![trigger.clone()]).await;
+    h.publish(vec![trigger.clone()]).await;
+    let (result, _) = h.result_for("t-dup").await;
+    assert_eq!(result.code, code::SUCCESS);
+    // Once more after the result was confirmed, then a sentinel.
+    h.publish(vec![trigger]).await;
+    h.publish(vec![h.trigger("t-sentinel", "demo", "")]).await;
+    let results = h.results_within(Duration::from_millis(1500)).await;
+    let ids: Vec<&str> = results.iter().map(|r| r.trigger_id.as_str()).collect();
+    assert_eq!(ids, vec!["t-sentinel"], "no second result for t-dup");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(h.ready_messages(&h.queue).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_messages_are_dead_lettered_with_a_reason() {
+    let mut h = Harness::start("exec", builtin::register).await;
+    h.publish_raw(b"not json at all").await;
+    let dead = h.next_dead().await;
+    assert!(
+        reason(&dead).starts_with("malformed trigger batch"),
+        "{}",
+        reason(&dead)
+    );
+    assert_eq!(dead.delivery.data, b"not json at all");
+    h.publish_raw(br#"{"v":2,"triggers":[]}"#).await;
+    assert!(reason(&h.next_dead().await).contains("unsupported trigger batch version 2"));
+    h.publish(vec![]).await;
+    assert_eq!(reason(&h.next_dead().await), "empty trigger list");
+    // Still running.
+    h.publish(vec![h.trigger("t-fine", "demo", "")]).await;
+    assert_eq!(h.result_for("t-fine").await.0.code, code::SUCCESS);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn registration_appears_in_redis_and_disappears_after_shutdown() {
+    let mut config = test_config("exec");
+    config.executor.id = String::new(); // the default `<app>-<hostname>`
+    let mut h = Harness::start_with(config, builtin::register).await;
+    assert!(
+        h.executor_id
+            .starts_with(&format!("{}-", h.config.executor.app))
+    );
+    let registry = h.names.registry(&h.config.executor.app);
+    let hash = h.names.executor(&h.executor_id);
+    let mut redis = h.redis().await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let score = loop {
+        let score: Option<i64> = redis.zscore(&registry, &h.executor_id).await.unwrap();
+        if let Some(score) = score {
+            break score;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never registered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!((rondo_core::clock::now_ms() - score).abs() < 5000);
+    let fields: std::collections::HashMap<String, String> = redis.hgetall(&hash).await.unwrap();
+    assert_eq!(fields["app"], h.config.executor.app);
+    assert_eq!(fields["handlers"], "demo,http,shell");
+    assert_eq!(fields["pid"], std::process::id().to_string());
+    assert!(fields.contains_key("host") && fields.contains_key("started_ms"));
+    // The heartbeat (1 s in tests) moves the score.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let later: Option<i64> = redis.zscore(&registry, &h.executor_id).await.unwrap();
+    assert!(later.unwrap() > score);
+    h.shutdown().await;
+    let gone: Option<i64> = redis.zscore(&registry, &h.executor_id).await.unwrap();
+    assert_eq!(gone, None);
+    let exists: bool = redis.exists(&hash).await.unwrap();
+    assert!(!exists);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_running_trigger_finish_and_acks_it() {
+    let mut h = Harness::start("exec", builtin::register).await;
+    h.publish(vec![h.trigger("t-drain", "demo", "800")]).await;
+    // Wait until it runs (its first log line), then shut down.
+    loop {
+        match h.next_event(PATIENCE).await {
+            Some(Event::Log(l)) if l.trigger_id == "t-drain" => break,
+            Some(_) => {}
+            None => panic!("the trigger never started"),
+        }
+    }
+    h.shutdown().await;
+    let (result, _) = h.result_for("t-drain").await;
+    assert_eq!(result.code, code::SUCCESS);
+    assert_eq!(
+        h.ready_messages(&h.queue).await,
+        0,
+        "the delivery was acked"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_cancels_runs_that_outlive_the_grace() {
+    let mut config = test_config("exec");
+    config.executor.shutdown_grace_ms = 300;
+    let mut h = Harness::start_with(config, builtin::register).await;
+    h.publish(vec![h.trigger("t-long", "demo", "60000")]).await;
+    loop {
+        match h.next_event(PATIENCE).await {
+            Some(Event::Log(l)) if l.trigger_id == "t-long" => break,
+            Some(_) => {}
+            None => panic!("the trigger never started"),
+        }
+    }
+    let started = std::time::Instant::now();
+    h.shutdown().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let (result, _) = h.result_for("t-long").await;
+    assert_eq!(
+        (result.code, result.msg.as_str()),
+        (code::FAIL, "demo: cancelled")
+    );
+    assert_eq!(h.ready_messages(&h.queue).await, 0);
+    h.stop().await;
+}
+
+/// Writes a dedupe mark as an earlier attempt would have left it.
+async fn seed_mark(h: &Harness, trigger_id: &str, mark: serde_json::Value) {
+    let mut redis = h.redis().await;
+    let () = redis
+        .set(h.names.dedupe(trigger_id), mark.to_string())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn redeliveries_follow_the_dedupe_mark_and_never_rerun() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = Harness::start("exec", counting(&runs)).await;
+    let stored = ExecResult {
+        trigger_id: "t-finished".into(),
+        job_id: 42,
+        executor_id: h.executor_id.clone(),
+        fire_ms: 1,
+        start_ms: 2,
+        end_ms: 3,
+        code: code::SUCCESS,
+        msg: "stored".into(),
+        retryable: true,
+    };
+    let me = h.executor_id.clone();
+    seed_mark(
+        &h,
+        "t-finished",
+        serde_json::json!({"state": "finished", "executor": me, "result": stored}),
+    )
+    .await;
+    seed_mark(&h, "t-crashed", serde_json::json!({"state": "running", "executor": me, "incarnation": "gone", "since_ms": 5})).await;
+    seed_mark(
+        &h,
+        "t-confirmed",
+        serde_json::json!({"state": "confirmed", "executor": me, "code": 200}),
+    )
+    .await;
+    seed_mark(&h, "t-elsewhere", serde_json::json!({"state": "running", "executor": "other", "incarnation": "x", "since_ms": 5})).await;
+    seed_mark(&h, "t-foreign", serde_json::json!("other-executor")).await;
+    let ids = [
+        "t-finished",
+        "t-crashed",
+        "t-confirmed",
+        "t-elsewhere",
+        "t-foreign",
+    ];
+    h.publish(ids.iter().map(|id| h.trigger(id, "count", "")).collect())
+        .await;
+    h.publish(vec![h.trigger("t-sentinel", "count", "")]).await;
+    let mut results = h.results_within(Duration::from_millis(2000)).await;
+    results.sort_by(|a, b| a.trigger_id.cmp(&b.trigger_id));
+    let got: Vec<(&str, i32)> = results
+        .iter()
+        .map(|r| (r.trigger_id.as_str(), r.code))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("t-crashed", code::FAIL),
+            ("t-finished", code::SUCCESS),
+            ("t-sentinel", code::SUCCESS)
+        ]
+    );
+    assert_eq!(results[1], stored, "the stored result is republished as is");
+    assert!(results[0].msg.contains("restarted"), "{}", results[0].msg);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "only the sentinel ran");
+    assert_eq!(h.ready_messages(&h.queue).await, 0);
+    let mut redis = h.redis().await;
+    let mark: String = redis.get(h.names.dedupe("t-sentinel")).await.unwrap();
+    assert!(mark.contains("\"confirmed\""), "{mark}");
+    h.stop().await;
+}
+
+/// Closes the executor's AMQP connection from the broker side with
+/// `rabbitmqctl`; false when the tool is not usable here.
+async fn close_executor_connection(executor_id: &str) -> bool {
+    let listed = tokio::process::Command::new("rabbitmqctl")
+        .args(["list_connections", "pid", "client_properties", "-q"])
+        .output()
+        .await;
+    let Ok(listed) = listed else { return false };
+    if !listed.status.success() {
+        return false;
+    }
+    let wanted = format!("\"rondo-executor {executor_id}\"");
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    let Some(pid) = listing
+        .lines()
+        .find(|line| line.contains(&wanted))
+        .and_then(|line| line.split('\t').next())
+    else {
+        return false;
+    };
+    let closed = tokio::process::Command::new("rabbitmqctl")
+        .args([
+            "close_connection",
+            pid,
+            "rondo executor test: forced close",
+            "-q",
+        ])
+        .output()
+        .await;
+    closed.is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_reestablished_and_the_run_still_reports_once() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = Harness::start("exec", counting(&runs)).await;
+    h.publish(vec![h.trigger("t-across", "count", "2500")])
+        .await;
+    loop {
+        match h.next_event(PATIENCE).await {
+            Some(Event::Log(l)) if l.trigger_id == "t-across" => break,
+            Some(_) => {}
+            None => panic!("the trigger never started"),
+        }
+    }
+    if !close_executor_connection(&h.executor_id).await {
+        eprintln!("skipped: rabbitmqctl cannot close the connection here");
+        // Without rabbitmqctl (another machine, no root) this path cannot be
+        // forced; the rest of the suite still covers the executor.
+        h.stop().await;
+        return;
+    }
+    // The delivery comes back on the new connection, joins the run still in
+    // flight, and the run's result goes out once on the new channel.
+    let (result, _) = h.result_for("t-across").await;
+    assert_eq!(result.code, code::SUCCESS);
+    h.publish(vec![h.trigger("t-later", "count", "")]).await;
+    assert_eq!(h.result_for("t-later").await.0.code, code::SUCCESS);
+    let extra = h.results_within(Duration::from_millis(500)).await;
+    assert!(extra.is_empty(), "{extra:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(h.ready_messages(&h.queue).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_channel_closed_by_the_broker_is_rebuilt_and_the_result_still_arrives() {
+    let mut h = Harness::start("exec", builtin::register).await;
+    h.publish(vec![h.trigger("t-before", "demo", "")]).await;
+    assert_eq!(h.result_for("t-before").await.0.code, code::SUCCESS);
+    // Without its exchange, the executor's next publish closes its events
+    // channel (404); the session must notice and rebuild the link, whose
+    // topology declaration brings the exchange back.
+    let events = h.names.events_exchange();
+    h.channel
+        .exchange_delete(
+            events.as_str().into(),
+            lapin::options::ExchangeDeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+    h.publish(vec![h.trigger("t-rebuilt", "demo", "")]).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let persist = h.names.persist_queue();
+    let result = 'found: loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the result never reached the persist queue"
+        );
+        let got = h
+            .channel
+            .basic_get(
+                persist.as_str().into(),
+                lapin::options::BasicGetOptions { no_ack: true },
+            )
+            .await
+            .unwrap();
+        let Some(message) = got else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        for event in rondo_core::event::decode_events(&message.delivery.data).unwrap() {
+            if let Event::Result(r) = event
+                && r.trigger_id == "t-rebuilt"
+            {
+                break 'found r;
+            }
+        }
+    };
+    assert_eq!(
+        (result.trigger_id.as_str(), result.code),
+        ("t-rebuilt", code::SUCCESS)
+    );
+    h.stop().await;
+}

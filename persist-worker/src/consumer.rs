@@ -1,0 +1,361 @@
+//! The consumer: deliveries from the `persist` queue, batched, written to
+//! MySQL, acked after commit.
+//!
+//! One AMQP session is a connection with two channels: the consuming one
+//! (prefetch = `persist.prefetch`) and a confirm channel for dead-letter
+//! republishes. A session that fails (broker gone, ack refused) is dropped
+//! without acking anything; the broker redelivers, the writes are
+//! idempotent, and the worker opens a new session after a backoff.
+//!
+//! While MySQL fails, the batch is retried (100 ms doubling to 5 s) and the
+//! consumer is not read: RabbitMQ stops delivering once `prefetch` messages
+//! are unacked. That is the back-pressure; nothing is acked, so nothing is
+//! lost.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use futures_util::StreamExt as _;
+use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, Consumer};
+use rondo_core::amqp::{self, Publish};
+use rondo_core::{Config, Event, Names};
+use sqlx::MySqlPool;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use crate::backoff::Backoff;
+use crate::batch::Batch;
+use crate::write::{WriteReport, write_events};
+
+/// A write attempt that takes longer counts as failed (a hung connection
+/// must not stall the worker forever).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Header names of [`rondo_core::amqp::dead_letter`], for events
+/// dead-lettered one by one.
+const REASON_HEADER: &str = "x-rondo-reason";
+const SOURCE_HEADER: &str = "x-rondo-source-queue";
+
+/// The persistence worker over an existing MySQL pool (migrated by the
+/// caller). [`crate::run`] builds one from the config.
+pub struct Worker {
+    config: Config,
+    names: Names,
+    pool: MySqlPool,
+}
+
+impl Worker {
+    pub fn new(config: Config, pool: MySqlPool) -> Self {
+        let names = config.names();
+        Worker {
+            config,
+            names,
+            pool,
+        }
+    }
+
+    /// Consumes until `shutdown`, then stops consuming, flushes the current
+    /// batch (one attempt, at most `persist.shutdown_grace_ms`) and closes.
+    /// Broker failures are retried with backoff, never returned.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let queue = self.names.persist_queue();
+        let span =
+            tracing::info_span!("persist_worker", namespace = self.names.namespace(), %queue);
+        self.reconnect_loop(&queue, &shutdown)
+            .instrument(span)
+            .await;
+        Ok(())
+    }
+
+    async fn reconnect_loop(&self, queue: &str, shutdown: &CancellationToken) {
+        let mut backoff = Backoff::default();
+        while !shutdown.is_cancelled() {
+            let opened = tokio::select! {
+                () = shutdown.cancelled() => return,
+                opened = Session::open(self, queue) => opened,
+            };
+            match opened {
+                Ok(session) => {
+                    backoff.reset();
+                    match session.run(shutdown).await {
+                        Ok(()) => return,
+                        Err(error) => {
+                            tracing::warn!(error = %format!("{error:#}"), "amqp session failed; unacked events will be redelivered")
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(error = %format!("{error:#}"), "cannot consume from rabbitmq")
+                }
+            }
+            let delay = backoff.next_delay();
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+}
+
+/// One connection's worth of consuming.
+struct Session<'w> {
+    worker: &'w Worker,
+    queue: &'w str,
+    conn: Connection,
+    consume: Channel,
+    publish: Channel,
+    consumer: Consumer,
+}
+
+impl<'w> Session<'w> {
+    async fn open(worker: &'w Worker, queue: &'w str) -> anyhow::Result<Session<'w>> {
+        let conn = amqp::connect(&worker.config.amqp.url, "rondo-persist-worker").await?;
+        let publish = amqp::confirm_channel(&conn).await?;
+        amqp::declare_topology(&publish, &worker.names).await?;
+        let consume = conn.create_channel().await?;
+        consume
+            .basic_qos(worker.config.persist.prefetch, BasicQosOptions::default())
+            .await?;
+        let consumer = consume
+            .basic_consume(
+                queue.into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .context("basic.consume")?;
+        tracing::info!(prefetch = worker.config.persist.prefetch, "consuming");
+        Ok(Session {
+            worker,
+            queue,
+            conn,
+            consume,
+            publish,
+            consumer,
+        })
+    }
+
+    /// Runs until shutdown (`Ok`, after the drain) or a broker failure.
+    async fn run(mut self, shutdown: &CancellationToken) -> anyhow::Result<()> {
+        let mut batch = Batch::default();
+        if let Err(error) = self.consume_until_shutdown(&mut batch, shutdown).await {
+            let _ = self
+                .conn
+                .close(200, "persist worker session failed".into())
+                .await;
+            return Err(error);
+        }
+        self.drain(&mut batch).await;
+        Ok(())
+    }
+
+    async fn consume_until_shutdown(
+        &mut self,
+        batch: &mut Batch,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        let persist = &self.worker.config.persist;
+        let linger = Duration::from_millis(persist.linger_ms);
+        loop {
+            let deadline = batch.deadline(linger);
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {}
+                next = self.consumer.next() => {
+                    let delivery = match next {
+                        Some(delivery) => delivery.context("consumer stream")?,
+                        None => bail!("the broker cancelled the consumer"),
+                    };
+                    self.accept(delivery, batch).await?;
+                    if !batch.is_full(persist.batch_size) {
+                        continue;
+                    }
+                }
+            }
+            if !self.flush(batch, shutdown).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Adds a delivery to the batch, or dead-letters it if it does not decode.
+    async fn accept(
+        &self,
+        delivery: lapin::message::Delivery,
+        batch: &mut Batch,
+    ) -> anyhow::Result<()> {
+        match rondo_core::event::decode_events(&delivery.data) {
+            Ok(events) => batch.push(delivery.delivery_tag, events, Instant::now()),
+            Err(error) => {
+                let reason = format!("undecodable event message: {error}");
+                amqp::dead_letter(
+                    &self.publish,
+                    &self.worker.names,
+                    &delivery,
+                    self.queue,
+                    &reason,
+                )
+                .await
+                .context("dead-lettering an undecodable message")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the batch (retrying while MySQL fails), dead-letters rejected
+    /// events, acks. `Ok(false)` when shutdown interrupted the retries: the
+    /// batch is left as it is, unacked.
+    async fn flush(&self, batch: &mut Batch, shutdown: &CancellationToken) -> anyhow::Result<bool> {
+        if batch.is_empty() {
+            return Ok(true);
+        }
+        let span = tracing::debug_span!(
+            "flush",
+            events = batch.events().len(),
+            deliveries = batch.deliveries()
+        );
+        let Some(report) = self
+            .write_until_done(batch, shutdown)
+            .instrument(span.clone())
+            .await
+        else {
+            return Ok(false);
+        };
+        self.finish(batch, &report).instrument(span).await?;
+        Ok(true)
+    }
+
+    async fn write_until_done(
+        &self,
+        batch: &Batch,
+        shutdown: &CancellationToken,
+    ) -> Option<WriteReport> {
+        let mut backoff = Backoff::default();
+        let mut attempt = 0u64;
+        loop {
+            attempt += 1;
+            let error = match self.write_once(batch).await {
+                Ok(report) => return Some(report),
+                Err(error) => error,
+            };
+            let delay = backoff.next_delay();
+            tracing::warn!(attempt, %error, retry_in_ms = delay.as_millis() as u64, "mysql write failed; batch kept unacked");
+            tokio::select! {
+                () = shutdown.cancelled() => return None,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    async fn write_once(&self, batch: &Batch) -> anyhow::Result<WriteReport> {
+        let write = write_events(&self.worker.pool, batch.events());
+        let report = tokio::time::timeout(WRITE_TIMEOUT, write)
+            .await
+            .context("write timed out")??;
+        Ok(report)
+    }
+
+    /// After commit: rejected events to the dead queue, then one ack for the
+    /// whole batch.
+    async fn finish(&self, batch: &mut Batch, report: &WriteReport) -> anyhow::Result<()> {
+        for rejected in &report.rejected {
+            let event = &batch.events()[rejected.index];
+            self.dead_letter_event(event, batch.tag_of(rejected.index), &rejected.reason)
+                .await?;
+        }
+        if let Some(tag) = batch.ack_tag() {
+            self.consume
+                .basic_ack(tag, BasicAckOptions { multiple: true })
+                .await
+                .context("acking a committed batch")?;
+        }
+        tracing::debug!(
+            written = report.written,
+            rejected = report.rejected.len(),
+            "batch stored"
+        );
+        batch.clear();
+        Ok(())
+    }
+
+    /// Republishes one event MySQL refused, alone, to the dead queue.
+    async fn dead_letter_event(&self, event: &Event, tag: u64, reason: &str) -> anyhow::Result<()> {
+        let body = serde_json::to_vec(&[event])?;
+        let mut headers = FieldTable::default();
+        headers.insert(REASON_HEADER.into(), AMQPValue::LongString(reason.into()));
+        headers.insert(
+            SOURCE_HEADER.into(),
+            AMQPValue::LongString(self.queue.into()),
+        );
+        let exchange = self.worker.names.dead_exchange();
+        let publish = Publish {
+            exchange: &exchange,
+            routing_key: event.routing_key(),
+            headers: Some(headers),
+            ..Publish::default()
+        };
+        amqp::publish_confirmed(&self.publish, publish, &body)
+            .await
+            .context("dead-lettering a refused event")?;
+        let (job_id, trigger_id) = event_ids(event);
+        tracing::warn!(
+            delivery_tag = tag,
+            job_id,
+            trigger_id,
+            reason,
+            "event refused by mysql moved to the dead-letter queue"
+        );
+        Ok(())
+    }
+
+    /// Stop consuming, flush what was taken (one attempt within the grace
+    /// period), close. What is not acked here goes back to the queue.
+    async fn drain(self, batch: &mut Batch) {
+        let tag = self.consumer.tag();
+        if let Err(error) = self
+            .consume
+            .basic_cancel(tag, BasicCancelOptions::default())
+            .await
+        {
+            tracing::warn!(%error, "basic.cancel failed");
+        }
+        let grace = Duration::from_millis(self.worker.config.persist.shutdown_grace_ms);
+        if !batch.is_empty() {
+            match tokio::time::timeout(grace, self.write_once(batch)).await {
+                Ok(Ok(report)) => {
+                    if let Err(error) = self.finish(batch, &report).await {
+                        tracing::warn!(error = %format!("{error:#}"), "final batch written but not acked; it will be redelivered");
+                    }
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(error = %format!("{error:#}"), events = batch.events().len(), "final batch not written; left for redelivery")
+                }
+                Err(_) => tracing::warn!(
+                    events = batch.events().len(),
+                    "final batch timed out; left for redelivery"
+                ),
+            }
+        }
+        let _ = self.consume.close(200, "shutdown".into()).await;
+        let _ = self.publish.close(200, "shutdown".into()).await;
+        let _ = self.conn.close(200, "shutdown".into()).await;
+        tracing::info!("stopped");
+    }
+}
+
+/// The ids worth logging for an event.
+fn event_ids(event: &Event) -> (Option<u64>, Option<&str>) {
+    match event {
+        Event::GroupUpserted { .. } | Event::GroupDeleted { .. } => (None, None),
+        Event::JobUpserted { job } => (Some(job.id), None),
+        Event::JobDeleted { id, .. } => (Some(*id), None),
+        Event::Triggered(r) => (Some(r.trigger.job_id), Some(&r.trigger.trigger_id)),
+        Event::Result(r) => (Some(r.job_id), Some(&r.trigger_id)),
+        Event::Log(l) => (Some(l.job_id), Some(&l.trigger_id)),
+        Event::Alarm(a) => (Some(a.job_id), Some(&a.trigger_id)),
+    }
+}

@@ -1,0 +1,47 @@
+-- Claim due jobs of one partition for one leader term (fenced).
+--
+-- KEYS[1]   the partition's term key
+-- KEYS[2]   the partition's due set
+-- KEYS[3]   the partition's ring owners set
+-- KEYS[4..] ring keys of the live nodes (same partition, same hash tag)
+-- ARGV[1]   the caller's term
+-- ARGV[2..] the live nodes' ids, in the order of their ring keys
+-- then, per job: job id, expected due score, next score ('' = leave the
+-- due set), ring key index into KEYS, fire count n, then n fire instants.
+--
+-- A job whose due score is no longer the expected one (updated, stopped or
+-- claimed meanwhile) is skipped, so a retried call never claims twice.
+-- Returns {claimed, skipped}.
+local term = tonumber(ARGV[1])
+local accepted = tonumber(redis.call('GET', KEYS[1]) or '0')
+if term ~= accepted then
+  return redis.error_reply('STALE_TERM caller term ' .. ARGV[1] .. ', partition accepts ' .. tostring(accepted))
+end
+local nodes = #KEYS - 3
+for k = 1, nodes do
+  redis.call('SADD', KEYS[3], ARGV[1 + k])
+end
+local claimed, skipped = 0, 0
+local i = 2 + nodes
+while i <= #ARGV do
+  local job, expected, nxt = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local ring = KEYS[tonumber(ARGV[i + 3])]
+  local n = tonumber(ARGV[i + 4])
+  local score = redis.call('ZSCORE', KEYS[2], job)
+  if score and tonumber(score) == tonumber(expected) then
+    if nxt == '' then
+      redis.call('ZREM', KEYS[2], job)
+    else
+      redis.call('ZADD', KEYS[2], nxt, job)
+    end
+    for k = 1, n do
+      local fire = ARGV[i + 4 + k]
+      redis.call('ZADD', ring, fire, job .. ':' .. fire)
+    end
+    claimed = claimed + 1
+  else
+    skipped = skipped + 1
+  end
+  i = i + 5 + n
+end
+return {claimed, skipped}

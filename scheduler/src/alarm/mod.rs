@@ -1,0 +1,339 @@
+//! Failure alarms: e-mail over SMTP and a JSON webhook, per job.
+//!
+//! The result monitor calls [`Alarmer::alarm`] for a failed trigger and
+//! publishes the returned [`AlarmRecord`] as `Event::Alarm` (routing key
+//! `alarm.status`); the persistence worker stores it on the trigger's log row
+//! (`job_log.alarm_status`, `job_log.alarm_msg`). The status follows
+//! XXL-JOB's fail monitor:
+//!
+//! | status | when |
+//! | --- | --- |
+//! | 1 not needed | the job has neither `alarm_email` nor `alarm_webhook` |
+//! | 2 sent | every configured channel accepted the alarm |
+//! | 3 failed | any channel failed; `msg` says which one and why |
+//!
+//! `msg` has one part per channel, `; `-separated, e.g.
+//! `email: sent to 2 recipients; webhook failed: HTTP 500 Internal Server
+//! Error: boom`. An alarm never panics and never returns an error: whatever
+//! goes wrong ends in status 3 and its reason. The channels run concurrently
+//! and each is bounded by `[alarm] timeout_ms` (0 = 5 s), so an alarm takes
+//! at most about one timeout.
+//!
+//! # E-mail
+//!
+//! One plain-text message to every address of `alarm_email` (comma-separated),
+//! in one SMTP conversation (one `RCPT TO` per address), through `[alarm]`
+//! `smtp_host`:`smtp_port` with `smtp_tls` = `none` (plain SMTP), `starttls`
+//! (STARTTLS required, usually port 587) or `tls` (implicit TLS, usually
+//! 465). TLS is rustls (ring) with the Mozilla root certificates of
+//! `webpki-roots`: a server whose certificate chains to a private CA is
+//! refused. `AUTH` (PLAIN or LOGIN, whichever the server offers) is used when
+//! `smtp_user` is set (with `smtp_tls = "none"` the password crosses the
+//! network in clear text). An empty `smtp_host` fails every e-mail alarm with
+//! "alarm.smtp_host is not configured". The subject and body carry what
+//! XXL-JOB's alarm mail carries (group, job id and description, the failure)
+//! plus the trigger's details.
+//!
+//! # Webhook
+//!
+//! A `POST` of a JSON object (`Content-Type: application/json`,
+//! `User-Agent: rondo-scheduler/<version>`) to `alarm_webhook`; any 2xx
+//! answer counts as sent. Redirects are not followed (a 3xx fails: a
+//! redirected POST would silently become a GET). HTTP proxies from the usual
+//! environment variables are honoured. The body, version 1:
+//!
+//! ```json
+//! {
+//!   "v": 1,
+//!   "text": "rondo alarm: job 42 (nightly report) failed: trigger 42-1700000000000-0 on demo-host-1, code 500: boom",
+//!   "job_id": 42,
+//!   "job_description": "nightly report",
+//!   "group": "demo",
+//!   "handler": "report",
+//!   "trigger_id": "42-1700000000000-0",
+//!   "fire_ms": 1700000000000,
+//!   "fire_time": "2023-11-14T22:13:20.000Z",
+//!   "executor_id": "demo-host-1",
+//!   "code": 500,
+//!   "msg": "boom",
+//!   "params": "--day=today",
+//!   "retry_count": 0,
+//!   "sent_ms": 1700000000123
+//! }
+//! ```
+//!
+//! `code` is XXL-JOB's (500 failed, 502 timed out); `executor_id` is empty
+//! when the trigger never reached an executor; `retry_count` is the failed
+//! attempt's (0 = the first run); `sent_ms` is when the alarm was sent.
+//! `msg` and `params` are clipped to [`MAX_FIELD_BYTES`]. `text` is a
+//! one-line summary, so chat tools that take Slack-style incoming webhooks
+//! show something useful without an adapter. Fields may be added in version
+//! 1; a change of meaning bumps `v`.
+
+mod render;
+mod smtp;
+#[cfg(test)]
+mod tests;
+mod webhook;
+
+use std::fmt;
+use std::time::Duration;
+
+use rondo_core::config::AlarmConfig;
+use rondo_core::event::{AlarmRecord, TriggerRecord, alarm_status};
+use rondo_core::{ExecResult, Job, Trigger, clock};
+use tracing::Instrument;
+
+use self::render::Report;
+use self::smtp::{Mail, mail_setup, recipients};
+use self::webhook::http_client;
+
+/// The timeout used when `[alarm] timeout_ms` is 0.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `msg` and `params` are clipped to this many bytes in mails and webhook
+/// bodies (a stack trace stays readable, a mail stays small).
+pub const MAX_FIELD_BYTES: usize = 16 * 1024;
+/// The version of the webhook body (its `v`).
+pub const WEBHOOK_BODY_VERSION: u8 = 1;
+
+/// A failed trigger, as the alarm reports it: a run that ended badly, or a
+/// trigger that never reached an executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub trigger_id: String,
+    /// The scheduled instant; with the trigger id, the key of the log row.
+    pub fire_ms: i64,
+    /// Empty when no executor was reached.
+    pub executor_id: String,
+    /// XXL-JOB's code ([`code::FAIL`], [`code::TIMEOUT`], …).
+    ///
+    /// [`code::FAIL`]: rondo_core::trigger::code::FAIL
+    /// [`code::TIMEOUT`]: rondo_core::trigger::code::TIMEOUT
+    pub code: i32,
+    pub msg: String,
+    /// The failed attempt's retry count (0 = the first run).
+    pub retry_count: u32,
+    pub params: String,
+}
+
+impl Failure {
+    /// A run that ended badly, with the trigger that started it.
+    pub fn of_result(result: &ExecResult, trigger: &Trigger) -> Failure {
+        Failure {
+            trigger_id: result.trigger_id.clone(),
+            fire_ms: result.fire_ms,
+            executor_id: result.executor_id.clone(),
+            code: result.code,
+            msg: result.msg.clone(),
+            retry_count: trigger.retry_count,
+            params: trigger.params.clone(),
+        }
+    }
+
+    /// A trigger the dispatcher could not deliver.
+    pub fn of_trigger(record: &TriggerRecord) -> Failure {
+        let t = &record.trigger;
+        Failure {
+            trigger_id: t.trigger_id.clone(),
+            fire_ms: t.fire_ms,
+            executor_id: t.executor_id.clone(),
+            code: record.code,
+            msg: record.msg.clone(),
+            retry_count: t.retry_count,
+            params: t.params.clone(),
+        }
+    }
+}
+
+/// An `[alarm]` section that cannot send (see [`Alarmer::try_new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AlarmConfigError {
+    #[error("alarm.smtp_from {from:?} is not a mailbox: {reason}")]
+    From { from: String, reason: String },
+    #[error("alarm.smtp_tls must be none, starttls or tls, not {0:?}")]
+    Tls(String),
+    #[error("alarm.smtp_host {host:?}: {reason}")]
+    Smtp { host: String, reason: String },
+    #[error("alarm webhook client: {0}")]
+    Http(String),
+}
+
+/// Sends failure alarms. Cheap to clone (the clients are shared); holds no
+/// connection between alarms.
+#[derive(Clone)]
+pub struct Alarmer {
+    mail: Mail,
+    /// The client, or why it could not be built (reported per alarm).
+    http: Result<reqwest::Client, String>,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Alarmer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mail = match &self.mail {
+            Mail::NotConfigured => "not configured".to_owned(),
+            Mail::Broken(reason) => format!("broken: {reason}"),
+            Mail::Ready { from, .. } => format!("ready, from {from}"),
+        };
+        f.debug_struct("Alarmer")
+            .field("mail", &mail)
+            .field("webhook", &self.http.as_ref().map(|_| "ready"))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Alarmer {
+    /// An alarmer that always exists: a part of `[alarm]` that cannot work
+    /// is logged now and reported as the reason of every alarm that needs
+    /// it, so a bad mail setting never stops the scheduler.
+    pub fn new(config: &AlarmConfig) -> Alarmer {
+        let mail = mail_setup(config).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "e-mail alarms will fail");
+            Mail::Broken(e.to_string())
+        });
+        let timeout = timeout(config);
+        let http = http_client(timeout).map_err(|e| {
+            tracing::error!(error = %e, "webhook alarms will fail");
+            e.to_string()
+        });
+        Alarmer {
+            mail,
+            http,
+            timeout,
+        }
+    }
+
+    /// Like [`Alarmer::new`], but refuses a section that cannot work, for
+    /// callers that check the config at start.
+    pub fn try_new(config: &AlarmConfig) -> Result<Alarmer, AlarmConfigError> {
+        let timeout = timeout(config);
+        Ok(Alarmer {
+            mail: mail_setup(config)?,
+            http: Ok(http_client(timeout)?),
+            timeout,
+        })
+    }
+
+    /// The bound of each channel.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Alarms the job's channels about `failure` and says how it went.
+    pub async fn alarm(&self, job: &Job, failure: &Failure) -> AlarmRecord {
+        let span = tracing::info_span!(
+            "alarm",
+            job_id = job.id,
+            trigger_id = %failure.trigger_id,
+            fire_ms = failure.fire_ms,
+        );
+        let (status, msg) = self.send(job, failure).instrument(span.clone()).await;
+        span.in_scope(|| match status {
+            alarm_status::FAILED => tracing::warn!(status, msg = %msg, "alarm failed"),
+            _ => tracing::info!(status, msg = %msg, "alarm done"),
+        });
+        AlarmRecord {
+            trigger_id: failure.trigger_id.clone(),
+            job_id: job.id,
+            fire_ms: failure.fire_ms,
+            status,
+            msg,
+        }
+    }
+
+    async fn send(&self, job: &Job, failure: &Failure) -> (i32, String) {
+        let report = Report {
+            job,
+            failure,
+            sent_ms: clock::now_ms(),
+        };
+        let addresses = recipients(&job.alarm_email);
+        let webhook = job.alarm_webhook.trim();
+        let mail = async {
+            if addresses.is_empty() {
+                return None;
+            }
+            Some(Outcome::new(
+                "email",
+                self.send_mail(&addresses, &report).await,
+            ))
+        };
+        let hook = async {
+            if webhook.is_empty() {
+                return None;
+            }
+            Some(Outcome::new("webhook", self.post(webhook, &report).await))
+        };
+        let (mail, hook) = tokio::join!(mail, hook);
+        let outcomes: Vec<Outcome> = [mail, hook].into_iter().flatten().collect();
+        summarize(&outcomes)
+    }
+}
+
+fn timeout(config: &AlarmConfig) -> Duration {
+    match config.timeout_ms {
+        0 => DEFAULT_TIMEOUT,
+        ms => Duration::from_millis(ms),
+    }
+}
+
+fn timed_out(timeout: Duration) -> String {
+    format!("timed out after {} ms", timeout.as_millis())
+}
+
+/// One channel's result.
+struct Outcome {
+    channel: &'static str,
+    result: Result<String, String>,
+}
+
+impl Outcome {
+    fn new(channel: &'static str, result: Result<String, String>) -> Outcome {
+        Outcome { channel, result }
+    }
+}
+
+/// The status and message of an alarm from its channels' results.
+fn summarize(outcomes: &[Outcome]) -> (i32, String) {
+    if outcomes.is_empty() {
+        let msg = "no alarm channel: alarm_email and alarm_webhook are empty";
+        return (alarm_status::NOT_NEEDED, msg.to_owned());
+    }
+    let parts: Vec<String> = outcomes
+        .iter()
+        .map(|o| match &o.result {
+            Ok(done) => format!("{}: {done}", o.channel),
+            Err(reason) => format!("{} failed: {reason}", o.channel),
+        })
+        .collect();
+    let failed = outcomes.iter().any(|o| o.result.is_err());
+    let status = if failed {
+        alarm_status::FAILED
+    } else {
+        alarm_status::SENT
+    };
+    (status, parts.join("; "))
+}
+
+/// An error and its sources, each once (some errors print their source
+/// in their own message, some wrap an error of the same kind).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,175 @@
+//! Tests of the alarm's public surface and its orchestration; the
+//! fixtures are shared with the submodules' tests.
+
+use rondo_core::model::ScheduleType;
+use rondo_core::trigger::code;
+use rondo_core::{BlockStrategy, Misfire, Routing, TriggerType};
+
+use super::*;
+
+pub(super) fn job(email: &str, webhook: &str) -> Job {
+    Job {
+        id: 42,
+        group: "demo".into(),
+        description: "nightly report".into(),
+        schedule_type: ScheduleType::Cron,
+        schedule_conf: "0 0 3 * * ?".into(),
+        misfire: Misfire::DoNothing,
+        routing: Routing::First,
+        block: BlockStrategy::SerialExecution,
+        handler: "report".into(),
+        params: "--day=today".into(),
+        timeout_s: 0,
+        retries: 0,
+        child_jobs: vec![],
+        retry_backoff_s: 0,
+        alarm_email: email.into(),
+        alarm_webhook: webhook.into(),
+        enabled: true,
+        created_ms: 0,
+        updated_ms: 0,
+    }
+}
+
+pub(super) fn failure() -> Failure {
+    Failure {
+        trigger_id: "42-1700000000000-0".into(),
+        fire_ms: 1_700_000_000_000,
+        executor_id: "demo-host-1".into(),
+        code: code::FAIL,
+        msg: "boom\nat line 3".into(),
+        retry_count: 1,
+        params: "--day=today".into(),
+    }
+}
+
+fn config(host: &str) -> AlarmConfig {
+    AlarmConfig {
+        smtp_host: host.into(),
+        ..AlarmConfig::default()
+    }
+}
+
+#[test]
+fn status_follows_the_channels() {
+    let ok = |c| Outcome::new(c, Ok("sent".into()));
+    let bad = |c| Outcome::new(c, Err("HTTP 500".into()));
+    assert_eq!(summarize(&[]).0, alarm_status::NOT_NEEDED);
+    assert_eq!(
+        summarize(&[ok("email"), ok("webhook")]),
+        (alarm_status::SENT, "email: sent; webhook: sent".into())
+    );
+    assert_eq!(
+        summarize(&[ok("email"), bad("webhook")]),
+        (
+            alarm_status::FAILED,
+            "email: sent; webhook failed: HTTP 500".into()
+        )
+    );
+}
+
+#[test]
+fn error_chains_name_each_cause_once() {
+    let inner = std::io::Error::other("refused");
+    let outer = std::io::Error::other(format!("Connection error: Connection error: {inner}"));
+    assert_eq!(chain(&outer), "Connection error: refused");
+}
+
+#[test]
+fn bad_settings_are_refused_by_try_new_and_reported_by_new() {
+    let mut bad_from = config("smtp.example.com");
+    bad_from.smtp_from = "not a mailbox".into();
+    assert!(matches!(
+        Alarmer::try_new(&bad_from),
+        Err(AlarmConfigError::From { .. })
+    ));
+    let mut bad_tls = config("smtp.example.com");
+    bad_tls.smtp_tls = "ssl".into();
+    assert!(matches!(
+        Alarmer::try_new(&bad_tls),
+        Err(AlarmConfigError::Tls(_))
+    ));
+    for tls in ["none", "starttls", "tls"] {
+        let mut c = config("smtp.example.com");
+        c.smtp_tls = tls.into();
+        Alarmer::try_new(&c).unwrap_or_else(|e| panic!("{tls}: {e}"));
+    }
+    // No host: the from address does not matter.
+    let mut unused = config("");
+    unused.smtp_from = "not a mailbox".into();
+    assert!(Alarmer::try_new(&unused).is_ok());
+}
+
+#[test]
+fn a_zero_timeout_means_the_default() {
+    let mut c = config("");
+    c.timeout_ms = 0;
+    assert_eq!(Alarmer::new(&c).timeout(), DEFAULT_TIMEOUT);
+    c.timeout_ms = 250;
+    assert_eq!(Alarmer::new(&c).timeout(), Duration::from_millis(250));
+}
+
+#[tokio::test]
+async fn channels_that_need_no_network_answer_at_once() {
+    let failure = failure();
+    let alarmer = Alarmer::new(&config(""));
+    let none = alarmer.alarm(&job(" ", ""), &failure).await;
+    assert_eq!(none.status, alarm_status::NOT_NEEDED);
+    assert_eq!((none.job_id, none.fire_ms), (42, failure.fire_ms));
+    assert_eq!(none.trigger_id, failure.trigger_id);
+
+    let unconfigured = alarmer.alarm(&job("a@x.io", ""), &failure).await;
+    assert_eq!(unconfigured.status, alarm_status::FAILED);
+    assert_eq!(
+        unconfigured.msg,
+        "email failed: alarm.smtp_host is not configured"
+    );
+
+    let mut bad_from = config("smtp.example.com");
+    bad_from.smtp_from = "nope".into();
+    let broken = Alarmer::new(&bad_from)
+        .alarm(&job("a@x.io", ""), &failure)
+        .await;
+    assert_eq!(broken.status, alarm_status::FAILED);
+    assert!(broken.msg.contains("alarm.smtp_from"), "{}", broken.msg);
+}
+
+#[test]
+fn failures_are_built_from_results_and_trigger_records() {
+    let trigger = Trigger {
+        trigger_id: "t".into(),
+        job_id: 42,
+        group: "demo".into(),
+        executor_id: "e".into(),
+        handler: "report".into(),
+        params: "p".into(),
+        trigger_type: TriggerType::Retry,
+        fire_ms: 9,
+        sent_ms: 10,
+        shard_index: 0,
+        shard_total: 1,
+        timeout_s: 0,
+        block: BlockStrategy::SerialExecution,
+        retry_count: 2,
+    };
+    let result = ExecResult {
+        trigger_id: "t".into(),
+        job_id: 42,
+        executor_id: "e".into(),
+        fire_ms: 9,
+        start_ms: 10,
+        end_ms: 11,
+        code: code::TIMEOUT,
+        msg: "timed out".into(),
+        retryable: true,
+    };
+    let f = Failure::of_result(&result, &trigger);
+    assert_eq!((f.code, f.retry_count, f.params.as_str()), (502, 2, "p"));
+    let record = TriggerRecord {
+        trigger,
+        code: code::FAIL,
+        msg: "no route".into(),
+    };
+    let f = Failure::of_trigger(&record);
+    assert_eq!((f.code, f.msg.as_str(), f.fire_ms), (500, "no route", 9));
+}

@@ -1,0 +1,69 @@
+//! Webhook alarms: the HTTP client and the JSON `POST`.
+
+use std::time::Duration;
+
+use super::render::{Report, clip, one_line, webhook_body};
+use super::{AlarmConfigError, Alarmer, chain, timed_out};
+
+/// At most this much of a refusing webhook's answer goes into the reason.
+const MAX_REPLY_BYTES: usize = 256;
+
+impl Alarmer {
+    /// Ok: the 2xx status; Err: the status and the start of the answer, or
+    /// why there was none.
+    pub(super) async fn post(&self, url: &str, report: &Report<'_>) -> Result<String, String> {
+        let client = self.http.as_ref().map_err(Clone::clone)?;
+        let body = webhook_body(report);
+        let exchange = async {
+            let response = client
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| http_error(e, self.timeout))?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(format!("sent (HTTP {})", status.as_u16()));
+            }
+            Err(format!("HTTP {status}{}", reply_excerpt(response).await))
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .unwrap_or_else(|_| Err(timed_out(self.timeout)))
+    }
+}
+
+pub(super) fn http_client(timeout: Duration) -> Result<reqwest::Client, AlarmConfigError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("rondo-scheduler/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| AlarmConfigError::Http(chain(&e)))
+}
+
+/// `: <the start of the answer>`, or nothing when it is empty or unreadable.
+async fn reply_excerpt(mut response: reqwest::Response) -> String {
+    let mut bytes = Vec::new();
+    while bytes.len() < MAX_REPLY_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let text = one_line(&clip(&text, MAX_REPLY_BYTES));
+    match text.trim() {
+        "" => String::new(),
+        text => format!(": {text}"),
+    }
+}
+
+/// A webhook error without its URL (it may hold a token), with its causes.
+fn http_error(error: reqwest::Error, timeout: Duration) -> String {
+    if error.is_timeout() {
+        return timed_out(timeout);
+    }
+    chain(&error.without_url())
+}

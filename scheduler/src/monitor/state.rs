@@ -1,0 +1,218 @@
+//! The monitor's state in Redis: in-flight triggers (written by the
+//! dispatcher), the "handled" marks, the retry sets and the registry's dead
+//! executors.
+
+use deadpool_redis::Pool;
+use redis::AsyncCommands;
+use rondo_core::{Error, Names, Trigger};
+use serde::{Deserialize, Serialize};
+
+/// How long a "handled" mark is kept (a duplicate result arrives within
+/// minutes, not days).
+const HANDLED_TTL_S: u64 = 7 * 24 * 3600;
+
+/// A retry waiting in `{pK}:retry` for its backoff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryItem {
+    pub job_id: u64,
+    /// The id the retry's trigger will carry.
+    pub trigger_id: String,
+    /// The original scheduled instant.
+    pub fire_ms: i64,
+    pub retry_count: u32,
+    pub shard_index: u32,
+    pub shard_total: u32,
+    pub params: String,
+}
+
+#[derive(Clone)]
+pub struct MonitorState {
+    pool: Pool,
+    names: Names,
+}
+
+impl MonitorState {
+    pub fn new(pool: Pool, names: Names) -> Self {
+        MonitorState { pool, names }
+    }
+
+    async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
+        Ok(self.pool.get().await?)
+    }
+
+    fn partition(&self, job_id: u64) -> u32 {
+        self.names.partition_of(job_id)
+    }
+
+    /// The trigger as the dispatcher recorded it, if still in flight.
+    pub async fn inflight(&self, job_id: u64, trigger_id: &str) -> Result<Option<Trigger>, Error> {
+        let json: Option<String> = self
+            .conn()
+            .await?
+            .hget(self.names.inflight_data(self.partition(job_id)), trigger_id)
+            .await?;
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    /// Forgets an in-flight trigger (its outcome was handled).
+    pub async fn forget(&self, job_id: u64, trigger_id: &str) -> Result<(), Error> {
+        let p = self.partition(job_id);
+        let mut pipe = redis::pipe();
+        pipe.zrem(self.names.inflight(p), trigger_id)
+            .ignore()
+            .hdel(self.names.inflight_data(p), trigger_id)
+            .ignore();
+        let _: () = pipe.query_async(&mut self.conn().await?).await?;
+        Ok(())
+    }
+
+    pub async fn is_handled(&self, trigger_id: &str) -> Result<bool, Error> {
+        Ok(self
+            .conn()
+            .await?
+            .exists(self.names.handled(trigger_id))
+            .await?)
+    }
+
+    pub async fn mark_handled(&self, trigger_id: &str) -> Result<(), Error> {
+        let _: () = self
+            .conn()
+            .await?
+            .set_ex(self.names.handled(trigger_id), 1, HANDLED_TTL_S)
+            .await?;
+        Ok(())
+    }
+
+    /// Queues a retry due at `due_ms`.
+    pub async fn push_retry(&self, item: &RetryItem, due_ms: i64) -> Result<(), Error> {
+        let json = serde_json::to_string(item)?;
+        let _: () = self
+            .conn()
+            .await?
+            .zadd(self.names.retry(self.partition(item.job_id)), json, due_ms)
+            .await?;
+        Ok(())
+    }
+
+    /// Retries of a partition due at or before `now_ms` (raw members).
+    pub async fn due_retries(
+        &self,
+        p: u32,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, Error> {
+        let mut conn = self.conn().await?;
+        Ok(conn
+            .zrangebyscore_limit(self.names.retry(p), "-inf", now_ms, 0, limit as isize)
+            .await?)
+    }
+
+    pub async fn remove_retry(&self, p: u32, member: &str) -> Result<(), Error> {
+        let _: () = self.conn().await?.zrem(self.names.retry(p), member).await?;
+        Ok(())
+    }
+
+    /// In-flight trigger ids of a partition published before `before_ms`.
+    pub async fn stale_inflight(
+        &self,
+        p: u32,
+        before_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, Error> {
+        let mut conn = self.conn().await?;
+        Ok(conn
+            .zrangebyscore_limit(self.names.inflight(p), "-inf", before_ms, 0, limit as isize)
+            .await?)
+    }
+
+    /// Takes a trigger off the lost-trigger scan (its data stays for the
+    /// monitor). True for the one caller that took it.
+    pub async fn unlist(&self, p: u32, trigger_id: &str) -> Result<bool, Error> {
+        let removed: u32 = self
+            .conn()
+            .await?
+            .zrem(self.names.inflight(p), trigger_id)
+            .await?;
+        Ok(removed == 1)
+    }
+
+    pub async fn inflight_data(&self, p: u32, trigger_id: &str) -> Result<Option<Trigger>, Error> {
+        let json: Option<String> = self
+            .conn()
+            .await?
+            .hget(self.names.inflight_data(p), trigger_id)
+            .await?;
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    /// Executors of a group whose last heartbeat is older than `before_ms`.
+    pub async fn dead_executors(&self, app: &str, before_ms: i64) -> Result<Vec<String>, Error> {
+        let mut conn = self.conn().await?;
+        Ok(conn
+            .zrangebyscore(self.names.registry(app), "-inf", before_ms)
+            .await?)
+    }
+
+    /// Whether an executor heartbeated since `since_ms`.
+    pub async fn is_alive(
+        &self,
+        app: &str,
+        executor_id: &str,
+        since_ms: i64,
+    ) -> Result<bool, Error> {
+        let score: Option<f64> = self
+            .conn()
+            .await?
+            .zscore(self.names.registry(app), executor_id)
+            .await?;
+        Ok(score.is_some_and(|s| s as i64 >= since_ms))
+    }
+
+    /// Drops a dead executor from the registry (only if it is still stale:
+    /// one that heartbeated meanwhile stays).
+    pub async fn drop_executor(
+        &self,
+        app: &str,
+        executor_id: &str,
+        before_ms: i64,
+    ) -> Result<bool, Error> {
+        let mut conn = self.conn().await?;
+        let score: Option<f64> = conn.zscore(self.names.registry(app), executor_id).await?;
+        if score.is_none_or(|s| s as i64 >= before_ms) {
+            return Ok(false);
+        }
+        let mut pipe = redis::pipe();
+        pipe.zrem(self.names.registry(app), executor_id)
+            .ignore()
+            .del(self.names.executor(executor_id))
+            .ignore();
+        let _: () = pipe.query_async(&mut conn).await?;
+        Ok(true)
+    }
+}
+
+impl MonitorState {
+    /// Whether an executor already took this trigger (its dedupe mark
+    /// exists): such a trigger is not sent again; if it never answers, the
+    /// lost-trigger scan fails and retries it.
+    pub async fn was_started(&self, trigger_id: &str) -> Result<bool, Error> {
+        Ok(self
+            .conn()
+            .await?
+            .exists(self.names.dedupe(trigger_id))
+            .await?)
+    }
+
+    /// Records a (re)published trigger as in flight, as the dispatcher does.
+    pub async fn record_inflight(&self, trigger: &Trigger) -> Result<(), Error> {
+        let p = self.partition(trigger.job_id);
+        let json = serde_json::to_string(trigger)?;
+        let mut pipe = redis::pipe();
+        pipe.zadd(self.names.inflight(p), &trigger.trigger_id, trigger.sent_ms)
+            .ignore()
+            .hset(self.names.inflight_data(p), &trigger.trigger_id, json)
+            .ignore();
+        let _: () = pipe.query_async(&mut self.conn().await?).await?;
+        Ok(())
+    }
+}

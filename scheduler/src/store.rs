@@ -1,0 +1,411 @@
+//! Jobs, groups, due sets and rings in Redis.
+//!
+//! A job's definition is the `def` field (JSON) of `job:<id>`; its next fire
+//! is its score in its partition's due set, so the claim script never has to
+//! touch a key outside the partition's hash tag. Writes that move a fire go
+//! through the fenced scripts in `lua/`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deadpool_redis::Pool;
+use redis::{AsyncCommands, Script};
+use rondo_core::model::Group;
+use rondo_core::{Error, ErrorKind, Job, Names};
+
+/// Field of `job:<id>` holding the definition.
+pub(crate) const DEF: &str = "def";
+
+/// One job's part of a claim call.
+#[derive(Debug, Clone)]
+pub struct ClaimItem {
+    pub job_id: u64,
+    pub expected_score: i64,
+    pub next: Option<i64>,
+    /// Index into the node list passed with the claim.
+    pub node: usize,
+    pub fires: Vec<i64>,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    names: Names,
+    claim: Arc<Script>,
+    raise_term: Arc<Script>,
+    reassign: Arc<Script>,
+}
+
+impl Store {
+    pub fn new(pool: Pool, names: Names) -> Self {
+        Store {
+            pool,
+            names,
+            claim: Arc::new(Script::new(include_str!("../lua/claim.lua"))),
+            raise_term: Arc::new(Script::new(include_str!("../lua/raise_term.lua"))),
+            reassign: Arc::new(Script::new(include_str!("../lua/reassign.lua"))),
+        }
+    }
+
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
+        Ok(self.pool.get().await?)
+    }
+
+    // ---- groups ----
+
+    /// Creates a group; `Conflict` if the app name is taken.
+    pub async fn create_group(&self, group: &Group) -> Result<(), Error> {
+        let json = serde_json::to_string(group)?;
+        let created: bool = self
+            .conn()
+            .await?
+            .hset_nx(self.names.groups(), &group.app, json)
+            .await?;
+        if !created {
+            return Err(Error {
+                kind: ErrorKind::Conflict,
+                field: Some("app".into()),
+                message: format!("group {} exists", group.app),
+            });
+        }
+        Ok(())
+    }
+
+    pub async fn update_group(&self, group: &Group) -> Result<(), Error> {
+        self.get_group(&group.app).await?;
+        let json = serde_json::to_string(group)?;
+        let _: () = self
+            .conn()
+            .await?
+            .hset(self.names.groups(), &group.app, json)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn get_group(&self, app: &str) -> Result<Group, Error> {
+        let json: Option<String> = self.conn().await?.hget(self.names.groups(), app).await?;
+        let json =
+            json.ok_or_else(|| Error::not_found("group", format!("no executor group {app:?}")))?;
+        Ok(serde_json::from_str(&json)?)
+    }
+
+    pub async fn list_groups(&self) -> Result<Vec<Group>, Error> {
+        let all: HashMap<String, String> = self.conn().await?.hgetall(self.names.groups()).await?;
+        let mut groups: Vec<Group> = all
+            .values()
+            .filter_map(|j| serde_json::from_str(j).ok())
+            .collect();
+        groups.sort_by(|a, b| a.app.cmp(&b.app));
+        Ok(groups)
+    }
+
+    /// Deletes a group that has no job; `Conflict` otherwise (as XXL-JOB).
+    pub async fn delete_group(&self, app: &str) -> Result<(), Error> {
+        self.get_group(app).await?;
+        let mut conn = self.conn().await?;
+        let jobs: u64 = conn.scard(self.names.group_jobs(app)).await?;
+        if jobs > 0 {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("group {app} still has {jobs} job(s)"),
+            ));
+        }
+        let _: () = conn.hdel(self.names.groups(), app).await?;
+        Ok(())
+    }
+
+    // ---- jobs ----
+
+    pub async fn next_job_id(&self) -> Result<u64, Error> {
+        Ok(self.conn().await?.incr(self.names.job_seq(), 1).await?)
+    }
+
+    /// Writes a job and its due-set entry in one transaction. `next = None`
+    /// takes it out of the due set (stopped, or `NONE` schedule).
+    pub async fn save_job(
+        &self,
+        job: &Job,
+        next: Option<i64>,
+        old_group: Option<&str>,
+    ) -> Result<(), Error> {
+        let json = serde_json::to_string(job)?;
+        let due = self.names.due(self.names.partition_of(job.id));
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hset(self.names.job(job.id), DEF, json)
+            .ignore()
+            .sadd(self.names.job_index(), job.id)
+            .ignore()
+            .sadd(self.names.group_jobs(&job.group), job.id)
+            .ignore();
+        if let Some(old) = old_group.filter(|g| *g != job.group) {
+            pipe.srem(self.names.group_jobs(old), job.id).ignore();
+        }
+        match next {
+            Some(score) => pipe.zadd(&due, job.id, score).ignore(),
+            None => pipe.zrem(&due, job.id).ignore(),
+        };
+        let _: () = pipe.query_async(&mut self.conn().await?).await?;
+        Ok(())
+    }
+
+    pub async fn get_job(&self, id: u64) -> Result<Job, Error> {
+        let json: Option<String> = self.conn().await?.hget(self.names.job(id), DEF).await?;
+        let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
+        Ok(serde_json::from_str(&json)?)
+    }
+
+    /// Definitions of many jobs in one round trip; missing ones are absent.
+    pub async fn get_jobs(&self, ids: &[u64]) -> Result<HashMap<u64, Arc<Job>>, Error> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.hget(self.names.job(*id), DEF);
+        }
+        let defs: Vec<Option<String>> = pipe.query_async(&mut self.conn().await?).await?;
+        let mut jobs = HashMap::with_capacity(ids.len());
+        for (id, def) in ids.iter().zip(defs) {
+            let Some(def) = def else { continue };
+            match serde_json::from_str::<Job>(&def) {
+                Ok(job) => {
+                    jobs.insert(*id, Arc::new(job));
+                }
+                Err(e) => {
+                    tracing::error!(job_id = id, error = %e, "stored job definition does not decode")
+                }
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Job ids, optionally of one group, sorted.
+    pub async fn job_ids(&self, group: Option<&str>) -> Result<Vec<u64>, Error> {
+        let key = match group {
+            Some(g) => self.names.group_jobs(g),
+            None => self.names.job_index(),
+        };
+        let mut ids: Vec<u64> = self.conn().await?.smembers(key).await?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    pub async fn delete_job(&self, job: &Job) -> Result<(), Error> {
+        let due = self.names.due(self.names.partition_of(job.id));
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .del(self.names.job(job.id))
+            .ignore()
+            .srem(self.names.job_index(), job.id)
+            .ignore()
+            .srem(self.names.group_jobs(&job.group), job.id)
+            .ignore()
+            .zrem(due, job.id)
+            .ignore()
+            .del(self.names.round_counter(job.id))
+            .ignore()
+            .del(self.names.route_lfu(job.id))
+            .ignore()
+            .del(self.names.route_lru(job.id))
+            .ignore();
+        let _: () = pipe.query_async(&mut self.conn().await?).await?;
+        Ok(())
+    }
+
+    /// The job's next fire (its due score), if scheduled.
+    pub async fn next_fire(&self, id: u64) -> Result<Option<i64>, Error> {
+        let due = self.names.due(self.names.partition_of(id));
+        let score: Option<f64> = self.conn().await?.zscore(due, id).await?;
+        Ok(score.map(|s| s as i64))
+    }
+
+    // ---- claim (leader) ----
+
+    /// Raises a partition's accepted term; returns what it accepts after.
+    pub async fn raise_term(&self, partition: u32, term: u64) -> Result<u64, Error> {
+        let mut conn = self.conn().await?;
+        let accepted: u64 = self
+            .raise_term
+            .key(self.names.term(partition))
+            .arg(term)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(accepted)
+    }
+
+    /// Jobs of a partition due at or before `horizon_ms`, oldest first.
+    pub async fn read_due(
+        &self,
+        partition: u32,
+        horizon_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(u64, i64)>, Error> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<(u64, f64)> = conn
+            .zrangebyscore_limit_withscores(
+                self.names.due(partition),
+                "-inf",
+                horizon_ms,
+                0,
+                limit as isize,
+            )
+            .await?;
+        Ok(rows.into_iter().map(|(id, s)| (id, s as i64)).collect())
+    }
+
+    /// Runs the fenced claim script; returns `(claimed, skipped)`.
+    /// `StaleTerm` when a newer leader has raised the partition's term.
+    pub async fn claim(
+        &self,
+        partition: u32,
+        term: u64,
+        nodes: &[String],
+        items: &[ClaimItem],
+    ) -> Result<(u64, u64), Error> {
+        let mut inv = self.claim.prepare_invoke();
+        inv.key(self.names.term(partition))
+            .key(self.names.due(partition))
+            .key(self.names.ring_owners(partition));
+        for node in nodes {
+            inv.key(self.names.ring(partition, node));
+        }
+        inv.arg(term);
+        for node in nodes {
+            inv.arg(node);
+        }
+        for item in items {
+            debug_assert!(item.node < nodes.len());
+            let next = item.next.map(|n| n.to_string()).unwrap_or_default();
+            inv.arg(item.job_id)
+                .arg(item.expected_score)
+                .arg(next)
+                .arg(item.node + 4)
+                .arg(item.fires.len());
+            for fire in &item.fires {
+                inv.arg(*fire);
+            }
+        }
+        let (claimed, skipped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
+        Ok((claimed, skipped))
+    }
+
+    // ---- rings (every node) ----
+
+    /// Members of a node's rings (every partition) due at or before
+    /// `until_ms`, in one round trip.
+    pub async fn read_rings(&self, node: &str, until_ms: i64) -> Result<Vec<(u32, String)>, Error> {
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.zrangebyscore(self.names.ring(p, node), "-inf", until_ms);
+        }
+        let per_partition: Vec<Vec<String>> = pipe.query_async(&mut self.conn().await?).await?;
+        let members = per_partition.into_iter().enumerate();
+        Ok(members
+            .flat_map(|(p, ms)| ms.into_iter().map(move |m| (p as u32, m)))
+            .collect())
+    }
+
+    /// Removes a fired member from the node's ring. Not fenced: it only
+    /// removes the caller's own member, and a member reassigned elsewhere is
+    /// no longer in this ring, so a stale node's ack is a no-op.
+    pub async fn ack(&self, partition: u32, node: &str, member: &str) -> Result<(), Error> {
+        let _: u64 = self
+            .conn()
+            .await?
+            .zrem(self.names.ring(partition, node), member)
+            .await?;
+        Ok(())
+    }
+
+    /// Sizes of every partition's due set.
+    pub async fn due_sizes(&self) -> Result<Vec<u64>, Error> {
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.zcard(self.names.due(p));
+        }
+        Ok(pipe.query_async(&mut self.conn().await?).await?)
+    }
+
+    /// Total ring size of a node over all partitions.
+    pub async fn ring_size(&self, node: &str) -> Result<u64, Error> {
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.zcard(self.names.ring(p, node));
+        }
+        let sizes: Vec<u64> = pipe.query_async(&mut self.conn().await?).await?;
+        Ok(sizes.iter().sum())
+    }
+}
+
+/// One dead-ring member's fate in a reassignment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub member: String,
+    /// Index into the target nodes, or `None` to drop the member.
+    pub target: Option<usize>,
+    /// Its score in the target ring (when it should fire).
+    pub score: i64,
+}
+
+impl Store {
+    /// Ring owners of every partition, in one round trip.
+    pub async fn ring_owners(&self) -> Result<Vec<Vec<String>>, Error> {
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.smembers(self.names.ring_owners(p));
+        }
+        Ok(pipe.query_async(&mut self.conn().await?).await?)
+    }
+
+    /// The first `limit` members of a node's ring in a partition, with scores.
+    pub async fn ring_members(
+        &self,
+        partition: u32,
+        node: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<(String, f64)> = conn
+            .zrange_withscores(self.names.ring(partition, node), 0, limit as isize - 1)
+            .await?;
+        Ok(rows.into_iter().map(|(m, s)| (m, s as i64)).collect())
+    }
+
+    /// Runs the fenced reassign script; returns `(moved, dropped)`.
+    pub async fn reassign(
+        &self,
+        partition: u32,
+        term: u64,
+        dead: &str,
+        targets: &[String],
+        moves: &[Move],
+    ) -> Result<(u64, u64), Error> {
+        let mut inv = self.reassign.prepare_invoke();
+        inv.key(self.names.term(partition))
+            .key(self.names.ring(partition, dead))
+            .key(self.names.ring_owners(partition));
+        for node in targets {
+            inv.key(self.names.ring(partition, node));
+        }
+        inv.arg(term).arg(dead).arg(targets.len());
+        for node in targets {
+            inv.arg(node);
+        }
+        for m in moves {
+            inv.arg(&m.member)
+                .arg(m.target.map_or(0, |t| t + 4))
+                .arg(m.score);
+        }
+        let (moved, dropped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
+        Ok((moved, dropped))
+    }
+}

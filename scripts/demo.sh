@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# rondo's demo: services up, build, then one scheduler node, one executor
+# with the built-in handlers and the persistence worker; a sample executor
+# group and sample jobs created through the CLI; fires shown as they happen.
+#
+#   scripts/demo.sh            run until Ctrl-C
+#   scripts/demo.sh 30         run for 30 seconds
+#
+# Everything runs in the namespace `rondo_demo` (Redis keys, queues,
+# ZooKeeper chroot) and writes history to the MySQL database `rondo`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION="${1:-0}"
+STATE="${RONDO_DEMO_DIR:-/tmp/rondo-demo}"
+export RONDO_NAMESPACE=rondo_demo
+export RONDO_SCHEDULER_API_ADDR=127.0.0.1:8600
+export RONDO_EXECUTOR_APP=demo
+export RONDO_EXECUTOR_ID=demo-1
+export RONDO_REGISTRY_HEARTBEAT_MS=5000
+export RONDO_REGISTRY_DEAD_AFTER_MS=15000
+export RONDO_API=http://127.0.0.1:8600
+MYSQL_URL="${RONDO_MYSQL_URL:-mysql://rondo:rondo@127.0.0.1:3306/rondo}"
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "demo.sh: cargo is not installed; install a Rust toolchain >= 1.94 (rustup) first" >&2
+  exit 1
+fi
+
+scripts/services.sh
+echo "== building (debug)"
+cargo build --bins
+BIN=target/debug
+mkdir -p "$STATE"
+
+PIDS=()
+stop_all() {
+  echo
+  echo "== stopping (pids ${PIDS[*]:-none})"
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap stop_all EXIT
+trap 'exit 0' INT TERM
+
+start() {
+  local name=$1; shift
+  "$@" >"$STATE/$name.log" 2>&1 &
+  PIDS+=($!)
+  echo "started $name (pid $!, log $STATE/$name.log)"
+}
+start persist-worker "$BIN/rondo-persist-worker"
+start executor "$BIN/rondo-executor"
+start scheduler "$BIN/rondo-scheduler"
+
+up=no
+for _ in $(seq 1 100); do
+  if "$BIN/rondo" cluster >/dev/null 2>&1; then up=yes; break; fi
+  sleep 0.2
+done
+if [[ $up != yes ]]; then
+  echo "demo.sh: the scheduler API did not come up; its log:" >&2
+  tail -20 "$STATE/scheduler.log" >&2
+  exit 1
+fi
+for _ in $(seq 1 50); do
+  [[ "$("$BIN/rondo" group executors demo 2>/dev/null)" == *demo-1* ]] && break
+  sleep 0.2
+done
+
+echo "== creating the sample group and jobs through the CLI"
+"$BIN/rondo" group create demo --title "Demo executors" >/dev/null 2>&1 || true
+# A previous run's sample jobs are deleted through the API, so Redis and
+# MySQL agree (wiping Redis alone would make the leader rebuild them).
+for id in $("$BIN/rondo" job list --group demo | grep -oE '^      "id": [0-9]+' | grep -oE '[0-9]+$'); do
+  "$BIN/rondo" job delete "$id" >/dev/null
+done
+"$BIN/rondo" job create --group demo --handler demo --cron "0/2 * * * * ?" \
+  --description "demo handler every 2 s" --params "hello" --routing ROUND | grep -E '"(id|next_fire_ms)"'
+"$BIN/rondo" job create --group demo --handler shell --fix-rate 5 \
+  --description "shell every 5 s" --params 'echo "shell job on $(hostname)"; date -u' | grep -E '"(id|next_fire_ms)"'
+"$BIN/rondo" job create --group demo --handler shell --cron "0 0 2 L * ?" \
+  --description "last day of the month at 02:00 (Quartz L)" --params 'echo month end' | grep -E '"(id|next_fire_ms)"'
+"$BIN/rondo" cluster | grep -E '"(leader|term|node)"' || true
+
+cat <<MSG
+
+== fires, as the executor runs them (Ctrl-C to stop)
+   history in MySQL:  mariadb -h127.0.0.1 -urondo -prondo rondo -e \\
+     'SELECT trigger_id, job_id, trigger_code, handle_code, handle_msg FROM job_log ORDER BY fire_ms DESC LIMIT 10'
+   log lines:         ... -e 'SELECT * FROM job_log_line ORDER BY ts_ms DESC LIMIT 10'
+   one trigger:       $BIN/rondo log <trigger_id>      job history: $BIN/rondo job logs 1
+MSG
+# tail exits with this script (--pid).
+tail -n0 -F --pid=$$ "$STATE/executor.log" | grep --line-buffered -E "trigger finished" |
+  sed -u -E 's/^([^ ]+) .*trigger_id=([^ ]+) job_id=([0-9]+).*code=([0-9]+) elapsed_ms=([0-9]+).*/\1  job \3  trigger \2  code \4  ran \5 ms/' &
+if [[ "$DURATION" -gt 0 ]]; then
+  sleep "$DURATION"
+  echo
+  echo "== last triggers stored in MySQL ($MYSQL_URL)"
+  mariadb -h127.0.0.1 -urondo -prondo rondo -e \
+    'SELECT trigger_id, job_id, trigger_code, handle_code, LEFT(handle_msg, 40) AS handle_msg FROM job_log ORDER BY fire_ms DESC LIMIT 8' || true
+else
+  wait
+fi

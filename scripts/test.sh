@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# rondo's test command: services up, then format, lints and every test
+# (unit tests and the integration tests against the real Redis, RabbitMQ,
+# ZooKeeper and MySQL). Extra arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "test.sh: cargo is not installed; install a Rust toolchain >= 1.94 (rustup) first" >&2
+  exit 1
+fi
+
+scripts/services.sh
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo build --bins (the cluster tests run the real rondo-scheduler)"
+cargo build --workspace --bins
+echo "== cargo test"
+cargo test --workspace "$@"

@@ -1,0 +1,212 @@
+//! Scheduler nodes as separate OS processes (the real `rondo-scheduler`
+//! binary), for tests that kill, stop and restart them. A child is killed
+//! when its handle is dropped, so a failing test leaves no process behind.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use rondo_core::Config;
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+use crate::Api;
+
+/// A workspace binary next to the test binary (`scripts/test.sh` builds
+/// them before `cargo test`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --bins` (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+pub fn scheduler_binary() -> PathBuf {
+    binary("rondo-scheduler")
+}
+
+/// A `rondo-executor` process (built-in `shell`, `demo` and `http`
+/// handlers) of `config.executor.app` with id `id`; killed when dropped.
+pub fn spawn_executor(config: &Config, id: &str, log_dir: &Path) -> Child {
+    let file = std::fs::File::create(log_dir.join(format!("{id}.log"))).expect("executor log file");
+    Command::new(binary("rondo-executor"))
+        .env_clear()
+        .envs(config_env(config))
+        .env("RONDO_EXECUTOR_APP", &config.executor.app)
+        .env("RONDO_EXECUTOR_ID", id)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn rondo-executor")
+}
+
+/// A `rondo-persist-worker` process with `config` (including its
+/// `persist.*` batching keys), its stderr in `log_dir/persist-worker.log`
+/// (appended, so a restarted worker keeps the first one's log); killed when
+/// dropped.
+pub fn spawn_persist_worker(config: &Config, log_dir: &Path) -> Child {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_dir.join("persist-worker.log"))
+        .expect("persist worker log file");
+    let p = &config.persist;
+    Command::new(binary("rondo-persist-worker"))
+        .env_clear()
+        .envs(config_env(config))
+        .env("RONDO_PERSIST_BATCH_SIZE", p.batch_size.to_string())
+        .env("RONDO_PERSIST_LINGER_MS", p.linger_ms.to_string())
+        .env("RONDO_PERSIST_PREFETCH", p.prefetch.to_string())
+        .env(
+            "RONDO_PERSIST_SHUTDOWN_GRACE_MS",
+            p.shutdown_grace_ms.to_string(),
+        )
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn rondo-persist-worker")
+}
+
+/// A free loopback port (bound, then released for the child to take).
+pub fn free_addr() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr")
+}
+
+/// The config as `RONDO_*` variables for a child.
+fn config_env(config: &Config) -> Vec<(String, String)> {
+    let z = &config.zookeeper;
+    vec![
+        ("RONDO_NAMESPACE".into(), config.namespace.clone()),
+        ("RONDO_PARTITIONS".into(), config.partitions.to_string()),
+        ("RONDO_REDIS_URL".into(), config.redis.url.clone()),
+        ("RONDO_AMQP_URL".into(), config.amqp.url.clone()),
+        ("RONDO_ZOOKEEPER_CONNECT".into(), z.connect.clone()),
+        (
+            "RONDO_ZOOKEEPER_SESSION_TIMEOUT_MS".into(),
+            z.session_timeout_ms.to_string(),
+        ),
+        ("RONDO_MYSQL_URL".into(), config.mysql.url.clone()),
+        (
+            "RONDO_REGISTRY_HEARTBEAT_MS".into(),
+            config.registry.heartbeat_ms.to_string(),
+        ),
+        (
+            "RONDO_REGISTRY_DEAD_AFTER_MS".into(),
+            config.registry.dead_after_ms.to_string(),
+        ),
+        (
+            "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS".into(),
+            config.scheduler.shutdown_grace_ms.to_string(),
+        ),
+    ]
+}
+
+/// One scheduler node process.
+pub struct NodeProc {
+    pub id: String,
+    pub addr: SocketAddr,
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl NodeProc {
+    /// Starts a node with `config`, id `id`, its stderr in `log_dir/<id>.log`.
+    pub fn spawn(config: &Config, id: &str, log_dir: &Path) -> NodeProc {
+        let addr = free_addr();
+        let log = log_dir.join(format!("{id}.log"));
+        let file = std::fs::File::create(&log).expect("node log file");
+        let child = Command::new(scheduler_binary())
+            .env_clear()
+            .envs(config_env(config))
+            .env("RONDO_SCHEDULER_NODE_ID", id)
+            .env("RONDO_SCHEDULER_API_ADDR", addr.to_string())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn rondo-scheduler");
+        NodeProc {
+            id: id.to_owned(),
+            addr,
+            log,
+            child,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running child")
+    }
+
+    pub fn api(&self) -> Api {
+        Api::new(self.addr)
+    }
+
+    /// Sends a signal by name (`KILL`, `STOP`, `CONT`, `TERM`).
+    pub fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "kill -{name} {}",
+            self.pid()
+        );
+    }
+
+    /// `kill -9` and reap.
+    pub async fn kill9(&mut self) {
+        self.signal("KILL");
+        let _ = self.child.wait().await;
+    }
+
+    /// SIGTERM and wait up to `timeout` for the exit.
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.signal("TERM");
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// The node's cluster status, if it answers.
+    pub async fn status(&self) -> Option<Value> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .ok()?;
+        let resp = client
+            .get(format!("http://{}/api/v1/cluster", self.addr))
+            .send()
+            .await
+            .ok()?;
+        resp.json().await.ok()
+    }
+
+    /// The node's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// A fresh directory for node logs.
+pub fn log_dir(namespace: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rondo-{namespace}"));
+    std::fs::create_dir_all(&dir).expect("log dir");
+    dir
+}

@@ -1,0 +1,197 @@
+//! Bad input to the admin API gets a 4xx whose JSON body names the field,
+//! and changes nothing: no job stored, no id consumed.
+
+use reqwest::Method;
+use rondo_tests::{Api, Env};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn good_job() -> Value {
+    json!({
+        "group": "billing",
+        "handler": "demo",
+        "schedule_type": "CRON",
+        "schedule_conf": "0 0 2 L * ?",
+    })
+}
+
+fn with(field: &str, value: Value) -> Value {
+    let mut job = good_job();
+    job[field] = value;
+    job
+}
+
+async fn expect_field(
+    api: &Api,
+    what: &str,
+    method: Method,
+    path: &str,
+    body: Value,
+    status: u16,
+    field: &str,
+) {
+    let (got, answer) = api.call(method, path, Some(body)).await;
+    assert_eq!(got, status, "{what}: {answer}");
+    assert_eq!(answer["error"]["field"], field, "{what}: {answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{what}: {answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
+    let env = Env::new("api").await;
+    let shutdown = CancellationToken::new();
+    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
+        .await
+        .expect("scheduler starts");
+    let api = Api::new(node.api_addr);
+
+    let (status, _) = api
+        .post("/api/v1/groups", json!({ "app": "billing" }))
+        .await;
+    assert_eq!(status, 201);
+
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "malformed cron",
+            with("schedule_conf", json!("0 0 25 * * ?")),
+            "schedule_conf",
+        ),
+        (
+            "five-field crontab",
+            with("schedule_conf", json!("*/5 * * * *")),
+            "schedule_conf",
+        ),
+        (
+            "cron that never fires",
+            with("schedule_conf", json!("0 0 0 30 2 ?")),
+            "schedule_conf",
+        ),
+        (
+            "malformed fixed rate",
+            json!({ "group": "billing", "handler": "demo", "schedule_type": "FIX_RATE", "schedule_conf": "often" }),
+            "schedule_conf",
+        ),
+        (
+            "zero fixed rate",
+            json!({ "group": "billing", "handler": "demo", "schedule_type": "FIX_RATE", "schedule_conf": "0" }),
+            "schedule_conf",
+        ),
+        (
+            "unknown schedule type",
+            with("schedule_type", json!("HOURLY")),
+            "schedule_type",
+        ),
+        ("unknown group", with("group", json!("nobody")), "group"),
+        ("missing group", json!({ "handler": "demo" }), "group"),
+        (
+            "unknown routing strategy",
+            with("routing", json!("NEAREST")),
+            "routing",
+        ),
+        (
+            "unknown block strategy",
+            with("block", json!("QUEUE")),
+            "block",
+        ),
+        (
+            "unknown misfire strategy",
+            with("misfire", json!("LATER")),
+            "misfire",
+        ),
+        ("empty handler", with("handler", json!("")), "handler"),
+        ("blank handler", with("handler", json!("   ")), "handler"),
+        (
+            "oversized params",
+            with("params", json!("x".repeat(16 * 1024 + 1))),
+            "params",
+        ),
+        ("wrong type", with("timeout_s", json!("ten")), "timeout_s"),
+        ("negative retries", with("retries", json!(-1)), "retries"),
+        ("unknown field", with("cron", json!("* * * * * ?")), "cron"),
+    ];
+    for (what, body, field) in cases {
+        expect_field(&api, what, Method::POST, "/api/v1/jobs", body, 400, field).await;
+    }
+
+    let (status, answer) = api
+        .call_raw(Method::POST, "/api/v1/jobs", "{\"group\": ")
+        .await;
+    assert_eq!(status, 400, "truncated JSON: {answer}");
+    assert_eq!(answer["error"]["kind"], "invalid_input");
+
+    expect_field(
+        &api,
+        "bad group name",
+        Method::POST,
+        "/api/v1/groups",
+        json!({ "app": "a b" }),
+        400,
+        "app",
+    )
+    .await;
+    expect_field(
+        &api,
+        "duplicate group",
+        Method::POST,
+        "/api/v1/groups",
+        json!({ "app": "billing" }),
+        409,
+        "app",
+    )
+    .await;
+    let (status, answer) = api.get("/api/v1/jobs/abc").await;
+    assert_eq!(
+        (status, answer["error"]["field"].clone()),
+        (400, json!("id")),
+        "{answer}"
+    );
+    let (status, answer) = api.get("/api/v1/jobs/999").await;
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = api.get("/api/v1/jobs?limit=many").await;
+    assert_eq!(
+        (status, answer["error"]["field"].clone()),
+        (400, json!("limit")),
+        "{answer}"
+    );
+
+    // Nothing was stored and no id was consumed by the refused requests.
+    let (_, list) = api.get("/api/v1/jobs").await;
+    assert_eq!(list["total"], 0, "{list}");
+    let (status, created) = api.post("/api/v1/jobs", good_job()).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["id"], 1, "the first stored job takes the first id");
+    assert!(created["next_fire_ms"].as_i64().is_some());
+
+    // A bad update is refused and leaves the job as it was.
+    expect_field(
+        &api,
+        "bad update",
+        Method::PUT,
+        "/api/v1/jobs/1",
+        json!({ "schedule_conf": "nope" }),
+        400,
+        "schedule_conf",
+    )
+    .await;
+    let (_, stored) = api.get("/api/v1/jobs/1").await;
+    assert_eq!(stored["schedule_conf"], "0 0 2 L * ?");
+    expect_field(
+        &api,
+        "oversized trigger params",
+        Method::POST,
+        "/api/v1/jobs/1/trigger",
+        json!({ "params": "x".repeat(16 * 1024 + 1) }),
+        400,
+        "params",
+    )
+    .await;
+
+    shutdown.cancel();
+    node.wait().await;
+    env.cleanup(&[]).await;
+}

@@ -1,0 +1,530 @@
+//! The result monitor on the real services: retries with their count and
+//! backoff, child jobs, lost triggers, a dead executor's queued triggers
+//! routed again, and kill.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use rondo_core::{TriggerBatch, TriggerType, amqp, clock};
+use rondo_executor::{Executor, JobContext, JobError};
+use rondo_tests::{Api, Env, eventually};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// (trigger id, trigger type, retry count, executor, start ms)
+type Seen = Arc<Mutex<Vec<(String, TriggerType, u32, String, i64)>>>;
+
+/// An executor whose handlers record every run: `ok` succeeds, `fail`
+/// fails, `hang` waits until cancelled.
+fn start_executor(
+    env: &Env,
+    id: &str,
+    seen: &Seen,
+    shutdown: &CancellationToken,
+) -> (tokio::task::JoinHandle<()>, String) {
+    let mut config = env.config.clone();
+    config.executor.id = id.into();
+    let record = |seen: Seen| {
+        move |ctx: &JobContext| {
+            let entry = (
+                ctx.trigger_id().to_owned(),
+                ctx.trigger_type(),
+                ctx.retry_count(),
+                ctx.executor_id().to_owned(),
+                clock::now_ms(),
+            );
+            seen.lock().unwrap().push(entry);
+        }
+    };
+    let (r1, r2, r3, r4) = (
+        record(seen.clone()),
+        record(seen.clone()),
+        record(seen.clone()),
+        record(seen.clone()),
+    );
+    let executor = Executor::builder(config)
+        .handler("ok", move |ctx: JobContext| {
+            r1(&ctx);
+            async { Ok::<(), JobError>(()) }
+        })
+        .handler("demo", move |ctx: JobContext| {
+            r4(&ctx);
+            async { Ok::<(), JobError>(()) }
+        })
+        .handler("fail", move |ctx: JobContext| {
+            r2(&ctx);
+            async { Err::<(), JobError>(JobError::fail("always fails")) }
+        })
+        .handler("hang", move |ctx: JobContext| {
+            r3(&ctx);
+            async move {
+                ctx.cancelled().await;
+                Err::<(), JobError>(JobError::fail("cancelled"))
+            }
+        })
+        .build()
+        .expect("executor");
+    let queue = executor.queue();
+    let token = shutdown.clone();
+    (
+        tokio::spawn(async move { executor.run(token).await.expect("executor runs") }),
+        queue,
+    )
+}
+
+async fn job(api: &Api, spec: Value) -> u64 {
+    let (status, job) = api.post("/api/v1/jobs", spec).await;
+    assert_eq!(status, 201, "{job}");
+    job["id"].as_u64().unwrap()
+}
+
+async fn trigger(api: &Api, id: u64) -> String {
+    let (status, out) = api
+        .post(&format!("/api/v1/jobs/{id}/trigger"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{out}");
+    out["triggers"][0]["trigger"]["trigger_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The handle side of a trigger's log row, once the persistence worker has
+/// stored a result for it.
+async fn stored_result(c: &Cluster, trigger_id: &str, what: &str) -> (Option<i32>, Option<String>) {
+    eventually(what, Duration::from_secs(15), || async {
+        let row: Option<(Option<i32>, Option<String>)> =
+            sqlx::query_as("SELECT handle_code, handle_msg FROM job_log WHERE trigger_id = ?")
+                .bind(trigger_id)
+                .fetch_optional(&c.env.db)
+                .await
+                .ok()?;
+        row.filter(|r| r.0.is_some())
+    })
+    .await
+}
+
+fn runs_of(seen: &Seen, prefix: &str) -> Vec<(String, TriggerType, u32, String, i64)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.0.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+struct Cluster {
+    env: Env,
+    api: Api,
+    node: rondo_scheduler::NodeHandle,
+    shutdown: CancellationToken,
+    seen: Seen,
+    queues: Vec<String>,
+    executors: Vec<tokio::task::JoinHandle<()>>,
+    persist: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+async fn cluster(
+    tag: &str,
+    executors: &[&str],
+    tune: impl FnOnce(&mut rondo_core::Config),
+) -> Cluster {
+    let mut env = Env::new(tag).await;
+    env.config.executor.app = "mon".into();
+    env.config.monitor.scan_interval_ms = 500;
+    tune(&mut env.config);
+    let shutdown = CancellationToken::new();
+    let seen: Seen = Arc::default();
+    let mut queues = Vec::new();
+    let mut tasks = Vec::new();
+    for id in executors {
+        let (task, queue) = start_executor(&env, id, &seen, &shutdown);
+        tasks.push(task);
+        queues.push(queue);
+    }
+    let persist = tokio::spawn(rondo_persist_worker::run(
+        env.config.clone(),
+        shutdown.clone(),
+    ));
+    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
+        .await
+        .expect("scheduler");
+    let api = Api::new(node.api_addr);
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": "mon" })).await.0,
+        201
+    );
+    let want = executors.len();
+    eventually("executors", Duration::from_secs(10), || async {
+        let (_, live) = api.get("/api/v1/groups/mon/executors").await;
+        (live.as_array()?.len() == want).then_some(())
+    })
+    .await;
+    Cluster {
+        env,
+        api,
+        node,
+        shutdown,
+        seen,
+        queues,
+        executors: tasks,
+        persist,
+    }
+}
+
+impl Cluster {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.node.wait().await;
+        for e in self.executors {
+            let _ = e.await;
+        }
+        let _ = self.persist.await;
+        self.env.cleanup(&self.queues).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failures_are_retried_with_their_count_and_backoff() {
+    let c = cluster("retry", &["mon-1"], |_| {}).await;
+    let id = job(
+        &c.api,
+        json!({ "group": "mon", "handler": "fail", "retries": 2, "retry_backoff_s": 1 }),
+    )
+    .await;
+    let first = trigger(&c.api, id).await;
+    let runs = eventually("three runs", Duration::from_secs(20), || async {
+        let runs = runs_of(&c.seen, &format!("{id}-"));
+        (runs.len() >= 3).then_some(runs)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let runs_after = runs_of(&c.seen, &format!("{id}-"));
+    assert_eq!(
+        runs_after.len(),
+        3,
+        "no retry after the retries ran out: {runs_after:?}"
+    );
+    assert_eq!(runs[0].0, first);
+    assert_eq!(
+        (runs[1].0.clone(), runs[1].1, runs[1].2),
+        (format!("{first}-retry1"), TriggerType::Retry, 1)
+    );
+    assert_eq!(
+        (runs[2].0.clone(), runs[2].1, runs[2].2),
+        (format!("{first}-retry2"), TriggerType::Retry, 2)
+    );
+    for pair in runs.windows(2) {
+        assert!(
+            pair[1].4 - pair[0].4 >= 1000,
+            "backoff of 1 s between runs: {runs:?}"
+        );
+    }
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_success_triggers_the_child_jobs() {
+    let c = cluster("child", &["mon-1"], |_| {}).await;
+    let child = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
+    let parent = job(
+        &c.api,
+        json!({ "group": "mon", "handler": "ok", "child_jobs": [child] }),
+    )
+    .await;
+    let failing_parent = job(
+        &c.api,
+        json!({ "group": "mon", "handler": "fail", "child_jobs": [child] }),
+    )
+    .await;
+    let parent_trigger = trigger(&c.api, parent).await;
+    let child_runs = eventually("the child run", Duration::from_secs(15), || async {
+        let runs = runs_of(&c.seen, &format!("{child}-"));
+        (!runs.is_empty()).then_some(runs)
+    })
+    .await;
+    assert_eq!(child_runs[0].0, format!("{child}-p-{parent_trigger}"));
+    assert_eq!(child_runs[0].1, TriggerType::Parent);
+    trigger(&c.api, failing_parent).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        runs_of(&c.seen, &format!("{child}-")).len(),
+        1,
+        "a failed parent triggers no child"
+    );
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_cancels_the_run_and_is_not_retried() {
+    let c = cluster("kill", &["mon-1"], |_| {}).await;
+    let id = job(
+        &c.api,
+        json!({ "group": "mon", "handler": "hang", "retries": 3 }),
+    )
+    .await;
+    let trigger_id = trigger(&c.api, id).await;
+    eventually("the run to start", Duration::from_secs(10), || async {
+        (!runs_of(&c.seen, &trigger_id).is_empty()).then_some(())
+    })
+    .await;
+    let (status, answer) = c
+        .api
+        .post(&format!("/api/v1/logs/{trigger_id}/kill"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let row = stored_result(&c, &trigger_id, "the killed result in MySQL").await;
+    assert_eq!(row.0, Some(500));
+    assert!(
+        row.1.as_deref().is_some_and(|m| m.contains("killed")),
+        "{row:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        runs_of(&c.seen, &format!("{id}-")).len(),
+        1,
+        "a killed run is not retried"
+    );
+    let (status, _) = c
+        .api
+        .post(&format!("/api/v1/logs/{trigger_id}/kill"), json!({}))
+        .await;
+    assert_eq!(status, 409, "a finished trigger cannot be killed");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
+    let c = cluster("lost", &["b-exec"], |config| {
+        config.monitor.lost_after_ms = 2000;
+    })
+    .await;
+    // a-exec is a real rondo-executor process; FIRST routes to it (sorted
+    // ids), and its built-in demo handler sleeps for ten minutes.
+    let dir = rondo_tests::procs::log_dir(&c.env.config.namespace);
+    let mut dying = rondo_tests::procs::spawn_executor(&c.env.config, "a-exec", &dir);
+    eventually("a-exec to register", Duration::from_secs(20), || async {
+        let (_, live) = c.api.get("/api/v1/groups/mon/executors").await;
+        (live.as_array()?.len() == 2).then_some(())
+    })
+    .await;
+    let spec = json!({ "group": "mon", "handler": "demo", "params": "600000", "routing": "FIRST", "retries": 1 });
+    let id = job(&c.api, spec).await;
+    let trigger_id = trigger(&c.api, id).await;
+    let pool = rondo_core::redis::pool(&c.env.config.redis).unwrap();
+    let mark = c.env.config.names().dedupe(&trigger_id);
+    eventually(
+        "the run to start on a-exec",
+        Duration::from_secs(10),
+        || {
+            let (pool, mark) = (pool.clone(), mark.clone());
+            async move {
+                let started: bool = pool.get().await.ok()?.exists(mark).await.ok()?;
+                started.then_some(())
+            }
+        },
+    )
+    .await;
+    // a-exec dies without answering.
+    dying.start_kill().expect("kill -9 a-exec");
+    let _ = dying.wait().await;
+    let retry = format!("{trigger_id}-retry1");
+    let runs = eventually("the retry on b-exec", Duration::from_secs(40), || async {
+        let runs = runs_of(&c.seen, &retry);
+        (!runs.is_empty()).then_some(runs)
+    })
+    .await;
+    assert_eq!(
+        (runs[0].1, runs[0].3.as_str()),
+        (TriggerType::Retry, "b-exec")
+    );
+    let row = stored_result(&c, &trigger_id, "the lost result in MySQL").await;
+    assert_eq!(row.0, Some(500));
+    let msg = row.1.unwrap_or_default();
+    assert!(msg.starts_with("lost: executor a-exec"), "{msg}");
+    let mut c = c;
+    c.queues
+        .push(c.env.config.names().executor_queue("mon", "a-exec"));
+    c.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn triggers_queued_on_a_dead_executor_are_routed_again() {
+    let c = cluster("reroute", &["live-exec"], |_| {}).await;
+    let id = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
+    let names = c.env.config.names();
+    // A dead executor: registered long ago, its queue holding two triggers.
+    let conn = amqp::connect(&c.env.config.amqp.url, "reroute-test")
+        .await
+        .unwrap();
+    let ch = amqp::confirm_channel(&conn).await.unwrap();
+    let dead_queue = amqp::declare_executor_queue(&ch, &names, "mon", "dead-exec")
+        .await
+        .unwrap();
+    let pool = rondo_core::redis::pool(&c.env.config.redis).unwrap();
+    let mut redis = pool.get().await.unwrap();
+    let _: () = redis
+        .zadd(names.registry("mon"), "dead-exec", clock::now_ms() - 60_000)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let (_, jobv) = c.api.get(&format!("/api/v1/jobs/{id}")).await;
+        let t = rondo_core::Trigger {
+            trigger_id: format!("{id}-{}-0", 1_000 + i),
+            job_id: id,
+            group: "mon".into(),
+            executor_id: "dead-exec".into(),
+            handler: jobv["handler"].as_str().unwrap().into(),
+            params: String::new(),
+            trigger_type: TriggerType::Cron,
+            fire_ms: 1_000 + i,
+            sent_ms: clock::now_ms(),
+            shard_index: 0,
+            shard_total: 1,
+            timeout_s: 0,
+            block: rondo_core::BlockStrategy::SerialExecution,
+            retry_count: 0,
+        };
+        ids.push(t.trigger_id.clone());
+        let body = serde_json::to_vec(&TriggerBatch::new(vec![t])).unwrap();
+        let exchange = names.trigger_exchange();
+        let publish = amqp::Publish {
+            exchange: &exchange,
+            routing_key: "dead-exec",
+            mandatory: true,
+            ..amqp::Publish::default()
+        };
+        assert!(amqp::publish_confirmed(&ch, publish, &body).await.unwrap());
+    }
+    for tid in &ids {
+        let run = eventually("the rerouted run", Duration::from_secs(20), || async {
+            runs_of(&c.seen, tid).into_iter().next()
+        })
+        .await;
+        assert_eq!(
+            run.3, "live-exec",
+            "same trigger id, run on the live executor"
+        );
+    }
+    eventually(
+        "the dead executor to leave the registry",
+        Duration::from_secs(10),
+        || {
+            let pool = pool.clone();
+            let key = names.registry("mon");
+            async move {
+                let mut redis = pool.get().await.ok()?;
+                let gone: Option<f64> = redis.zscore(key, "dead-exec").await.ok()?;
+                gone.is_none().then_some(())
+            }
+        },
+    )
+    .await;
+    let _ = conn.close(200, "bye".into()).await;
+    let mut c = c;
+    c.queues.push(dead_queue);
+    c.stop().await;
+}
+
+/// A one-purpose HTTP receiver: records each POSTed JSON body, answers 204.
+async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/alarm", listener.local_addr().unwrap());
+    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let got = bodies.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let got = got.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = sock.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some(head_end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length = text[..head_end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if buf.len() < head_end + 4 + length {
+                        continue;
+                    }
+                    if let Ok(body) =
+                        serde_json::from_slice(&buf[head_end + 4..head_end + 4 + length])
+                    {
+                        got.lock().unwrap().push(body);
+                    }
+                    let _ = sock.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+                    return;
+                }
+            });
+        }
+    });
+    (url, bodies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
+    let c = cluster("alarm", &["mon-1"], |_| {}).await;
+    let (url, bodies) = webhook_receiver().await;
+    let id = job(
+        &c.api,
+        json!({ "group": "mon", "handler": "fail", "alarm_webhook": url }),
+    )
+    .await;
+    let quiet = job(&c.api, json!({ "group": "mon", "handler": "fail" })).await;
+    let trigger_id = trigger(&c.api, id).await;
+    let quiet_trigger = trigger(&c.api, quiet).await;
+    let body = eventually("the webhook POST", Duration::from_secs(15), || async {
+        bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|b| b["trigger_id"] == trigger_id.as_str())
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        (body["job_id"].as_u64(), body["code"].as_i64()),
+        (Some(id), Some(500))
+    );
+    assert!(
+        body["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("always fails")),
+        "{body}"
+    );
+    for (tid, want) in [(&trigger_id, 2), (&quiet_trigger, 1)] {
+        eventually(
+            "the alarm status in MySQL",
+            Duration::from_secs(15),
+            || async {
+                let row: Option<(i32,)> =
+                    sqlx::query_as("SELECT alarm_status FROM job_log WHERE trigger_id = ?")
+                        .bind(tid)
+                        .fetch_optional(&c.env.db)
+                        .await
+                        .ok()?;
+                (row?.0 == want).then_some(())
+            },
+        )
+        .await;
+    }
+    c.stop().await;
+}

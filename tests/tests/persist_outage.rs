@@ -1,0 +1,212 @@
+//! MySQL out of reach of the persistence worker (pointed at a closed port)
+//! during a run: scheduling goes on, on time, because the scheduling path
+//! only publishes events and never waits for MySQL; the events wait in the
+//! persist queue, and once a worker reaches MySQL every fire's trigger and
+//! result end up in `job_log`, and the queue drains.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::{Duration, Instant};
+
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use rondo_core::{Config, amqp};
+use rondo_tests::recorder::Recorder;
+use rondo_tests::{Api, Env, eventually, stats};
+use serde_json::json;
+use sqlx::MySqlPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Fires of the window watched while MySQL is out of reach.
+const WINDOW_S: i64 = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
+    let mut env = Env::new("poutage").await;
+    env.config.executor.app = "poutage".into();
+    let shutdown = CancellationToken::new();
+
+    let (outage_worker, outage_stop) = start_worker(closed_port_config(&env.config));
+    let recorder = Recorder::default();
+    let (executor, queue) = recorder.start_executor(&env.config, "poutage-1", shutdown.clone());
+    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
+        .await
+        .expect("scheduler");
+    let api = Api::new(node.api_addr);
+    let (job_id, first) = create_job(&api).await;
+
+    // Scheduling while no event can reach MySQL: every fire runs, on time.
+    let expected: Vec<i64> = (0..WINDOW_S).map(|i| first + i * 1000).collect();
+    let last = *expected.last().expect("a window");
+    eventually(
+        "the window's fires to run",
+        Duration::from_secs((WINDOW_S + 20) as u64),
+        || async {
+            recorder
+                .runs()
+                .iter()
+                .any(|r| r.fire_ms >= last)
+                .then_some(())
+        },
+    )
+    .await;
+    let runs = recorder.runs();
+    let missed: Vec<i64> = expected
+        .iter()
+        .copied()
+        .filter(|f| !runs.iter().any(|r| r.fire_ms == *f))
+        .collect();
+    let lateness: Vec<i64> = runs
+        .iter()
+        .filter(|r| expected.contains(&r.fire_ms))
+        .map(|r| r.start_ms - r.fire_ms)
+        .collect();
+    let (p50, p99, max) = stats::summary(&lateness);
+    eprintln!(
+        "MySQL out of reach: {} of {} fires ran, {} missed; handler-start lateness p50 {p50} ms, p99 {p99} ms, max {max} ms",
+        expected.len() - missed.len(),
+        expected.len(),
+        missed.len()
+    );
+    assert!(missed.is_empty(), "fires that never ran: {missed:?}");
+    assert_eq!(count_rows(&env.db).await, 0, "nothing reached MySQL");
+    let waiting = persist_depth(&env.config).await;
+    eprintln!("{waiting} event messages waiting in the persist queue");
+    assert!(waiting > 0, "the events wait in the persist queue");
+
+    // Stop the job so the set of fires is final, then let MySQL be reached.
+    let (status, body) = api
+        .post(&format!("/api/v1/jobs/{job_id}/stop"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    outage_stop.cancel();
+    outage_worker
+        .await
+        .expect("worker task")
+        .expect("the outage worker stops cleanly");
+    let recovered = Instant::now();
+    let (worker, worker_stop) = start_worker(env.config.clone());
+
+    let stored = eventually(
+        "every fire's trigger and result in job_log",
+        Duration::from_secs(30),
+        || async { all_stored(&env.db, &recorder, job_id).await },
+    )
+    .await;
+    eprintln!(
+        "{stored} fires stored {:?} after MySQL became reachable",
+        recovered.elapsed()
+    );
+    eventually(
+        "the persist queue to drain",
+        Duration::from_secs(30),
+        || async { (persist_depth(&env.config).await == 0).then_some(()) },
+    )
+    .await;
+
+    shutdown.cancel();
+    node.wait().await;
+    executor
+        .await
+        .expect("executor task")
+        .expect("executor stops cleanly");
+    // Stopped last: the executor's final results are stored too.
+    worker_stop.cancel();
+    worker
+        .await
+        .expect("worker task")
+        .expect("the worker stops cleanly");
+    env.cleanup(&[queue]).await;
+}
+
+/// The config with `mysql.url` pointing at a port nobody listens on.
+fn closed_port_config(config: &Config) -> Config {
+    let mut closed = config.clone();
+    let url = &config.mysql.url;
+    let host_start = url.find('@').map_or("mysql://".len(), |at| at + 1);
+    let host_end = url[host_start..]
+        .find('/')
+        .map_or(url.len(), |slash| host_start + slash);
+    closed.mysql.url = format!("{}127.0.0.1:1{}", &url[..host_start], &url[host_end..]);
+    closed
+}
+
+/// An in-process persistence worker and its own shutdown.
+fn start_worker(config: Config) -> (JoinHandle<anyhow::Result<()>>, CancellationToken) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(rondo_persist_worker::run(config, stop.clone()));
+    (task, stop)
+}
+
+/// A group, its executor registered, and a job firing every second:
+/// (job id, first fire).
+async fn create_job(api: &Api) -> (u64, i64) {
+    let (status, body) = api
+        .post("/api/v1/groups", json!({ "app": "poutage" }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    eventually(
+        "the executor to register",
+        Duration::from_secs(15),
+        || async {
+            let (_, live) = api.get("/api/v1/groups/poutage/executors").await;
+            (live == json!(["poutage-1"])).then_some(())
+        },
+    )
+    .await;
+    let spec = json!({ "group": "poutage", "handler": "record", "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "routing": "ROUND" });
+    let (status, job) = api.post("/api/v1/jobs", spec).await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_u64().expect("job id");
+    let first = job["next_fire_ms"].as_i64().expect("next fire");
+    (id, first)
+}
+
+async fn count_rows(db: &MySqlPool) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM job_log")
+        .fetch_one(db)
+        .await
+        .expect("count job_log")
+}
+
+/// `Some(n)` once job_log holds exactly one row per trigger id the recorder
+/// saw (n of them), each with its trigger and its result, both successes.
+async fn all_stored(db: &MySqlPool, recorder: &Recorder, job_id: u64) -> Option<usize> {
+    let seen: BTreeSet<String> = recorder.runs().into_iter().map(|r| r.trigger_id).collect();
+    let rows: Vec<(String, Option<i32>, Option<i32>)> = sqlx::query_as(
+        "SELECT trigger_id, trigger_code, handle_code FROM job_log WHERE job_id = ?",
+    )
+    .bind(job_id)
+    .fetch_all(db)
+    .await
+    .expect("read job_log");
+    let complete: HashSet<&str> = rows
+        .iter()
+        .filter(|(_, trigger, handle)| *trigger == Some(200) && *handle == Some(200))
+        .map(|(id, _, _)| id.as_str())
+        .collect();
+    let stored: BTreeSet<String> = rows.iter().map(|(id, _, _)| id.clone()).collect();
+    let done = rows.len() == seen.len()
+        && stored == seen
+        && seen.iter().all(|id| complete.contains(id.as_str()));
+    done.then_some(seen.len())
+}
+
+/// Ready messages in the namespace's persist queue.
+async fn persist_depth(config: &Config) -> u32 {
+    let conn = amqp::connect(&config.amqp.url, "persist-outage-test")
+        .await
+        .expect("amqp");
+    let ch = conn.create_channel().await.expect("channel");
+    let opts = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let queue = config.names().persist_queue();
+    let q = ch
+        .queue_declare(queue.as_str().into(), opts, FieldTable::default())
+        .await
+        .expect("persist queue exists");
+    let _ = conn.close(200, "bye".into()).await;
+    q.message_count()
+}
