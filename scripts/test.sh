@@ -18,4 +18,4 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build --bins (the cluster tests run the real rondo-scheduler)"
 cargo build --workspace --bins
 echo "== cargo test"
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"

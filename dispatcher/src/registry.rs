@@ -80,6 +80,9 @@ impl Registry {
         executor_ids: &[&str],
         job_id: u64,
     ) -> Result<Vec<Activity>, Error> {
+        if executor_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut pipe = redis::pipe();
         for id in executor_ids {
             pipe.cmd("HMGET")

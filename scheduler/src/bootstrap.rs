@@ -211,7 +211,10 @@ async fn copy_groups(store: &Store, mysql: &MySqlPool) -> Result<u64, Error> {
         pipe.hset_nx(store.names().groups(), &group.app, json)
             .ignore();
     }
-    let _: () = pipe.query_async(&mut store.pool().get().await?).await?;
+    // redis-rs refuses an empty pipeline ("empty command"): no groups yet.
+    if !pipe.is_empty() {
+        let _: () = pipe.query_async(&mut store.pool().get().await?).await?;
+    }
     Ok(rows.len() as u64)
 }
 
@@ -276,7 +279,10 @@ async fn write_page(store: &Store, rows: &[MySqlRow], report: &mut Report) -> Re
             None => report.unscheduled += 1,
         }
     }
-    let _: () = pipe.query_async(&mut store.pool().get().await?).await?;
+    // Every row of the page may have been skipped.
+    if !pipe.is_empty() {
+        let _: () = pipe.query_async(&mut store.pool().get().await?).await?;
+    }
     Ok(())
 }
 
