@@ -26,14 +26,19 @@
 //! * [`telemetry`], [`signals`]: tracing set-up and SIGINT/SIGTERM handling
 //!   shared by the binaries.
 //! * [`clock`]: wall-clock milliseconds.
+//! * [`batcher`]: group commit (many callers, one message or pipeline per
+//!   key), how triggers, events and Redis writes are batched.
+//! * [`histogram`]: millisecond latency histograms (publish lateness).
 //! * `testkit` (feature `testkit`): fresh namespaces and cleanup for tests
 //!   against the real services.
 
 pub mod amqp;
+pub mod batcher;
 pub mod clock;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod histogram;
 pub mod model;
 pub mod names;
 pub mod redis;

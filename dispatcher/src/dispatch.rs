@@ -1,11 +1,14 @@
 //! Publishing triggers: route, publish with confirms, record.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
-use futures_util::future::join_all;
+use futures_util::future::{join_all, try_join_all};
 use lapin::{Channel, Connection};
 use rondo_core::amqp::{self, Publish};
+use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
 use rondo_core::trigger::Control;
 use rondo_core::trigger::{adhoc_trigger_id, code, scheduled_trigger_id};
@@ -65,17 +68,68 @@ impl Dispatched {
     }
 }
 
+/// How long a group's live-executor list is reused between Redis reads.
+/// Far below any heartbeat interval, so routing never sees a meaningfully
+/// older registry than a fresh read; at high fire rates it turns one Redis
+/// read per fire into a few per second per group.
+const LIVE_CACHE: Duration = Duration::from_millis(100);
+
+/// Triggers per AMQP message at most (all for one executor).
+const TRIGGERS_PER_MESSAGE: usize = 500;
+/// Trigger messages awaiting their confirm at once, over all executors.
+const TRIGGER_MESSAGES_IN_FLIGHT: usize = 32;
+/// Events per AMQP message at most (all of one routing key).
+const EVENTS_PER_MESSAGE: usize = 1_000;
+const EVENT_MESSAGES_IN_FLIGHT: usize = 8;
+
+/// The broker connection and its confirm channel, reopened lazily after a
+/// connection loss. Shared by the dispatcher and its batchers.
+struct Link {
+    amqp_url: String,
+    names: Names,
+    open: Mutex<Option<(Connection, Channel)>>,
+}
+
+impl Link {
+    async fn channel(&self) -> Result<Channel, Error> {
+        let mut open = self.open.lock().await;
+        if let Some((_, ch)) = open.as_ref()
+            && ch.status().connected()
+        {
+            return Ok(ch.clone());
+        }
+        let conn = amqp::connect(&self.amqp_url, "rondo-dispatcher").await?;
+        let ch = amqp::confirm_channel(&conn).await?;
+        amqp::declare_topology(&ch, &self.names).await?;
+        *open = Some((conn, ch.clone()));
+        Ok(ch)
+    }
+}
+
 /// Publishes triggers. Cheap to share (`Arc`); reconnects to the broker
 /// lazily after a connection loss.
+///
+/// Every fire is routed and settled on its own, but what goes over the
+/// wire is batched by group commit ([`Batcher`]): triggers for one
+/// executor that are ready at the same time travel in one `TriggerBatch`
+/// message, trigger events of one routing key in one event message, and
+/// in-flight records of one partition in one Redis pipeline. Each fire
+/// still waits for the broker's confirm of the message that carries *its*
+/// trigger before it counts as sent.
 pub struct Dispatcher {
-    amqp_url: String,
     names: Names,
     registry: Registry,
     route_ctx: RouteContext,
     inflight: Inflight,
     lanes: Lanes,
-    link: Mutex<Option<(Connection, Channel)>>,
+    link: Arc<Link>,
+    triggers: Batcher<String, Trigger, bool>,
+    events: Batcher<&'static str, Event, ()>,
+    live: std::sync::Mutex<HashMap<String, LiveList>>,
 }
+
+/// A group's live executors and when they were read.
+type LiveList = (Instant, Arc<Vec<LiveExecutor>>);
 
 impl Dispatcher {
     /// Connects to the broker and declares the shared topology, with the
@@ -92,8 +146,12 @@ impl Dispatcher {
     ) -> Result<Self, Error> {
         let names = config.names();
         let registry = Registry::new(pool.clone(), names.clone(), config.registry.dead_after_ms);
-        let dispatcher = Dispatcher {
+        let link = Arc::new(Link {
             amqp_url: config.amqp.url.clone(),
+            names: names.clone(),
+            open: Mutex::new(None),
+        });
+        let dispatcher = Dispatcher {
             route_ctx: RouteContext::new(
                 pool.clone(),
                 names.clone(),
@@ -103,10 +161,13 @@ impl Dispatcher {
             inflight: Inflight::new(pool, names.clone()),
             lanes: Lanes::new(lanes),
             registry,
+            triggers: trigger_batcher(link.clone()),
+            events: event_batcher(link.clone()),
+            link,
             names,
-            link: Mutex::new(None),
+            live: std::sync::Mutex::new(HashMap::new()),
         };
-        dispatcher.channel().await?;
+        dispatcher.link.channel().await?;
         Ok(dispatcher)
     }
 
@@ -121,17 +182,7 @@ impl Dispatcher {
 
     /// The confirm channel, reopened if the connection dropped.
     async fn channel(&self) -> Result<Channel, Error> {
-        let mut link = self.link.lock().await;
-        if let Some((_, ch)) = link.as_ref()
-            && ch.status().connected()
-        {
-            return Ok(ch.clone());
-        }
-        let conn = amqp::connect(&self.amqp_url, "rondo-dispatcher").await?;
-        let ch = amqp::confirm_channel(&conn).await?;
-        amqp::declare_topology(&ch, &self.names).await?;
-        *link = Some((conn, ch.clone()));
-        Ok(ch)
+        self.link.channel().await
     }
 
     /// Publishes events (one routing key) on the dispatcher's confirm
@@ -163,7 +214,7 @@ impl Dispatcher {
 
     /// Closes the broker connection (after in-flight publishes).
     pub async fn close(&self) {
-        if let Some((conn, _)) = self.link.lock().await.take() {
+        if let Some((conn, _)) = self.link.open.lock().await.take() {
             let _ = conn.close(200, "shutdown".into()).await;
         }
     }
@@ -177,9 +228,33 @@ impl Dispatcher {
         self.lanes.run(fire.job.id, self.dispatch_now(fire)).await
     }
 
+    /// The group's live executors, read from Redis at most every
+    /// [`LIVE_CACHE`].
+    async fn live_executors(&self, group: &str) -> Result<Arc<Vec<LiveExecutor>>, Error> {
+        if let Some((at, list)) = self.live.lock().expect("live lock").get(group)
+            && at.elapsed() < LIVE_CACHE
+        {
+            return Ok(list.clone());
+        }
+        let list = Arc::new(self.registry.live_executors(group).await?);
+        // An empty group is not cached: the fire fails, and the next one
+        // should see an executor the moment it registers.
+        if !list.is_empty() {
+            self.live
+                .lock()
+                .expect("live lock")
+                .insert(group.to_owned(), (Instant::now(), list.clone()));
+        }
+        Ok(list)
+    }
+
+    /// Drops a group's cached executor list (one of them has no queue).
+    fn forget_live(&self, group: &str) {
+        self.live.lock().expect("live lock").remove(group);
+    }
+
     async fn dispatch_now(&self, fire: &Fire) -> Result<Dispatched, Error> {
-        let ch = self.channel().await?;
-        let executors = self.registry.live_executors(&fire.job.group).await?;
+        let executors = self.live_executors(&fire.job.group).await?;
         let routed = if executors.is_empty() {
             Routed::Refused(format!("no live executor in group {}", fire.job.group))
         } else if let Some((index, total)) = fire
@@ -191,42 +266,33 @@ impl Dispatcher {
             route::route(&fire.job, &executors, &self.route_ctx).await?
         };
         let records = match routed {
-            Routed::To(targets) => self.publish_all(&ch, fire, &targets).await?,
+            Routed::To(targets) => self.publish_all(fire, &targets).await?,
             Routed::Refused(msg) => vec![failed(fire, msg)],
         };
         self.inflight.record(&records).await?;
-        self.record(&ch, &records).await?;
+        self.record(&records).await?;
         Ok(Dispatched { records })
     }
 
     async fn publish_all(
         &self,
-        ch: &Channel,
         fire: &Fire,
         targets: &[Target],
     ) -> Result<Vec<TriggerRecord>, Error> {
-        let sends = targets.iter().map(|t| self.publish_one(ch, fire, t));
+        let sends = targets.iter().map(|t| self.publish_one(fire, t));
         join_all(sends).await.into_iter().collect()
     }
 
-    async fn publish_one(
-        &self,
-        ch: &Channel,
-        fire: &Fire,
-        target: &Target,
-    ) -> Result<TriggerRecord, Error> {
+    /// Hands the trigger to the executor's batcher and waits for the
+    /// confirm of the message that carried it.
+    async fn publish_one(&self, fire: &Fire, target: &Target) -> Result<TriggerRecord, Error> {
         let trigger = build_trigger(fire, target);
-        let body = serde_json::to_vec(&TriggerBatch::new(vec![trigger.clone()]))?;
-        let exchange = self.names.trigger_exchange();
-        let publish = Publish {
-            exchange: &exchange,
-            routing_key: &target.executor_id,
-            mandatory: true,
-            message_id: Some(&trigger.trigger_id),
-            headers: None,
-        };
-        let routed = amqp::publish_confirmed(ch, publish, &body).await?;
+        let routed = self
+            .triggers
+            .submit(target.executor_id.clone(), trigger.clone())
+            .await?;
         if !routed {
+            self.forget_live(&fire.job.group);
             let msg = format!(
                 "executor {} has no queue (message returned by the broker)",
                 target.executor_id
@@ -244,18 +310,62 @@ impl Dispatcher {
         })
     }
 
-    /// Publishes the trigger events, grouped by routing key.
-    async fn record(&self, ch: &Channel, records: &[TriggerRecord]) -> Result<(), Error> {
-        let (sent, failed): (Vec<_>, Vec<_>) = records
-            .iter()
-            .cloned()
-            .map(Event::Triggered)
-            .partition(|e| e.routing_key() == "trigger.sent");
-        for events in [sent, failed] {
-            amqp::publish_events(ch, &self.names, &events).await?;
-        }
+    /// Publishes the trigger events (batched with other fires' events of
+    /// the same routing key) and waits for their confirms.
+    async fn record(&self, records: &[TriggerRecord]) -> Result<(), Error> {
+        let sends = records.iter().cloned().map(Event::Triggered).map(|e| {
+            let key = e.routing_key();
+            self.events.submit(key, e)
+        });
+        try_join_all(sends).await?;
         Ok(())
     }
+}
+
+/// One `TriggerBatch` message per executor and batch, `mandatory`, with the
+/// first trigger's id as message id. A returned message fails every
+/// trigger in it (the executor's queue is gone for all of them).
+fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
+    let limits = Limits {
+        max_items: TRIGGERS_PER_MESSAGE,
+        max_flushes: TRIGGER_MESSAGES_IN_FLIGHT,
+    };
+    Batcher::spawn(
+        "trigger",
+        limits,
+        move |executor: String, triggers: Vec<Trigger>| {
+            let link = link.clone();
+            async move {
+                let ch = link.channel().await?;
+                let message_id = triggers.first().map(|t| t.trigger_id.clone());
+                let body = serde_json::to_vec(&TriggerBatch::new(triggers))?;
+                let exchange = link.names.trigger_exchange();
+                let publish = Publish {
+                    exchange: &exchange,
+                    routing_key: &executor,
+                    mandatory: true,
+                    message_id: message_id.as_deref(),
+                    headers: None,
+                };
+                amqp::publish_confirmed(&ch, publish, &body).await
+            }
+        },
+    )
+}
+
+/// One event message per routing key and batch (a JSON array).
+fn event_batcher(link: Arc<Link>) -> Batcher<&'static str, Event, ()> {
+    let limits = Limits {
+        max_items: EVENTS_PER_MESSAGE,
+        max_flushes: EVENT_MESSAGES_IN_FLIGHT,
+    };
+    Batcher::spawn("trigger event", limits, move |_key, events: Vec<Event>| {
+        let link = link.clone();
+        async move {
+            let ch = link.channel().await?;
+            amqp::publish_events(&ch, &link.names, &events).await
+        }
+    })
 }
 
 fn build_trigger(fire: &Fire, target: &Target) -> Trigger {

@@ -5,48 +5,64 @@
 //! pipeline (both keys carry the partition's hash tag). The monitor removes
 //! both when the trigger's result arrives. Failed triggers never reached an
 //! executor and are not recorded.
+//!
+//! Records of concurrent fires in one partition share one pipeline (group
+//! commit, see [`Batcher`]); each fire still waits for its own record.
 
 use deadpool_redis::Pool;
+use futures_util::future::try_join_all;
+use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
 use rondo_core::trigger::code;
-use rondo_core::{Error, Names};
+use rondo_core::{Error, Names, Trigger};
+
+/// Triggers per pipeline at most, and pipelines in flight at once.
+const LIMITS: Limits = Limits {
+    max_items: 1_000,
+    max_flushes: 8,
+};
 
 #[derive(Clone)]
 pub(crate) struct Inflight {
-    pool: Pool,
     names: Names,
+    batcher: Batcher<u32, Trigger, ()>,
 }
 
 impl Inflight {
     pub(crate) fn new(pool: Pool, names: Names) -> Self {
-        Inflight { pool, names }
+        let keys = names.clone();
+        let batcher = Batcher::spawn("inflight", LIMITS, move |p: u32, triggers: Vec<Trigger>| {
+            let (pool, keys) = (pool.clone(), keys.clone());
+            async move { write(&pool, &keys, p, &triggers).await }
+        });
+        Inflight { names, batcher }
     }
 
-    /// Records the sent triggers among `records` (all of one job).
+    /// Records the sent triggers among `records`.
     pub(crate) async fn record(&self, records: &[TriggerRecord]) -> Result<(), Error> {
-        let sent: Vec<&TriggerRecord> =
-            records.iter().filter(|r| r.code == code::SUCCESS).collect();
-        let Some(first) = sent.first() else {
-            return Ok(());
-        };
-        debug_assert!(
-            sent.iter()
-                .all(|r| r.trigger.job_id == first.trigger.job_id)
-        );
-        let p = self.names.partition_of(first.trigger.job_id);
-        let (scores, data) = (self.names.inflight(p), self.names.inflight_data(p));
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for record in &sent {
-            let trigger = &record.trigger;
-            let json = serde_json::to_string(trigger)?;
-            pipe.zadd(&scores, &trigger.trigger_id, trigger.sent_ms)
-                .ignore()
-                .hset(&data, &trigger.trigger_id, json)
-                .ignore();
-        }
-        let mut conn = self.pool.get().await?;
-        let () = pipe.query_async(&mut conn).await?;
+        let sent = records.iter().filter(|r| r.code == code::SUCCESS);
+        let writes = sent.map(|r| {
+            let p = self.names.partition_of(r.trigger.job_id);
+            self.batcher.submit(p, r.trigger.clone())
+        });
+        try_join_all(writes).await?;
         Ok(())
     }
+}
+
+/// One atomic pipeline for a partition's triggers.
+async fn write(pool: &Pool, names: &Names, p: u32, triggers: &[Trigger]) -> Result<(), Error> {
+    let (scores, data) = (names.inflight(p), names.inflight_data(p));
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for trigger in triggers {
+        let json = serde_json::to_string(trigger)?;
+        pipe.zadd(&scores, &trigger.trigger_id, trigger.sent_ms)
+            .ignore()
+            .hset(&data, &trigger.trigger_id, json)
+            .ignore();
+    }
+    let mut conn = pool.get().await?;
+    let () = pipe.query_async(&mut conn).await?;
+    Ok(())
 }

@@ -2,9 +2,10 @@
 //!
 //! Given a job and a fire instant, the dispatcher resolves the live
 //! executors of the job's group from the Redis registry, routes (picks the
-//! targets with one of XXL-JOB's ten strategies), publishes one persistent,
-//! `mandatory` message per target to the trigger exchange with the trigger
-//! id as AMQP message id, waits for the broker's confirm, records each sent
+//! targets with one of XXL-JOB's ten strategies), publishes each target's
+//! trigger in a persistent, `mandatory` message to the trigger exchange
+//! (triggers for the same executor that are ready at once share a message:
+//! group commit), waits for the broker's confirm of that message, records each sent
 //! trigger as in flight for the lost-trigger monitor, and publishes a
 //! trigger event. A fire with no live executor, no executor that fits the
 //! strategy (FAILOVER, BUSYOVER), or whose message comes back unroutable

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -65,6 +66,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/v1/cluster", get(cluster_status))
+        .route("/api/v1/cluster/stats/reset", post(reset_stats))
         .route("/api/v1/groups", post(create_group).get(list_groups))
         .route(
             "/api/v1/groups/{app}",
@@ -162,8 +164,25 @@ async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "ring_sizes": rings,
         "due_sizes": s.store.due_sizes().await?,
         "wheel_len": s.firing.wheel_len(),
+        "firing": {
+            "fired": s.firing.stats.fired.load(Relaxed),
+            "retried": s.firing.stats.retried.load(Relaxed),
+            "publish_lateness_ms": s.firing.stats.publish_lateness.summary(),
+        },
         "last_claim_ms": *s.claimer.last_claim_ms.borrow(),
+        "claim": {
+            "last_tick": *s.claimer.last_tick.lock().expect("last tick lock"),
+            "tick_ms": s.claimer.tick_ms.summary(),
+        },
     })))
+}
+
+/// Starts this node's publish-lateness and claim-tick histograms afresh (the benchmark
+/// measures a steady window, not the warm-up).
+async fn reset_stats(State(s): State<AppState>) -> StatusCode {
+    s.firing.stats.publish_lateness.reset();
+    s.claimer.tick_ms.reset();
+    StatusCode::NO_CONTENT
 }
 
 // ---- groups ----

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rondo_core::config::SchedulerConfig;
+use rondo_core::histogram::Histogram;
 use rondo_core::schedule::{ClaimWindow, plan_claim};
 use rondo_core::{Error, ErrorKind, Job, clock};
 use sqlx::MySqlPool;
@@ -28,7 +29,7 @@ use crate::failover::{FailoverReport, failover_pass};
 use crate::store::{ClaimItem, Store};
 
 /// Outcome of one claim tick, for logs and the status API.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct TickReport {
     pub jobs: u64,
     pub fires: u64,
@@ -45,6 +46,9 @@ pub struct Claimer {
     mysql: MySqlPool,
     /// When the last successful claim ended (ms), for the status API.
     pub last_claim_ms: watch::Sender<i64>,
+    /// Duration of each successful tick (ms) and what the last one did.
+    pub tick_ms: Histogram,
+    pub last_tick: std::sync::Mutex<TickReport>,
 }
 
 impl Claimer {
@@ -62,6 +66,8 @@ impl Claimer {
             node,
             mysql,
             last_claim_ms: watch::channel(0).0,
+            tick_ms: Histogram::default(),
+            last_tick: std::sync::Mutex::new(TickReport::default()),
         })
     }
 
@@ -107,9 +113,13 @@ impl Claimer {
             }
             claimed_term = Some(term);
             nodes.borrow_and_update();
+            let started = clock::now_ms();
             let outcome = self.tick(term).await;
             if let Ok(report) = &outcome {
-                self.last_claim_ms.send_replace(clock::now_ms());
+                let ended = clock::now_ms();
+                self.last_claim_ms.send_replace(ended);
+                self.tick_ms.record(ended - started);
+                *self.last_tick.lock().expect("last tick lock") = *report;
                 if report.fires > 0 || report.misfires > 0 {
                     tracing::debug!(
                         term,

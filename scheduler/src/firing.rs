@@ -11,7 +11,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::config::SchedulerConfig;
+use rondo_core::histogram::Histogram;
 use rondo_core::names::parse_ring_member;
 use rondo_core::{Job, clock};
 use rondo_dispatcher::{Dispatcher, Fire};
@@ -25,6 +27,21 @@ use crate::wheel::Wheel;
 
 /// The longest wait between two dispatch attempts of one fire.
 const MAX_RETRY_BACKOFF_MS: i64 = 5_000;
+
+/// Every this many loads, the loader reads the rings from the start; the
+/// loads in between read only past the previous load's horizon. Steady
+/// schedules are claimed seconds ahead, far beyond that horizon, so the
+/// incremental reads see them; what lands below it (a new job's first
+/// fire, a dead node's fires moved here) waits for the next full read at
+/// most `FULL_LOAD_EVERY × load_interval_ms`. At high fire rates this keeps
+/// the loader from re-reading every loaded member ten times a second.
+const FULL_LOAD_EVERY: u64 = 5;
+
+/// Ring acks per Redis command at most, and commands in flight.
+const ACK_LIMITS: Limits = Limits {
+    max_items: 1_000,
+    max_flushes: 4,
+};
 
 /// A fire on the wheel.
 #[derive(Debug, Clone)]
@@ -41,6 +58,8 @@ struct Entry {
 pub struct FiringStats {
     pub fired: std::sync::atomic::AtomicU64,
     pub retried: std::sync::atomic::AtomicU64,
+    /// Broker-confirmed publish minus the scheduled instant, per fire.
+    pub publish_lateness: Histogram,
 }
 
 pub struct Firing {
@@ -52,6 +71,10 @@ pub struct Firing {
     /// Members on the wheel or being dispatched, so a reload skips them.
     loaded: std::sync::Mutex<HashSet<String>>,
     wake: Notify,
+    /// Ring acks of one partition, batched (group commit).
+    acks: Batcher<u32, String, ()>,
+    /// Loads done, and the horizon of the last one.
+    loads: std::sync::Mutex<(u64, i64)>,
     pub stats: FiringStats,
 }
 
@@ -62,7 +85,18 @@ impl Firing {
         node: String,
         config: SchedulerConfig,
     ) -> Arc<Self> {
+        let (acker, ack_node) = (store.clone(), node.clone());
+        let acks = Batcher::spawn(
+            "ring ack",
+            ACK_LIMITS,
+            move |p: u32, members: Vec<String>| {
+                let (store, node) = (acker.clone(), ack_node.clone());
+                async move { store.ack_many(p, &node, &members).await }
+            },
+        );
         Arc::new(Firing {
+            acks,
+            loads: std::sync::Mutex::new((0, 0)),
             store,
             dispatcher,
             node,
@@ -103,6 +137,8 @@ impl Firing {
                 _ = tick.tick() => {}
             }
             if let Err(e) = self.load_once().await {
+                // The next load reads everything again.
+                *self.loads.lock().expect("loads lock") = (0, 0);
                 tracing::warn!(error = %e, "loading the ring failed; retrying");
             }
         }
@@ -112,7 +148,13 @@ impl Firing {
     /// the new ones on the wheel.
     async fn load_once(&self) -> Result<(), rondo_core::Error> {
         let until = clock::now_ms() + self.config.load_ahead_ms;
-        let members = self.store.read_rings(&self.node, until).await?;
+        let after = {
+            let mut loads = self.loads.lock().expect("loads lock");
+            let (count, horizon) = *loads;
+            *loads = (count + 1, until);
+            (count % FULL_LOAD_EVERY != 0).then_some(horizon)
+        };
+        let members = self.store.read_rings(&self.node, after, until).await?;
         let fresh: Vec<(u32, String, u64, i64)> = {
             let loaded = self.loaded.lock().expect("loaded lock");
             members
@@ -185,16 +227,21 @@ impl Firing {
 
     async fn fire_one(self: Arc<Self>, entry: Entry) {
         let fire = Fire::scheduled(entry.job.clone(), entry.fire_ms);
+        let mut confirmed_ms = 0;
         let outcome = match self.dispatcher.dispatch(&fire).await {
             Ok(_) => {
-                self.store
-                    .ack(entry.partition, &self.node, &entry.member)
+                confirmed_ms = clock::now_ms();
+                self.acks
+                    .submit(entry.partition, entry.member.clone())
                     .await
             }
             Err(e) => Err(e),
         };
         match outcome {
             Ok(()) => {
+                self.stats
+                    .publish_lateness
+                    .record(confirmed_ms - entry.fire_ms);
                 self.loaded
                     .lock()
                     .expect("loaded lock")

@@ -300,12 +300,19 @@ impl Store {
 
     // ---- rings (every node) ----
 
-    /// Members of a node's rings (every partition) due at or before
-    /// `until_ms`, in one round trip.
-    pub async fn read_rings(&self, node: &str, until_ms: i64) -> Result<Vec<(u32, String)>, Error> {
+    /// Members of a node's rings (every partition) due after `after_ms`
+    /// (exclusive; `None`: from the start) and at or before `until_ms`, in
+    /// one round trip.
+    pub async fn read_rings(
+        &self,
+        node: &str,
+        after_ms: Option<i64>,
+        until_ms: i64,
+    ) -> Result<Vec<(u32, String)>, Error> {
+        let from = after_ms.map_or_else(|| "-inf".to_owned(), |ms| format!("({ms}"));
         let mut pipe = redis::pipe();
         for p in 0..self.names.partitions() {
-            pipe.zrangebyscore(self.names.ring(p, node), "-inf", until_ms);
+            pipe.zrangebyscore(self.names.ring(p, node), &from, until_ms);
         }
         let per_partition: Vec<Vec<String>> = pipe.query_async(&mut self.conn().await?).await?;
         let members = per_partition.into_iter().enumerate();
@@ -322,6 +329,25 @@ impl Store {
             .conn()
             .await?
             .zrem(self.names.ring(partition, node), member)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes many fired members of one partition from the node's ring in
+    /// one command (see [`Store::ack`]).
+    pub async fn ack_many(
+        &self,
+        partition: u32,
+        node: &str,
+        members: &[String],
+    ) -> Result<(), Error> {
+        if members.is_empty() {
+            return Ok(());
+        }
+        let _: u64 = self
+            .conn()
+            .await?
+            .zrem(self.names.ring(partition, node), members)
             .await?;
         Ok(())
     }

@@ -92,6 +92,12 @@ async fn dispatch_all(dispatcher: &Dispatcher, fires: Vec<Fire>) -> Vec<Trigger>
     sent(outcomes)
 }
 
+/// Waits out the dispatcher's cache of a group's live executors (re-read
+/// at most every 100 ms): a registry change reaches routing within that.
+async fn registry_change_seen() {
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+}
+
 /// Dispatches one after the other, alternating between `dispatchers`.
 async fn dispatch_in_turn(dispatchers: &[&Dispatcher], fires: Vec<Fire>) -> Vec<Trigger> {
     let mut outcomes = Vec::new();
@@ -120,15 +126,22 @@ fn per_executor(triggers: &[Trigger]) -> BTreeMap<String, usize> {
     counts
 }
 
-/// The queues hold exactly what the records say was sent to each.
+/// The queues hold exactly the triggers the records say were sent to each
+/// (counted per trigger: one message may carry several). Drains them.
 async fn assert_queues_hold(fakes: &FakeExecutors, counts: &BTreeMap<String, usize>) {
     let depths = fakes.depths().await;
-    for (id, depth) in &depths {
+    for id in depths.keys() {
         let want = counts.get(id).copied().unwrap_or(0);
+        let got = fakes.drain(id).await;
+        let unique: std::collections::HashSet<&str> =
+            got.iter().map(|t| t.trigger_id.as_str()).collect();
         assert_eq!(
-            *depth as usize, want,
-            "queue of {id}: {depths:?} vs {counts:?}"
+            unique.len(),
+            got.len(),
+            "queue of {id} holds a trigger twice"
         );
+        assert_eq!(got.len(), want, "queue of {id}: {counts:?}");
+        assert!(got.iter().all(|t| &t.executor_id == id), "queue of {id}");
     }
 }
 
@@ -235,6 +248,7 @@ async fn consistent_hash_is_stable_and_moves_few_jobs_when_an_executor_leaves() 
     assert_eq!(spread.len(), 4, "every executor holds jobs: {spread:?}");
 
     w.fakes.remove("ex-c").await;
+    registry_change_seen().await;
     let after = placement(dispatch_all(&w.dispatcher, one_fire_each(3_000)).await);
     let moved: Vec<u64> = (1..=N as u64).filter(|j| before[j] != after[j]).collect();
     for j in &moved {
@@ -281,6 +295,7 @@ async fn lfu_is_even_with_two_scheduler_nodes_routing_at_once() {
     let stored: HashMap<String, u64> = w.redis().await.hgetall(&key).await.unwrap();
     assert_eq!(stored.len(), 3, "{stored:?}");
     w.fakes.remove("ex-b").await;
+    registry_change_seen().await;
     let more = dispatch_all(&w.dispatcher, fires(&lfu, 20)).await;
     assert!(more.iter().all(|t| t.executor_id != "ex-b"));
     let stored: HashMap<String, u64> = w.redis().await.hgetall(&key).await.unwrap();
@@ -335,6 +350,7 @@ async fn failover_skips_executors_whose_heartbeat_is_stale() {
     // Three beats late: still live (dead after five) but not fresh (1.5 beats).
     let stale_ms = 3 * w.config.registry.heartbeat_ms as i64;
     w.fakes.set_heartbeat_lag("ex-a", stale_ms).await;
+    registry_change_seen().await;
     let triggers = dispatch_all(&w.dispatcher, fires(&failover, N)).await;
     assert_eq!(
         per_executor(&triggers),
@@ -342,10 +358,12 @@ async fn failover_skips_executors_whose_heartbeat_is_stale() {
     );
 
     w.fakes.set_heartbeat_lag("ex-b", stale_ms).await;
+    registry_change_seen().await;
     let triggers = dispatch_all(&w.dispatcher, fires(&failover, 10)).await;
     assert!(triggers.iter().all(|t| t.executor_id == "ex-c"));
 
     w.fakes.set_heartbeat_lag("ex-c", stale_ms).await;
+    registry_change_seen().await;
     let out = w.dispatcher.dispatch(&fire(&failover, 5)).await.unwrap();
     assert_eq!(out.records.len(), 1);
     assert_eq!(out.records[0].code, code::FAIL);
@@ -356,6 +374,7 @@ async fn failover_skips_executors_whose_heartbeat_is_stale() {
     );
 
     w.fakes.set_heartbeat_lag("ex-a", 0).await;
+    registry_change_seen().await;
     let triggers = dispatch_all(&w.dispatcher, fires(&failover, 10)).await;
     assert!(triggers.iter().all(|t| t.executor_id == "ex-a"));
     w.end(&[]).await;

@@ -1,0 +1,227 @@
+//! Group commit: many callers submit one item each and await its outcome;
+//! a background task sends whatever has gathered meanwhile as one batch per
+//! key, and hands every caller the batch's outcome.
+//!
+//! This is how rondo puts many triggers in one AMQP message (key: the
+//! executor), many events in one message (key: the routing key), many Redis
+//! writes in one pipeline (key: the partition) without changing what a
+//! single caller sees: its `submit` returns only once *its* item is
+//! confirmed (or failed), exactly as a lone publish would. Under light load
+//! a batch holds one item and costs nothing extra; under heavy load the
+//! batches grow by themselves while earlier ones are in flight, which is
+//! what lifts the ceiling of one confirmed message per fire.
+//!
+//! A batch never waits for company: the task takes what is queued *now*
+//! (up to `max_items`) and sends it. At most `max_flushes` batches are in
+//! flight at once; when all are, items queue up and the next batch is
+//! larger.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::Error;
+
+type Waiter<R> = oneshot::Sender<Result<R, Error>>;
+
+/// Submits items to be flushed in batches; cheap to clone.
+pub struct Batcher<K, T, R> {
+    tx: mpsc::UnboundedSender<(K, T, Waiter<R>)>,
+    name: &'static str,
+}
+
+impl<K, T, R> Clone for Batcher<K, T, R> {
+    fn clone(&self) -> Self {
+        Batcher {
+            tx: self.tx.clone(),
+            name: self.name,
+        }
+    }
+}
+
+/// Sizes of a batcher.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Items per batch at most (per key).
+    pub max_items: usize,
+    /// Batches in flight at once at most (all keys together).
+    pub max_flushes: usize,
+}
+
+impl<K, T, R> Batcher<K, T, R>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    T: Send + 'static,
+    R: Clone + Send + 'static,
+{
+    /// Starts the batching task on the current tokio runtime. `flush` sends
+    /// one batch (all items of one key, in submission order) and returns its
+    /// outcome, which every item of the batch receives. The task ends when
+    /// every clone of the batcher is dropped, after the batches in flight.
+    pub fn spawn<F, Fut>(name: &'static str, limits: Limits, flush: F) -> Self
+    where
+        F: Fn(K, Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, Error>> + Send + 'static,
+    {
+        assert!(limits.max_items > 0 && limits.max_flushes > 0);
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(rx, limits, Arc::new(flush)));
+        Batcher { tx, name }
+    }
+
+    /// Queues `item` under `key` and waits for the outcome of the batch it
+    /// went out in.
+    pub async fn submit(&self, key: K, item: T) -> Result<R, Error> {
+        let (done, outcome) = oneshot::channel();
+        if self.tx.send((key, item, done)).is_err() {
+            return Err(Error::unavailable(format!("{} batcher stopped", self.name)));
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| Err(Error::unavailable(format!("{} batcher stopped", self.name))))
+    }
+}
+
+async fn run<K, T, R, F, Fut>(
+    mut rx: mpsc::UnboundedReceiver<(K, T, Waiter<R>)>,
+    limits: Limits,
+    flush: Arc<F>,
+) where
+    K: Eq + Hash + Clone + Send + 'static,
+    T: Send + 'static,
+    R: Clone + Send + 'static,
+    F: Fn(K, Vec<T>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, Error>> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(limits.max_flushes));
+    // Waiting for a free slot *before* draining the queue is what lets the
+    // next batch grow while the previous ones are in flight.
+    while let Ok(slot) = slots.clone().acquire_owned().await {
+        let Some(first) = rx.recv().await else { break };
+        let mut pending: HashMap<K, Vec<(T, Waiter<R>)>> = HashMap::new();
+        let mut order: Vec<K> = Vec::new();
+        let mut add = |(key, item, done): (K, T, Waiter<R>)| {
+            let list = pending.entry(key.clone()).or_default();
+            if list.is_empty() {
+                order.push(key);
+            }
+            list.push((item, done));
+        };
+        add(first);
+        // Everything queued now, a bounded amount so one burst cannot make
+        // a batch of unbounded size.
+        let mut budget = limits.max_items * limits.max_flushes;
+        while budget > 0 {
+            let Ok(next) = rx.try_recv() else { break };
+            add(next);
+            budget -= 1;
+        }
+        let mut slot = Some(slot);
+        for key in order {
+            let items = pending.remove(&key).unwrap_or_default();
+            let mut items = items.into_iter().peekable();
+            while items.peek().is_some() {
+                let chunk: Vec<(T, Waiter<R>)> = items.by_ref().take(limits.max_items).collect();
+                let permit = match slot.take() {
+                    Some(p) => p,
+                    None => match slots.clone().acquire_owned().await {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                };
+                let flush = flush.clone();
+                let key = key.clone();
+                tokio::spawn(async move {
+                    let (batch, waiters): (Vec<T>, Vec<Waiter<R>>) = chunk.into_iter().unzip();
+                    let outcome = flush(key, batch).await;
+                    for w in waiters {
+                        let _ = w.send(outcome.clone());
+                    }
+                    drop(permit);
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use futures_util::future::join_all;
+
+    use super::*;
+
+    type Log = Arc<Mutex<Vec<(u32, Vec<u32>)>>>;
+
+    /// The item whose batch fails.
+    const UNLUCKY: u32 = 1_000_013;
+
+    fn recording(limits: Limits, delay_ms: u64) -> (Batcher<u32, u32, usize>, Log) {
+        let log: Log = Arc::default();
+        let seen = log.clone();
+        let batcher = Batcher::spawn("test", limits, move |key, items: Vec<u32>| {
+            let seen = seen.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                let n = items.len();
+                if items.contains(&UNLUCKY) {
+                    return Err(Error::unavailable("unlucky batch"));
+                }
+                seen.lock().unwrap().push((key, items));
+                Ok(n)
+            }
+        });
+        (batcher, log)
+    }
+
+    #[tokio::test]
+    async fn a_lone_item_goes_out_alone() {
+        let limits = Limits {
+            max_items: 100,
+            max_flushes: 2,
+        };
+        let (batcher, log) = recording(limits, 0);
+        assert_eq!(batcher.submit(1, 7).await.unwrap(), 1);
+        assert_eq!(*log.lock().unwrap(), vec![(1, vec![7])]);
+    }
+
+    #[tokio::test]
+    async fn concurrent_items_share_batches_per_key_in_order_within_limits() {
+        let limits = Limits {
+            max_items: 10,
+            max_flushes: 1,
+        };
+        let (batcher, log) = recording(limits, 5);
+        let subs = (0..100u32).map(|i| {
+            let b = batcher.clone();
+            async move { b.submit(i % 2, i).await }
+        });
+        let outcomes = join_all(subs).await;
+        assert!(outcomes.iter().all(|o| o.is_ok()));
+        let log = log.lock().unwrap();
+        let items: usize = log.iter().map(|(_, v)| v.len()).sum();
+        assert_eq!(items, 100, "every item flushed exactly once");
+        assert!(log.iter().all(|(_, v)| v.len() <= 10));
+        assert!(log.len() < 100, "items were batched: {} batches", log.len());
+        for (key, v) in log.iter() {
+            assert!(v.iter().all(|i| i % 2 == *key), "one key per batch");
+            assert!(v.windows(2).all(|w| w[0] < w[1]), "submission order kept");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_fails_each_of_its_items_and_only_those() {
+        let limits = Limits {
+            max_items: 100,
+            max_flushes: 1,
+        };
+        let (batcher, _log) = recording(limits, 0);
+        assert!(batcher.submit(1, UNLUCKY).await.is_err());
+        assert_eq!(batcher.submit(1, 14).await.unwrap(), 1);
+    }
+}
