@@ -19,6 +19,8 @@ const SECTIONS: &[&str] = &[
     "scheduler",
     "executor",
     "persist",
+    "monitor",
+    "alarm",
     "log",
 ];
 /// Variables that start with `RONDO_` but are not configuration keys: the
@@ -214,7 +216,9 @@ pub struct MonitorConfig {
     /// Triggers in a dead executor's queue wait this long for a live
     /// executor of the group before they are failed.
     pub reroute_timeout_ms: i64,
-    /// Results handled at once by one node (AMQP prefetch).
+    /// Result *messages* unacked at once per node (AMQP prefetch). One
+    /// message carries many results when executors batch; what has been
+    /// delivered is handled as one group (at most 4,096 events).
     pub prefetch: u16,
 }
 
@@ -468,6 +472,7 @@ mod tests {
                 ("RONDO_SCHEDULER_API_ADDR", "127.0.0.1:9"),
                 ("RONDO_PARTITIONS", "8"),
                 ("RONDO_PERSIST_BATCH_SIZE", "10"),
+                ("RONDO_MONITOR_PREFETCH", "32"),
                 ("RONDO_CONFIG", "/etc/rondo.toml"),
                 ("RONDO_LOG", "debug"),
                 ("RONDO_API", "http://127.0.0.1:8600"),
@@ -480,6 +485,7 @@ mod tests {
         assert_eq!(c.scheduler.api_addr, "127.0.0.1:9");
         assert_eq!(c.partitions, 8);
         assert_eq!(c.persist.batch_size, 10);
+        assert_eq!(c.monitor.prefetch, 32);
     }
 
     #[test]

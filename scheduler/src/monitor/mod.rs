@@ -10,6 +10,12 @@
 //!   from the ending trigger's id, so a result handled twice (redelivered
 //!   after a crash) dispatches the same trigger ids, which executors run
 //!   once; a `handled:<trigger id>` mark skips plain duplicates.
+//! * Deliveries are handled in groups (whatever the broker already pushed,
+//!   up to [`MAX_GROUP_EVENTS`] events): one Redis pipeline reads the
+//!   group's handled marks, failures' in-flight records and jobs; one
+//!   pipeline marks and forgets every ending that needs no reaction (the
+//!   common success without child jobs); failures and parents are reacted
+//!   to one by one; then the group is acked at once (`multiple`).
 //! * The leader also reaps ([`reaper`]): triggers with no result after
 //!   `monitor.lost_after_ms` whose executor is gone become failed ("lost")
 //!   results, which this monitor then retries and alarms like any failure;
@@ -21,24 +27,40 @@ pub mod reaper;
 pub mod retry;
 pub mod state;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
+use lapin::Acker;
+use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
 use lapin::types::FieldTable;
-use rondo_core::event::{TriggerRecord, decode_events};
+use rondo_core::event::decode_events;
 use rondo_core::trigger::code;
-use rondo_core::{
-    Config, Error, ErrorKind, Event, ExecResult, Job, Names, Trigger, TriggerType, amqp, clock,
-};
+use rondo_core::{Config, Error, ErrorKind, Event, Job, Names, Trigger, TriggerType, amqp, clock};
 use rondo_dispatcher::{Dispatcher, Fire};
 use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarmer;
 use crate::store::Store;
-use decide::{Ending, child_trigger_id, decide, retry_count_of, retry_trigger_id};
-use state::{MonitorState, RetryItem};
+use decide::{Decision, Ending, child_trigger_id, decide, retry_count_of, retry_trigger_id};
+use state::{GroupQuery, GroupWrite, MonitorState, RetryItem};
+
+/// Events handled together at most: one Redis read and one write pipeline,
+/// one cumulative ack. A group takes the deliveries the broker has already
+/// pushed (at most `monitor.prefetch` messages), so it grows with the load.
+const MAX_GROUP_EVENTS: usize = 4096;
+
+/// Deliveries handled together.
+#[derive(Default)]
+struct Group {
+    events: Vec<Event>,
+    messages: usize,
+    /// The latest decodable delivery: acking it with `multiple` acks the
+    /// group.
+    last: Option<Acker>,
+}
 
 /// What ended: a result from an executor, or a trigger that never reached one.
 struct Ended<'a> {
@@ -119,125 +141,183 @@ impl Monitor {
             let Some(delivery) = delivery else {
                 return Err(Error::unavailable("monitor consumer closed"));
             };
-            let delivery = delivery?;
-            let Ok(events) = decode_events(&delivery.data) else {
-                amqp::dead_letter(
-                    &ch,
-                    &self.names,
-                    &delivery,
-                    &queue,
-                    "monitor: body is not a JSON array of events",
-                )
-                .await?;
-                continue;
-            };
-            match self.handle_all(&events).await {
-                Ok(()) => {
-                    delivery.ack(BasicAckOptions::default()).await?;
+            // The group: this delivery and whatever else the broker has
+            // already pushed (up to the prefetch), without waiting for more.
+            let mut group = Group::default();
+            self.take(&ch, &queue, delivery?, &mut group).await?;
+            let mut closed = false;
+            while group.events.len() < MAX_GROUP_EVENTS {
+                match deliveries.next().now_or_never() {
+                    Some(Some(delivery)) => self.take(&ch, &queue, delivery?, &mut group).await?,
+                    Some(None) => {
+                        closed = true;
+                        break;
+                    }
+                    None => break,
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "handling a result failed; it will be redelivered");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    delivery
-                        .nack(BasicNackOptions {
+            }
+            // Acked once, cumulatively, after the group's writes are done;
+            // on a failure the whole group is redelivered, and what was
+            // already handled is then only forgotten again.
+            if let Some(last) = group.last {
+                match self.handle_group(&group.events).await {
+                    Ok(()) => {
+                        last.ack(BasicAckOptions { multiple: true }).await?;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, messages = group.messages, "handling results failed; they will be redelivered");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        last.nack(BasicNackOptions {
+                            multiple: true,
                             requeue: true,
-                            ..BasicNackOptions::default()
                         })
                         .await?;
+                    }
                 }
+            }
+            if closed {
+                return Err(Error::unavailable("monitor consumer closed"));
             }
         }
     }
 
-    async fn handle_all(&self, events: &[Event]) -> Result<(), Error> {
-        for event in events {
-            match event {
-                Event::Result(r) => self.on_result(r).await?,
-                Event::Triggered(rec) if rec.code != code::SUCCESS => {
-                    self.on_failed_trigger(rec).await?
-                }
-                _ => {}
+    /// Adds a delivery's events to the group, or moves an undecodable one to
+    /// the dead-letter queue (acked on its own).
+    async fn take(
+        &self,
+        ch: &lapin::Channel,
+        queue: &str,
+        delivery: Delivery,
+        group: &mut Group,
+    ) -> Result<(), Error> {
+        match decode_events(&delivery.data) {
+            Ok(events) => {
+                group.events.extend(events);
+                group.messages += 1;
+                group.last = Some(delivery.acker);
+            }
+            Err(_) => {
+                amqp::dead_letter(
+                    ch,
+                    &self.names,
+                    &delivery,
+                    queue,
+                    "monitor: body is not a JSON array of events",
+                )
+                .await?
             }
         }
         Ok(())
     }
 
-    async fn on_result(&self, r: &ExecResult) -> Result<(), Error> {
-        let trigger = self.state.inflight(r.job_id, &r.trigger_id).await?;
-        let retry_count = trigger
-            .as_ref()
-            .map_or_else(|| retry_count_of(&r.trigger_id), |t| t.retry_count);
-        let ending = Ending {
-            success: r.is_success(),
-            retryable: r.retryable,
-            retry_count,
-        };
-        let ended = Ended {
-            trigger_id: &r.trigger_id,
-            job_id: r.job_id,
-            fire_ms: r.fire_ms,
-            code: r.code,
-            msg: &r.msg,
-            executor_id: &r.executor_id,
-            ending,
-            trigger,
-        };
-        self.react(ended).await
-    }
-
-    async fn on_failed_trigger(&self, rec: &TriggerRecord) -> Result<(), Error> {
-        let t = &rec.trigger;
-        let ending = Ending {
-            success: false,
-            retryable: true,
-            retry_count: t.retry_count,
-        };
-        let ended = Ended {
-            trigger_id: &t.trigger_id,
-            job_id: t.job_id,
-            fire_ms: t.fire_ms,
-            code: rec.code,
-            msg: &rec.msg,
-            executor_id: &t.executor_id,
-            ending,
-            trigger: Some(t.clone()),
-        };
-        self.react(ended).await
-    }
-
-    /// Applies the decision for one ending, once.
-    async fn react(&self, ended: Ended<'_>) -> Result<(), Error> {
-        if self.state.is_handled(ended.trigger_id).await? {
-            return self.state.forget(ended.job_id, ended.trigger_id).await;
+    /// Reacts to every ending among `events` once, with the outcome of
+    /// handling them one at a time in order, and two Redis round trips for
+    /// the common endings (a success without child jobs, a duplicate, a
+    /// deleted job's): one pipeline reads the handled marks, the failures'
+    /// in-flight records and the jobs; one writes the handled marks and
+    /// forgets the in-flight entries. The rare endings (failures, successes
+    /// with child jobs) are then reacted to one by one, exactly as a lone
+    /// ending. On an error the caller requeues the whole group.
+    async fn handle_group(&self, events: &[Event]) -> Result<(), Error> {
+        let endings: Vec<Ended<'_>> = events.iter().filter_map(ended).collect();
+        if endings.is_empty() {
+            return Ok(());
         }
-        let job = match self.store.get_job(ended.job_id).await {
-            Ok(job) => job,
-            Err(e) if e.kind == ErrorKind::NotFound => {
-                tracing::info!(
-                    job_id = ended.job_id,
-                    trigger_id = ended.trigger_id,
-                    "job deleted; its ending needs nothing"
-                );
-                return self.finish(&ended).await;
+        // First occurrence of each trigger id; a later one is a duplicate,
+        // handled by then.
+        let mut first: HashMap<&str, usize> = HashMap::with_capacity(endings.len());
+        let mut query = GroupQuery::default();
+        let mut job_index: HashMap<u64, usize> = HashMap::new();
+        let mut inflight_index: HashMap<usize, usize> = HashMap::new();
+        for (i, e) in endings.iter().enumerate() {
+            if first.contains_key(e.trigger_id) {
+                continue;
             }
-            Err(e) => return Err(e),
-        };
-        let decision = decide(&job, ended.ending, clock::now_ms());
+            first.insert(e.trigger_id, i);
+            query.handled.push(e.trigger_id);
+            if e.needs_inflight() {
+                inflight_index.insert(i, query.inflight.len());
+                query.inflight.push((e.job_id, e.trigger_id));
+            }
+            job_index.entry(e.job_id).or_insert_with(|| {
+                query.jobs.push(e.job_id);
+                query.jobs.len() - 1
+            });
+        }
+        let mut redis = self.state.conn().await?;
+        let read = self.state.read_group(&mut redis, &query).await?;
+        let jobs: Vec<Option<Result<Arc<Job>, Error>>> = read
+            .jobs
+            .into_iter()
+            .map(|def| def.map(parse_job))
+            .collect();
+
+        let mut write = GroupWrite::default();
+        let mut rare: Vec<(Ended<'_>, Arc<Job>)> = Vec::new();
+        let mut failed: Option<Error> = None;
+        let mut inflight = read.inflight;
+        let mut handled = read.handled.into_iter();
+        for (i, mut e) in endings.into_iter().enumerate() {
+            if first[e.trigger_id] != i {
+                // A duplicate: the first occurrence reacts (and forgets).
+                continue;
+            }
+            if handled.next().unwrap_or(false) {
+                write.forget.push((e.job_id, e.trigger_id));
+                continue;
+            }
+            if let Some(k) = inflight_index.get(&i) {
+                e.set_inflight(inflight[*k].take());
+            }
+            let job = match &jobs[job_index[&e.job_id]] {
+                None => {
+                    tracing::info!(
+                        job_id = e.job_id,
+                        trigger_id = e.trigger_id,
+                        "job deleted; its ending needs nothing"
+                    );
+                    write.mark.push(e.trigger_id);
+                    write.forget.push((e.job_id, e.trigger_id));
+                    continue;
+                }
+                Some(Ok(job)) => job.clone(),
+                Some(Err(err)) => {
+                    // Left unhandled (the group is redelivered), as a lone
+                    // ending whose job does not decode.
+                    failed.get_or_insert_with(|| err.clone());
+                    continue;
+                }
+            };
+            if decide(&job, e.ending, clock::now_ms()) == Decision::default() {
+                write.mark.push(e.trigger_id);
+                write.forget.push((e.job_id, e.trigger_id));
+            } else {
+                rare.push((e, job));
+            }
+        }
+        self.state.finish_group(&mut redis, &write).await?;
+        drop(redis);
+        for (ended, job) in rare {
+            self.react(ended, &job).await?;
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Applies a decision that does something (children, retry, alarm) to an
+    /// ending not handled yet, then marks it handled.
+    async fn react(&self, ended: Ended<'_>, job: &Job) -> Result<(), Error> {
+        let decision = decide(job, ended.ending, clock::now_ms());
         for child in &decision.children {
             self.trigger_child(*child, ended.trigger_id).await?;
         }
         if let Some((retry_count, due_ms)) = decision.retry {
-            let item = retry_item(&job, &ended, retry_count);
+            let item = retry_item(job, &ended, retry_count);
             tracing::info!(job_id = job.id, trigger_id = %item.trigger_id, retry_count, due_ms, "retry scheduled");
             self.state.push_retry(&item, due_ms).await?;
         }
         if decision.alarm {
-            self.alarm(&job, &ended).await?;
+            self.alarm(job, &ended).await?;
         }
-        self.finish(&ended).await
-    }
-
-    async fn finish(&self, ended: &Ended<'_>) -> Result<(), Error> {
         self.state.mark_handled(ended.trigger_id).await?;
         self.state.forget(ended.job_id, ended.trigger_id).await
     }
@@ -285,6 +365,65 @@ impl Monitor {
         self.dispatcher
             .publish_events(&[Event::Alarm(record)])
             .await
+    }
+}
+
+/// The ending an event reports, if any.
+fn ended(event: &Event) -> Option<Ended<'_>> {
+    match event {
+        Event::Result(r) => Some(Ended {
+            trigger_id: &r.trigger_id,
+            job_id: r.job_id,
+            fire_ms: r.fire_ms,
+            code: r.code,
+            msg: &r.msg,
+            executor_id: &r.executor_id,
+            // Completed from the in-flight record, for a failure.
+            ending: Ending {
+                success: r.is_success(),
+                retryable: r.retryable,
+                retry_count: retry_count_of(&r.trigger_id),
+            },
+            trigger: None,
+        }),
+        Event::Triggered(rec) if rec.code != code::SUCCESS => {
+            let t = &rec.trigger;
+            Some(Ended {
+                trigger_id: &t.trigger_id,
+                job_id: t.job_id,
+                fire_ms: t.fire_ms,
+                code: rec.code,
+                msg: &rec.msg,
+                executor_id: &t.executor_id,
+                ending: Ending {
+                    success: false,
+                    retryable: true,
+                    retry_count: t.retry_count,
+                },
+                trigger: Some(t.clone()),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn parse_job(def: String) -> Result<Arc<Job>, Error> {
+    Ok(Arc::new(serde_json::from_str(&def)?))
+}
+
+impl Ended<'_> {
+    /// Whether the in-flight record matters: only a failed result's retry
+    /// and alarm use it (its retry count, shard, params); a success's
+    /// decision does not depend on it.
+    fn needs_inflight(&self) -> bool {
+        self.trigger.is_none() && !self.ending.success
+    }
+
+    fn set_inflight(&mut self, trigger: Option<Trigger>) {
+        if let Some(t) = &trigger {
+            self.ending.retry_count = t.retry_count;
+        }
+        self.trigger = trigger;
     }
 }
 

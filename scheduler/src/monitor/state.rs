@@ -36,7 +36,7 @@ impl MonitorState {
         MonitorState { pool, names }
     }
 
-    async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
+    pub(crate) async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
         Ok(self.pool.get().await?)
     }
 
@@ -188,6 +188,117 @@ impl MonitorState {
             .ignore();
         let _: () = pipe.query_async(&mut conn).await?;
         Ok(true)
+    }
+}
+
+/// What [`MonitorState::read_group`] fetches for a group of endings, in one
+/// pipeline.
+#[derive(Debug, Default)]
+pub struct GroupQuery<'a> {
+    /// Trigger ids whose handled mark is looked up.
+    pub handled: Vec<&'a str>,
+    /// In-flight records to read: (job id, trigger id).
+    pub inflight: Vec<(u64, &'a str)>,
+    /// Job definitions to read.
+    pub jobs: Vec<u64>,
+}
+
+/// The answer to a [`GroupQuery`], in the query's order.
+#[derive(Debug, Default)]
+pub struct GroupRead {
+    pub handled: Vec<bool>,
+    pub inflight: Vec<Option<Trigger>>,
+    /// The stored definition (JSON), `None` for a deleted job.
+    pub jobs: Vec<Option<String>>,
+}
+
+/// What [`MonitorState::finish_group`] writes, in one pipeline.
+#[derive(Debug, Default)]
+pub struct GroupWrite<'a> {
+    /// Trigger ids to mark handled.
+    pub mark: Vec<&'a str>,
+    /// In-flight entries to forget: (job id, trigger id).
+    pub forget: Vec<(u64, &'a str)>,
+}
+
+fn parsed<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, Error> {
+    redis::from_redis_value(v).map_err(|e| Error::internal(format!("redis reply: {e}")))
+}
+
+impl MonitorState {
+    /// Handled marks, in-flight records and job definitions of a group of
+    /// endings: one round trip on `conn`, whatever the group's size.
+    pub async fn read_group(
+        &self,
+        conn: &mut deadpool_redis::Connection,
+        query: &GroupQuery<'_>,
+    ) -> Result<GroupRead, Error> {
+        let mut pipe = redis::pipe();
+        for id in &query.handled {
+            pipe.exists(self.names.handled(id));
+        }
+        for (job_id, id) in &query.inflight {
+            pipe.hget(self.names.inflight_data(self.partition(*job_id)), id);
+        }
+        for job_id in &query.jobs {
+            pipe.hget(self.names.job(*job_id), crate::store::DEF);
+        }
+        let mut replies: Vec<redis::Value> = pipe.query_async(conn).await?;
+        let expected = query.handled.len() + query.inflight.len() + query.jobs.len();
+        if replies.len() != expected {
+            return Err(Error::internal(format!(
+                "redis answered {} replies to a pipeline of {expected}",
+                replies.len()
+            )));
+        }
+        let jobs = replies.split_off(query.handled.len() + query.inflight.len());
+        let inflight = replies.split_off(query.handled.len());
+        Ok(GroupRead {
+            handled: replies.into_iter().map(parsed).collect::<Result<_, _>>()?,
+            inflight: inflight
+                .into_iter()
+                .map(|v| {
+                    let json: Option<String> = parsed(v)?;
+                    Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+                })
+                .collect::<Result<_, Error>>()?,
+            jobs: jobs.into_iter().map(parsed).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Marks a group's triggers handled, then forgets their in-flight
+    /// entries (one variadic `ZREM` and `HDEL` per partition): one round trip
+    /// on `conn`. Same effect as [`mark_handled`](Self::mark_handled) and
+    /// [`forget`](Self::forget) per trigger, marks first.
+    pub async fn finish_group(
+        &self,
+        conn: &mut deadpool_redis::Connection,
+        write: &GroupWrite<'_>,
+    ) -> Result<(), Error> {
+        if write.mark.is_empty() && write.forget.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for id in &write.mark {
+            pipe.set_ex(self.names.handled(id), 1, HANDLED_TTL_S)
+                .ignore();
+        }
+        let mut by_partition: Vec<Vec<&str>> = vec![Vec::new(); self.names.partitions() as usize];
+        for (job_id, id) in &write.forget {
+            by_partition[self.partition(*job_id) as usize].push(id);
+        }
+        for (p, ids) in by_partition.iter().enumerate() {
+            if ids.is_empty() {
+                continue;
+            }
+            let p = p as u32;
+            pipe.zrem(self.names.inflight(p), ids)
+                .ignore()
+                .hdel(self.names.inflight_data(p), ids)
+                .ignore();
+        }
+        let () = pipe.query_async(conn).await?;
+        Ok(())
     }
 }
 

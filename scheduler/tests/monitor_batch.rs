@@ -1,0 +1,402 @@
+//! The result monitor on the real services (Redis, RabbitMQ), fed batched
+//! result messages as executors publish them: one AMQP message holding a JSON
+//! array of many result events of one routing key.
+//!
+//! The monitor runs in-process; the test records the triggers as in flight
+//! (as the dispatcher does), publishes the results, and checks what the
+//! monitor left in Redis: no in-flight entry, a handled mark per trigger,
+//! one retry per failed trigger however often its result came, and an empty
+//! monitor queue (every message acked).
+//!
+//! `MONITOR_BATCH_RESULTS` (default 4000), `MONITOR_BATCH_SIZE` (default
+//! 500 events a message) and `MONITOR_BATCH_JOBS` (default 50 jobs the
+//! results spread over) size the success run, which prints (on stderr) the
+//! rate the monitor handled them at; `MONITOR_BATCH_PREFETCH` overrides
+//! `monitor.prefetch`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use redis::AsyncCommands;
+use rondo_core::event::TriggerRecord;
+use rondo_core::trigger::code;
+use rondo_core::{
+    BlockStrategy, Config, Event, ExecResult, Job, JobSpec, Names, Trigger, TriggerType, amqp,
+    clock, testkit,
+};
+use rondo_dispatcher::Dispatcher;
+use rondo_scheduler::monitor::Monitor;
+use rondo_scheduler::store::Store;
+use tokio_util::sync::CancellationToken;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU time this process used so far (user + system), from /proc.
+fn cpu_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on Linux.
+    Some(ticks * 10.0)
+}
+
+fn job(id: u64, retries: u32) -> Job {
+    let spec = JobSpec {
+        group: Some("batch".into()),
+        handler: Some("ok".into()),
+        retries: Some(retries),
+        ..JobSpec::default()
+    };
+    spec.validate(id, clock::now_ms(), None)
+        .expect("a valid job")
+}
+
+fn trigger(job_id: u64, fire_ms: i64) -> Trigger {
+    Trigger {
+        trigger_id: format!("{job_id}-{fire_ms}-0"),
+        job_id,
+        group: "batch".into(),
+        executor_id: "batch-exec".into(),
+        handler: "ok".into(),
+        params: String::new(),
+        trigger_type: TriggerType::Cron,
+        fire_ms,
+        sent_ms: clock::now_ms(),
+        shard_index: 0,
+        shard_total: 1,
+        timeout_s: 0,
+        block: BlockStrategy::SerialExecution,
+        retry_count: 0,
+    }
+}
+
+fn result(t: &Trigger, code: i32) -> Event {
+    Event::Result(ExecResult {
+        trigger_id: t.trigger_id.clone(),
+        job_id: t.job_id,
+        executor_id: t.executor_id.clone(),
+        fire_ms: t.fire_ms,
+        start_ms: t.fire_ms,
+        end_ms: t.fire_ms + 1,
+        code,
+        msg: if code == code::SUCCESS {
+            String::new()
+        } else {
+            "boom".into()
+        },
+        retryable: true,
+    })
+}
+
+struct Fixture {
+    config: Config,
+    names: Names,
+    store: Store,
+    pool: deadpool_redis::Pool,
+    conn: lapin::Connection,
+    ch: lapin::Channel,
+}
+
+impl Fixture {
+    async fn new(tag: &str) -> Fixture {
+        let mut config = testkit::config(tag);
+        if let Some(prefetch) = std::env::var("MONITOR_BATCH_PREFETCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            config.monitor.prefetch = prefetch;
+        }
+        let names = config.names();
+        let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
+        let store = Store::new(pool.clone(), names.clone());
+        let conn = amqp::connect(&config.amqp.url, "monitor-batch-test")
+            .await
+            .expect("rabbitmq");
+        let ch = amqp::confirm_channel(&conn).await.expect("channel");
+        // The monitor queue exists before anything is published to it.
+        amqp::declare_topology(&ch, &names).await.expect("topology");
+        Fixture {
+            config,
+            names,
+            store,
+            pool,
+            conn,
+            ch,
+        }
+    }
+
+    async fn save(&self, job: &Job) {
+        self.store
+            .save_job(job, None, None)
+            .await
+            .expect("job saved");
+    }
+
+    /// Records triggers as in flight, as the dispatcher does after a confirm.
+    async fn record_inflight(&self, triggers: &[Trigger]) {
+        let mut conn = self.pool.get().await.unwrap();
+        for chunk in triggers.chunks(1000) {
+            let mut pipe = redis::pipe();
+            for t in chunk {
+                let p = self.names.partition_of(t.job_id);
+                pipe.zadd(self.names.inflight(p), &t.trigger_id, t.sent_ms)
+                    .ignore()
+                    .hset(
+                        self.names.inflight_data(p),
+                        &t.trigger_id,
+                        serde_json::to_string(t).unwrap(),
+                    )
+                    .ignore();
+            }
+            let () = pipe.query_async(&mut conn).await.unwrap();
+        }
+    }
+
+    /// Publishes the events as one message (all of one routing key).
+    async fn publish(&self, events: &[Event]) {
+        amqp::publish_events(&self.ch, &self.names, events)
+            .await
+            .expect("published");
+    }
+
+    async fn inflight_left(&self) -> u64 {
+        let mut conn = self.pool.get().await.unwrap();
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.zcard(self.names.inflight(p))
+                .hlen(self.names.inflight_data(p));
+        }
+        let counts: Vec<u64> = pipe.query_async(&mut conn).await.unwrap();
+        counts.iter().sum()
+    }
+
+    async fn handled(&self, trigger_ids: &[String]) -> usize {
+        let mut conn = self.pool.get().await.unwrap();
+        let mut pipe = redis::pipe();
+        for id in trigger_ids {
+            pipe.exists(self.names.handled(id));
+        }
+        let marks: Vec<bool> = pipe.query_async(&mut conn).await.unwrap();
+        marks.iter().filter(|m| **m).count()
+    }
+
+    async fn retries(&self) -> Vec<String> {
+        let mut conn = self.pool.get().await.unwrap();
+        let mut all = Vec::new();
+        for p in 0..self.names.partitions() {
+            let members: Vec<String> = conn.zrange(self.names.retry(p), 0, -1).await.unwrap();
+            all.extend(members);
+        }
+        all
+    }
+
+    /// Messages left in the monitor queue (ready ones; unacked ones return
+    /// to ready once the monitor's connection is closed).
+    async fn monitor_queue_depth(&self) -> u32 {
+        let opts = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let queue = self.names.monitor_queue();
+        self.ch
+            .queue_declare(queue.as_str().into(), opts, FieldTable::default())
+            .await
+            .expect("monitor queue")
+            .message_count()
+    }
+
+    /// Alarm events published so far, by trigger id (drains the persistence
+    /// queue, which every event reaches).
+    async fn alarms(&self) -> Vec<String> {
+        let queue = self.names.persist_queue();
+        let mut alarms = Vec::new();
+        while let Some(msg) = self
+            .ch
+            .basic_get(
+                queue.as_str().into(),
+                lapin::options::BasicGetOptions { no_ack: true },
+            )
+            .await
+            .expect("basic.get")
+        {
+            for event in rondo_core::event::decode_events(&msg.delivery.data).unwrap() {
+                if let Event::Alarm(a) = event {
+                    alarms.push(a.trigger_id);
+                }
+            }
+        }
+        alarms.sort();
+        alarms
+    }
+
+    /// Starts a monitor in-process, as a scheduler node does.
+    async fn start_monitor(&self, shutdown: &CancellationToken) -> tokio::task::JoinHandle<()> {
+        let dispatcher = Dispatcher::connect(&self.config, self.pool.clone())
+            .await
+            .expect("dispatcher");
+        let monitor = Monitor::new(&self.config, self.store.clone(), Arc::new(dispatcher));
+        tokio::spawn(monitor.run(shutdown.clone()))
+    }
+
+    async fn wait_inflight_gone(&self, what: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = self.inflight_left().await;
+            if left == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {left} in-flight entries left"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn cleanup(self) {
+        let _ = self.conn.close(200, "bye".into()).await;
+        testkit::cleanup_redis(&self.config).await;
+        testkit::cleanup_amqp(&self.config, &[]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_batched_successes_are_all_handled() {
+    let total = env_usize("MONITOR_BATCH_RESULTS", 4000);
+    let per_message = env_usize("MONITOR_BATCH_SIZE", 500).max(1);
+    let f = Fixture::new("monbatch").await;
+    let job_count = env_usize("MONITOR_BATCH_JOBS", 50).max(1) as u64;
+    let jobs: Vec<Job> = (1..=job_count).map(|id| job(id, 0)).collect();
+    for j in &jobs {
+        f.save(j).await;
+    }
+    let base = clock::now_ms();
+    let triggers: Vec<Trigger> = (0..total)
+        .map(|i| trigger(jobs[i % jobs.len()].id, base + i as i64))
+        .collect();
+    f.record_inflight(&triggers).await;
+    assert_eq!(f.inflight_left().await, 2 * total as u64);
+    let messages: Vec<Vec<Event>> = triggers
+        .chunks(per_message)
+        .map(|c| c.iter().map(|t| result(t, code::SUCCESS)).collect())
+        .collect();
+    for m in &messages {
+        f.publish(m).await;
+    }
+    // The last message again: a redelivery, handled twice, changes nothing.
+    f.publish(messages.last().unwrap()).await;
+
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let cpu_before = cpu_ms();
+    let monitor = f.start_monitor(&shutdown).await;
+    f.wait_inflight_gone("every result handled", Duration::from_secs(120))
+        .await;
+    let elapsed = started.elapsed();
+    let cpu = cpu_before.zip(cpu_ms()).map(|(a, b)| b - a);
+    eprintln!(
+        "monitor handled {total} success results ({} messages of {per_message}) in {:.1} ms: {:.0} results/s, {} ms CPU (this process)",
+        messages.len(),
+        elapsed.as_secs_f64() * 1000.0,
+        total as f64 / elapsed.as_secs_f64(),
+        cpu.map_or_else(|| "?".into(), |ms| format!("{ms:.0}")),
+    );
+    let ids: Vec<String> = triggers.iter().map(|t| t.trigger_id.clone()).collect();
+    assert_eq!(f.handled(&ids).await, total, "a handled mark per trigger");
+    // Every message acked: once the monitor is gone, nothing is left (an
+    // unacked message would be ready again).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    shutdown.cancel();
+    monitor.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(f.monitor_queue_depth().await, 0, "every message acked");
+    assert!(f.retries().await.is_empty(), "a success is not retried");
+    f.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_in_and_across_messages_are_reacted_to_once() {
+    let f = Fixture::new("mondup").await;
+    let ok_job = job(1, 0);
+    let failing = job(2, 3);
+    let gone = job(3, 3); // results for it arrive after it was deleted
+    f.save(&ok_job).await;
+    f.save(&failing).await;
+    let base = clock::now_ms();
+    let ok: Vec<Trigger> = (0..200).map(|i| trigger(ok_job.id, base + i)).collect();
+    let failed: Vec<Trigger> = (0..3).map(|i| trigger(failing.id, base + i)).collect();
+    let orphan = trigger(gone.id, base);
+    let never_reached = trigger(failing.id, base + 100);
+    let mut inflight = ok.clone();
+    inflight.extend(failed.iter().cloned());
+    inflight.push(orphan.clone());
+    f.record_inflight(&inflight).await;
+
+    // One message of successes, each twice.
+    let mut successes: Vec<Event> = ok.iter().map(|t| result(t, code::SUCCESS)).collect();
+    successes.extend(ok.iter().map(|t| result(t, code::SUCCESS)));
+    successes.push(result(&orphan, code::SUCCESS));
+    f.publish(&successes).await;
+    // Failures: twice within a message, and the same message again.
+    let mut failures: Vec<Event> = failed.iter().map(|t| result(t, code::FAIL)).collect();
+    failures.extend(failed.iter().map(|t| result(t, code::FAIL)));
+    f.publish(&failures).await;
+    f.publish(&failures).await;
+    // A trigger that never reached an executor, twice.
+    let record = Event::Triggered(TriggerRecord {
+        trigger: never_reached.clone(),
+        code: code::FAIL,
+        msg: "no live executor".into(),
+    });
+    f.publish(&[record.clone(), record]).await;
+
+    let shutdown = CancellationToken::new();
+    let monitor = f.start_monitor(&shutdown).await;
+    f.wait_inflight_gone("every result handled", Duration::from_secs(30))
+        .await;
+    let mut ids: Vec<String> = inflight.iter().map(|t| t.trigger_id.clone()).collect();
+    ids.push(never_reached.trigger_id.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while f.handled(&ids).await < ids.len() {
+        assert!(Instant::now() < deadline, "every trigger marked handled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut retried: Vec<String> = f
+        .retries()
+        .await
+        .iter()
+        .map(|m| {
+            let v: serde_json::Value = serde_json::from_str(m).unwrap();
+            v["trigger_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    retried.sort();
+    let mut want: Vec<String> = failed
+        .iter()
+        .chain([&never_reached])
+        .map(|t| format!("{}-retry1", t.trigger_id))
+        .collect();
+    want.sort();
+    assert_eq!(retried, want, "one retry per failed trigger");
+    let mut alarmed: Vec<String> = failed
+        .iter()
+        .chain([&never_reached])
+        .map(|t| t.trigger_id.clone())
+        .collect();
+    alarmed.sort();
+    assert_eq!(f.alarms().await, alarmed, "one alarm per failed trigger");
+    shutdown.cancel();
+    monitor.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(f.monitor_queue_depth().await, 0, "every message acked");
+    f.cleanup().await;
+}
