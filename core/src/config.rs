@@ -270,7 +270,9 @@ pub struct ExecutorConfig {
     pub app: String,
     /// Stable id (names its durable queue); empty = `<app>-<hostname>`.
     pub id: String,
-    /// Triggers in flight at once (AMQP prefetch).
+    /// Two bounds (see `executor/README.md`): trigger *messages* delivered
+    /// and not yet acked (AMQP prefetch; a message may carry hundreds of
+    /// triggers), and handlers running at once (triggers).
     pub prefetch: u16,
     /// How long a trigger id is remembered for dedupe.
     pub dedupe_ttl_s: u64,

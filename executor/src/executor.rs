@@ -182,6 +182,9 @@ impl Executor {
             ),
             publisher: publisher.clone(),
             log_flush: Duration::from_millis(self.config.executor.log_flush_ms),
+            // Handlers at once: the same number as the AMQP prefetch, but
+            // counted in triggers (the prefetch counts messages, which may
+            // each carry hundreds of triggers).
             max_running: usize::from(self.config.executor.prefetch),
             lifecycle: lifecycle.clone(),
             changes: changes.clone(),

@@ -9,7 +9,11 @@
 //! handler's `init` / `destroy` hooks. Each run is deduped by trigger id,
 //! has its timeout, can be killed through the control exchange, and ships
 //! its log while it runs; its result is published to the events exchange
-//! with publisher confirms, and only then is the trigger acked. On shutdown
+//! with publisher confirms, and a message (a batch of triggers) is acked
+//! only once the results of all its triggers are confirmed. Dedupe marks and
+//! results of concurrent triggers share Redis pipelines and AMQP messages,
+//! so a message of hundreds of triggers costs a few round trips, not
+//! hundreds. At most `executor.prefetch` handlers run at once. On shutdown
 //! it stops consuming, lets in-flight runs finish within a grace period,
 //! publishes their results, runs the `destroy` hooks, and deregisters.
 //! `README.md` next to this crate describes the control message, the block
@@ -70,7 +74,9 @@
 //! * `delivery`: one queue message: decode or dead-letter, admit each
 //!   trigger, ack.
 //! * `runner`: one trigger from admission to confirmed result; explains the
-//!   dedupe and redelivery guarantees.
+//!   dedupe and redelivery guarantees and the cap on handlers running at
+//!   once (`executor.prefetch`, counted in triggers; the AMQP prefetch of
+//!   the same value counts messages, each a batch of triggers).
 //! * `slots`: the trigger ids in flight here, their interrupts (kills) and
 //!   the `running_jobs` they add up to.
 //! * `jobs`, `worker`: the per-job workers (XXL-JOB's JobThread); `worker`
@@ -78,10 +84,13 @@
 //!   hooks' timing and idle exit.
 //! * `interrupt`: stopping one trigger on purpose (kill, COVER_EARLY) as
 //!   opposed to by shutdown or timeout.
-//! * `dedupe`: the Redis marks behind "at most once per trigger id".
+//! * `dedupe`: the Redis marks behind "at most once per trigger id",
+//!   written in shared pipelines (group commit) with one answer per trigger.
 //! * `supervisor`: the handler in its own task, timeout, kill grace, panics.
 //! * `joblog`, `shipper`: a run's log lines, buffered and published.
-//! * `publisher`: confirmed publishes of events on the current channel.
+//! * `publisher`: confirmed publishes of events on the current channel;
+//!   results and last log lines of many triggers share messages (group
+//!   commit), each caller waiting for the confirm of its own.
 //! * `registration`: the Redis registry entry, heartbeat and prompt
 //!   `running_jobs` updates (the hash's fields are listed there).
 //! * `lifecycle`, `intake`: shutdown phases and the task set the drain waits for.

@@ -1,6 +1,6 @@
 //! The runner: takes one trigger from admission to a confirmed result.
 //!
-//! [`Runner::admit`] is the single entry point, in four steps:
+//! [`Runner::admit`] is the single entry point, in five steps:
 //!
 //! 1. **reserve** the trigger id in this process: a second delivery of an id
 //!    already in flight here waits for the first instead of running it. The
@@ -15,9 +15,19 @@
 //!    attempt says what to do instead. COVER_EARLY triggers claim before
 //!    step 2, so a redelivery of a trigger that already ran never stops
 //!    the job's current run;
-//! 4. **execute**: run the handler under supervision while shipping its
+//! 4. **wait for a permit**: at most `executor.prefetch` handlers run at
+//!    once (the cap counts triggers, not messages; see [`Runner`]'s
+//!    `permits`);
+//! 5. **execute**: run the handler under supervision while shipping its
 //!    log, hand the turn back, store the result in the mark, publish log
 //!    and result, mark it confirmed.
+//!
+//! Every Redis write of these steps (claim, result stored, confirmed) and
+//! every publish (last log lines, result) is group-committed with those of
+//! the other triggers in flight ([`crate::dedupe`], [`crate::publisher`]):
+//! one pipeline or one message for many triggers, while each trigger still
+//! waits for *its* answer, so the guarantees below hold per trigger
+//! however many triggers a message carries.
 //!
 //! A trigger that does not run (refused, killed or replaced before it
 //! started, unknown handler) is claimed all the same, and its result stored
@@ -34,8 +44,11 @@
 //! and a confirmed result is never lost. A process that dies mid-run leaves
 //! a `running` mark of an older incarnation: the redelivery reports the run
 //! as failed (500, retryable by the scheduler) and does not re-run it. A
-//! trigger that was still waiting for its turn has no mark yet: its
-//! redelivery runs it normally.
+//! trigger that was still waiting for its turn has no mark yet, and one
+//! that was waiting for its permit when the executor shut down gives its
+//! mark back (`DEL`): either way its redelivery runs it normally. (Only if
+//! Redis refuses that `DEL` is the trigger answered with 500 "shut down
+//! before the run started" instead.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +96,12 @@ pub(crate) struct Runner {
     publisher: Publisher,
     log_flush: Duration,
     lifecycle: Lifecycle,
-    /// Handlers running at once at most (the prefetch, also across batches).
+    /// Handlers running at once at most: `executor.prefetch`, counted in
+    /// triggers, over all deliveries. (The AMQP prefetch counts messages,
+    /// each of which may carry hundreds of triggers: those beyond the cap
+    /// wait here, claimed, for a permit.) A trigger takes its permit after
+    /// its claim and gives it back when its handler ended, so the cap
+    /// bounds handlers, not Redis round trips or publishes.
     permits: Semaphore,
     /// Trigger ids in flight in this process.
     slots: Slots,
@@ -148,27 +166,27 @@ impl Runner {
                 self.executor_id,
                 self.handlers.names_csv()
             ));
-            return self.answer(trigger, false, outcome).await;
+            return Box::pin(self.answer(trigger, false, outcome)).await;
         };
         let claimed = trigger.block == BlockStrategy::CoverEarly;
         if claimed && let Err(not_mine) = self.claim(trigger).await {
             guard.end();
-            return self.not_mine(trigger, not_mine).await;
+            return Box::pin(self.not_mine(trigger, not_mine)).await;
         }
         match self.jobs.enter(trigger, guard.interrupt()).await {
             Entry::Run(turn) => self.start(trigger, handler, turn, claimed, guard).await,
             Entry::Refuse(outcome) => {
                 guard.end();
-                self.answer(trigger, claimed, outcome).await
+                Box::pin(self.answer(trigger, claimed, outcome)).await
             }
             Entry::Shutdown => {
                 guard.end();
-                self.abandon(trigger, claimed).await
+                Box::pin(self.abandon(trigger, claimed)).await
             }
         }
     }
 
-    /// The trigger has its job's turn: take a permit, claim, run.
+    /// The trigger has its job's turn: claim, take a permit, run.
     async fn start(
         &self,
         trigger: &Trigger,
@@ -177,34 +195,36 @@ impl Runner {
         claimed: bool,
         guard: &SlotGuard<'_>,
     ) -> Settled {
-        // The permit comes before the claim: a trigger still waiting for one
-        // at shutdown was never claimed, so its redelivery runs it normally.
+        // The claim comes before the permit, so the permits bound handlers
+        // running, not Redis round trips, and claims of triggers waiting for
+        // a permit share pipelines. A trigger still waiting for its permit
+        // at shutdown gives its claim back (see `abandon`).
+        if !claimed && let Err(not_mine) = self.claim(trigger).await {
+            drop(turn);
+            guard.end();
+            return Box::pin(self.not_mine(trigger, not_mine)).await;
+        }
         let permit = tokio::select! {
             biased;
             () = self.lifecycle.shutdown.cancelled() => {
                 drop(turn);
                 guard.end();
-                return self.abandon(trigger, claimed).await;
+                return Box::pin(self.abandon(trigger, true)).await;
             }
             () = guard.interrupt().token().cancelled() => {
                 drop(turn);
                 guard.end();
                 let reason = guard.interrupt().reason().unwrap_or(KILLED);
-                return self.answer(trigger, claimed, Outcome::stopped(reason)).await;
+                return Box::pin(self.answer(trigger, true, Outcome::stopped(reason))).await;
             }
             permit = self.permits.acquire() => permit.expect("the permits are never closed"),
         };
-        if !claimed && let Err(not_mine) = self.claim(trigger).await {
-            drop((permit, turn));
-            guard.end();
-            return self.not_mine(trigger, not_mine).await;
-        }
         if let Some(reason) = guard.interrupt().reason() {
             drop((permit, turn));
             guard.end();
-            return self.answer(trigger, true, Outcome::stopped(reason)).await;
+            return Box::pin(self.answer(trigger, true, Outcome::stopped(reason))).await;
         }
-        self.execute(trigger, handler, (permit, turn), guard).await
+        Box::pin(self.execute(trigger, handler, (permit, turn), guard)).await
     }
 
     /// Claims the trigger id for this executor.
@@ -249,13 +269,20 @@ impl Runner {
         self.publish_result(result).await
     }
 
-    /// The executor shuts down before the trigger started.
+    /// The executor shuts down before the trigger started: leave it for
+    /// its redelivery, which runs it normally.
     async fn abandon(&self, trigger: &Trigger, claimed: bool) -> Settled {
         if !claimed {
             return Settled::Abandoned;
         }
-        // Its `running` mark would make the redelivery report a crash; say
-        // what happened instead.
+        // Its `running` mark would make the redelivery report a crash: take
+        // it back, or, when Redis will not let us, say what happened.
+        match self.dedupe.release(&trigger.trigger_id).await {
+            Ok(()) => return Settled::Abandoned,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release the dedupe mark of a trigger that did not run")
+            }
+        }
         let msg = format!(
             "executor {} shut down before the run started",
             self.executor_id
@@ -379,10 +406,9 @@ impl Runner {
             executor: self.executor_id.clone(),
             code: result.code,
         };
-        let event = [Event::Result(result)];
         if !self
             .publisher
-            .publish_until_confirmed(&event, &self.lifecycle.abandon)
+            .publish_until_confirmed(Event::Result(result), &self.lifecycle.abandon)
             .await
         {
             tracing::warn!(

@@ -117,6 +117,12 @@ impl Session {
     }
 
     async fn start_consuming(&self, link: &Link) -> Result<Consumer, Error> {
+        // The prefetch counts messages, not triggers: a message is one
+        // `TriggerBatch` (up to some hundreds of triggers) and stays unacked
+        // until every trigger in it has settled, so up to `prefetch` times
+        // the batch size triggers are in flight here. How many of them run
+        // their handler at once is the runner's cap (also
+        // `executor.prefetch`, counted in triggers).
         link.consume
             .basic_qos(self.prefetch, BasicQosOptions::default())
             .await?;

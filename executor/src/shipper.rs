@@ -27,7 +27,10 @@ impl<'a> LogShipper<'a> {
     }
 
     /// Ships lines periodically until `done` fires. Failed publishes keep
-    /// their lines for the next round.
+    /// their lines for the next round. These publishes are not batched
+    /// with other runs': only a run that lasts longer than
+    /// `executor.log_flush_ms`, or logs a full event's worth of lines,
+    /// ships this way, so they are not a cost of every trigger.
     pub(crate) async fn run(&self, done: &CancellationToken) {
         let mut tick = tokio::time::interval(self.every);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -67,10 +70,16 @@ impl<'a> LogShipper<'a> {
 
     /// Publishes every pending line, retrying until confirmed; false if
     /// `stop` fired first (the remaining lines are lost with the process).
+    /// These publishes are batched with other runs' (see `publisher`): a
+    /// run's last lines usually share a message with those of the runs
+    /// that ended at the same time.
     pub(crate) async fn flush_all(&self, stop: &CancellationToken) -> bool {
         while let Some(lines) = self.log.take_event() {
-            let event = [Event::Log(lines)];
-            if !self.publisher.publish_until_confirmed(&event, stop).await {
+            if !self
+                .publisher
+                .publish_until_confirmed(Event::Log(lines), stop)
+                .await
+            {
                 return false;
             }
         }

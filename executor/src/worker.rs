@@ -15,13 +15,16 @@
 //! * `SERIAL_EXECUTION`: it waits, first in first out. Its delivery stays
 //!   unacked, so a crash loses nothing: it was not claimed yet and its
 //!   redelivery runs it. Waiting is bounded, because every waiting
-//!   delivery holds one of the consumer's `executor.prefetch` slots: one
-//!   job may keep at most `max(1, prefetch / 4)` triggers waiting, all jobs
-//!   together at most `max(1, prefetch / 2)`. A trigger past either bound
-//!   fails at once (500 `block strategy SERIAL_EXECUTION: … already wait
-//!   …`, retryable), so at least half the window stays free for other jobs
-//!   however far one job falls behind, instead of one slow job starving
-//!   the executor. (Keeping the overflow in the broker instead cannot
+//!   trigger keeps its message unacked, which holds one of the consumer's
+//!   `executor.prefetch` slots: one job may keep at most
+//!   `max(1, prefetch / 4)` triggers waiting, all jobs together at most
+//!   `max(1, prefetch / 2)`. A trigger past either bound fails at once
+//!   (500 `block strategy SERIAL_EXECUTION: … already wait …`, retryable),
+//!   so at least half the window stays free for other jobs however far one
+//!   job falls behind, instead of one slow job starving the executor. The
+//!   bounds count triggers while the window counts messages; since
+//!   several waiting triggers may share one message (a batch), they are
+//!   on the safe side. (Keeping the overflow in the broker instead cannot
 //!   work: a requeued message returns to the head of the queue, so the
 //!   other jobs' messages behind it would still wait.)
 //! * `DISCARD_LATER`: it is refused at once: 500 `block strategy

@@ -179,6 +179,47 @@ async fn shutdown_cancels_runs_that_outlive_the_grace() {
     h.stop().await;
 }
 
+#[tokio::test]
+async fn a_trigger_still_waiting_for_a_handler_slot_at_shutdown_runs_after_the_restart() {
+    let mut config = test_config("exec");
+    // One handler at a time; both triggers come in one message.
+    config.executor.prefetch = 1;
+    let mut h = Harness::start_with(config.clone(), builtin::register).await;
+    let first = h.trigger("t-running", "demo", "800");
+    let mut second = h.trigger("t-waiting", "demo", "");
+    second.job_id = 43;
+    h.publish(vec![first, second]).await;
+    loop {
+        match h.next_event(PATIENCE).await {
+            Some(Event::Log(l)) if l.trigger_id == "t-running" => break,
+            Some(_) => {}
+            None => panic!("the trigger never started"),
+        }
+    }
+    // `t-waiting` is claimed and waits for the running one's slot.
+    h.shutdown().await;
+    assert_eq!(h.result_for("t-running").await.0.code, code::SUCCESS);
+    let mut redis = h.redis().await;
+    let mark: Option<String> = redis.get(h.names.dedupe("t-waiting")).await.unwrap();
+    assert_eq!(
+        mark, None,
+        "the claim of a trigger that did not run is given back"
+    );
+    assert_eq!(h.ready_messages(&h.queue).await, 1, "the message is back");
+    // The next incarnation runs it normally, and only it.
+    let mut next = Harness::start_with(config, builtin::register).await;
+    let (result, _) = next.result_for("t-waiting").await;
+    assert_eq!(result.code, code::SUCCESS, "{result:?}");
+    let extra = next.results_within(Duration::from_millis(500)).await;
+    assert!(
+        extra.is_empty(),
+        "t-running is not answered again: {extra:?}"
+    );
+    assert_eq!(next.ready_messages(&next.queue).await, 0);
+    drop(h);
+    next.stop().await;
+}
+
 /// Writes a dedupe mark as an earlier attempt would have left it.
 async fn seed_mark(h: &Harness, trigger_id: &str, mark: serde_json::Value) {
     let mut redis = h.redis().await;
