@@ -8,6 +8,14 @@
 //! large fast lane, so a few jobs with slow routing or a slow broker path
 //! cannot take every dispatch slot.
 //!
+//! A dispatch counts as slow only when it is also slow *for this node now*:
+//! more than [`SLOW_FACTOR`] times the moving average of recent dispatches.
+//! In XXL-JOB a slow trigger is one job's slow executor RPC; in rondo
+//! dispatches share batches and confirms, so when the whole node is loaded
+//! every dispatch takes longer, and counting those would move every job to
+//! the small slow lane at once (measured: a node fell from 5 k to 2 k
+//! fires/s that way). A job singled out is one slower than its peers.
+//!
 //! XXL-JOB counts per calendar minute and forgets everything when the minute
 //! changes, so a job slow at 12:00:59 is fast again at 12:01:00; rondo's
 //! window slides, so a job leaves the slow lane only after a full minute
@@ -59,12 +67,19 @@ pub enum Lane {
     Slow,
 }
 
+/// A slow dispatch must also take this many times the recent average.
+pub const SLOW_FACTOR: u64 = 4;
+/// Weight of one dispatch in the moving average (1/32).
+const AVERAGE_SHIFT: u32 = 5;
+
 /// The two lanes and the slowness record of every job.
 pub struct Lanes {
     config: LaneConfig,
     fast: LaneState,
     slow: LaneState,
     window: Mutex<SlowWindow>,
+    /// Exponential moving average of dispatch durations (µs).
+    typical_us: AtomicU64,
 }
 
 struct LaneState {
@@ -104,6 +119,7 @@ impl Lanes {
             fast: LaneState::new(config.fast_permits.max(1)),
             slow: LaneState::new(config.slow_permits.max(1)),
             window: Mutex::new(SlowWindow::new(config.window, config.slow_count)),
+            typical_us: AtomicU64::new(0),
             config,
         }
     }
@@ -131,11 +147,28 @@ impl Lanes {
         let output = dispatch.await;
         let took = started.elapsed();
         state.dispatched.fetch_add(1, Ordering::Relaxed);
-        if took > self.config.slow_after {
+        let typical = self.update_typical(took);
+        if took > self.config.slow_after && took > typical * SLOW_FACTOR as u32 {
             state.slow_dispatches.fetch_add(1, Ordering::Relaxed);
             self.record_slow(job_id, took);
         }
         output
+    }
+
+    /// Folds `took` into the moving average; returns the average before.
+    fn update_typical(&self, took: Duration) -> Duration {
+        let took_us = took.as_micros().min(u128::from(u64::MAX)) as u64;
+        let before = self
+            .typical_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+                Some(if took_us >= avg {
+                    avg + ((took_us - avg) >> AVERAGE_SHIFT)
+                } else {
+                    avg - ((avg - took_us) >> AVERAGE_SHIFT)
+                })
+            })
+            .unwrap_or_else(|avg| avg);
+        Duration::from_micros(before)
     }
 
     fn record_slow(&self, job_id: u64, took: Duration) {

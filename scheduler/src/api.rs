@@ -170,6 +170,7 @@ async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
             "publish_lateness_ms": s.firing.stats.publish_lateness.summary(),
         },
         "last_claim_ms": *s.claimer.last_claim_ms.borrow(),
+        "lanes": s.dispatcher.lane_stats(),
         "claim": {
             "last_tick": *s.claimer.last_tick.lock().expect("last tick lock"),
             "tick_ms": s.claimer.tick_ms.summary(),

@@ -81,6 +81,15 @@ fn memory_per_job_is_bounded() {
     assert!(w.is_slow(1, t0));
 }
 
+/// `n` dispatches of `job` taking 1 ms each: the node's usual pace.
+async fn quick_peers(lanes: &Lanes, job: u64, n: usize) {
+    for _ in 0..n {
+        lanes
+            .run(job, tokio::time::sleep(Duration::from_millis(1)))
+            .await;
+    }
+}
+
 fn lanes(fast: usize, slow: usize) -> Arc<Lanes> {
     Arc::new(Lanes::new(LaneConfig {
         fast_permits: fast,
@@ -94,11 +103,13 @@ async fn a_job_with_slow_dispatches_moves_to_the_slow_lane_and_back() {
     let lanes = lanes(8, 2);
     for _ in 0..11 {
         assert_eq!(lanes.lane_of(7), Lane::Fast);
+        // Its peers are quick: job 7 is slow for this node.
+        quick_peers(&lanes, 8, 10).await;
         lanes
             .run(7, tokio::time::sleep(Duration::from_millis(501)))
             .await;
     }
-    // Quick dispatches of another job do not count.
+    // Dispatches of another job up to the threshold do not count.
     for _ in 0..20 {
         lanes
             .run(8, tokio::time::sleep(Duration::from_millis(500)))
@@ -107,7 +118,7 @@ async fn a_job_with_slow_dispatches_moves_to_the_slow_lane_and_back() {
     assert_eq!(lanes.lane_of(7), Lane::Slow);
     assert_eq!(lanes.lane_of(8), Lane::Fast);
     let stats = lanes.stats();
-    assert_eq!(stats.fast.dispatched, 31);
+    assert_eq!(stats.fast.dispatched, 11 + 110 + 20);
     assert_eq!(stats.fast.slow_dispatches, 11);
     assert_eq!(
         stats.slow_jobs,
@@ -129,6 +140,7 @@ async fn a_job_with_slow_dispatches_moves_to_the_slow_lane_and_back() {
 async fn the_slow_lane_is_bounded_and_does_not_hold_up_the_fast_lane() {
     let lanes = lanes(8, 1);
     for _ in 0..11 {
+        quick_peers(&lanes, 8, 10).await;
         lanes
             .run(7, tokio::time::sleep(Duration::from_secs(1)))
             .await;
@@ -181,4 +193,43 @@ async fn a_dispatch_given_up_while_waiting_is_not_counted_as_waiting() {
     assert_eq!(lanes.stats().fast.waiting, 0);
     holder.await.unwrap();
     assert_eq!(lanes.stats().fast.busy, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_slow_for_everyone_moves_no_job_but_an_outlier_still_moves() {
+    let lanes = lanes(1024, 8);
+    // 100 jobs, 15 rounds, every dispatch 600 ms: the node is loaded, no
+    // job is slower than its peers.
+    for _ in 0..15 {
+        let round = (0..100u64).map(|job| {
+            let lanes = lanes.clone();
+            async move {
+                let dispatch = async { tokio::time::sleep(Duration::from_millis(600)).await };
+                lanes.run(job, dispatch).await;
+            }
+        });
+        futures_util::future::join_all(round).await;
+    }
+    assert!(
+        lanes.stats().slow_jobs.is_empty(),
+        "{:?}",
+        lanes.stats().slow_jobs
+    );
+    assert!(lanes.lane_of(3) == Lane::Fast);
+    // Job 500 takes 5 s while its peers take 600 ms: singled out.
+    for _ in 0..11 {
+        let peers = (0..20u64).map(|job| {
+            let lanes = lanes.clone();
+            async move {
+                let dispatch = async { tokio::time::sleep(Duration::from_millis(600)).await };
+                lanes.run(job, dispatch).await;
+            }
+        });
+        futures_util::future::join_all(peers).await;
+        lanes
+            .run(500, tokio::time::sleep(Duration::from_secs(5)))
+            .await;
+    }
+    assert_eq!(lanes.lane_of(500), Lane::Slow);
+    assert_eq!(lanes.lane_of(3), Lane::Fast);
 }
