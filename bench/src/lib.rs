@@ -13,6 +13,17 @@
 //!   a run uses (`--smoke` shrinks them to seconds).
 //! * [`persistence`]: events stored per second by the persistence worker
 //!   against multi-row `INSERT`s of the same rows through sqlx.
+//! * [`broker`]: RabbitMQ's ceiling for firing: confirmed persistent
+//!   publishes of trigger messages, one per message and batched.
+//! * [`throughput`]: fires per second, lateness and CPU of a cluster for a
+//!   stepping number of jobs firing every second, against that ceiling.
+//! * [`scale`]: a million jobs: creation rate, Redis bytes per job, the
+//!   claim tick with ten thousand due.
+//! * [`failover`]: `kill -9` of the leader: time to the next claim, lost
+//!   and duplicate fires.
+//! * `cluster`: scheduler nodes as child processes, recording executors,
+//!   the persistence worker, job creation through the admin API, and the
+//!   counting of lost and duplicate fires.
 //! * `sandbox`: a fresh namespace and database per measurement, removed
 //!   afterwards.
 //! * `cpu`: CPU time of this process, MySQL and RabbitMQ over a window,
@@ -20,23 +31,31 @@
 //! * `machine`: what the figures were measured on.
 //! * `output`: the [`Report`] trait, the JSON file and the markdown table.
 //!
-//! A new scenario (broker ceiling, fire throughput, lateness, scale,
-//! failover) is a sibling of `persistence`: a module with its `Params`, a
-//! `run(&Config, &Params)` returning a type that implements [`Report`], and
-//! one arm in [`run`].
+//! A new scenario is a sibling of `persistence`: a module with its
+//! `Params`, a `run(&Config, &Params)` returning a type that implements
+//! [`Report`], and one arm in [`run`].
 
+pub mod broker;
+mod cluster;
 mod cpu;
+pub mod failover;
 mod machine;
 mod options;
 mod output;
 pub mod persistence;
 mod sandbox;
+pub mod scale;
+pub mod throughput;
 
 use std::path::PathBuf;
 
 use rondo_core::Config;
 
-pub use cpu::CpuShare;
+pub use cluster::Binaries;
+pub use cluster::api::Latency;
+pub use cluster::fires::FireCount;
+pub use cluster::procs::Binary;
+pub use cpu::{CpuShare, ProcessCpu};
 pub use machine::Machine;
 pub use options::{Options, Scenario};
 pub use output::{Report, write_report};
@@ -52,6 +71,30 @@ pub async fn run(options: &Options, config: &Config) -> anyhow::Result<Vec<(Stri
             Scenario::Persistence => {
                 let params = persistence::Params::new(options);
                 let report = persistence::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Broker => {
+                let params = broker::Params::new(options);
+                let report = broker::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Throughput => {
+                let params = throughput::Params::new(options);
+                let report = throughput::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Scale => {
+                let params = scale::Params::new(options);
+                let report = scale::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Failover => {
+                let params = failover::Params::new(options);
+                let report = failover::run(config, &params).await?;
                 let path = write_report(&report, &options.out)?;
                 written.push((report.markdown(), path));
             }

@@ -12,9 +12,13 @@ use rondo_bench::Options;
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = Options::parse();
-    // Progress on stderr, figures on stdout; RUST_LOG overrides.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("rondo_bench=info,warn"));
+    // Progress on stderr, figures on stdout; RUST_LOG overrides. The
+    // recording executors run in this process: their warnings (one per
+    // trigger an overloaded executor refuses) would drown the progress, and
+    // the reports count what they mean (lost fires, lateness).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("rondo_bench=info,rondo_executor=error,warn")
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// `rondo-bench [--scenario persistence|all] [--events N] [--out DIR] [--smoke]`
+/// `rondo-bench [--scenario NAME|all] [--smoke] [sizes…] [--out DIR]`
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     name = "rondo-bench",
@@ -33,6 +33,72 @@ pub struct Options {
     /// executors publish one result per message.
     #[arg(long, default_value_t = 50)]
     pub events_per_message: usize,
+
+    /// Broker: triggers per message of the batched measurement.
+    #[arg(long, default_value_t = 100)]
+    pub triggers_per_message: usize,
+    /// Broker: publishes awaiting their confirm at once (the pipeline).
+    #[arg(long, default_value_t = 512)]
+    pub in_flight: usize,
+    /// Broker: seconds each broker measurement publishes for. Defaults to
+    /// 5 (1 with `--smoke`); the throughput and failover scenarios measure
+    /// their own one-message-per-fire ceiling for the same time.
+    #[arg(long)]
+    pub broker_seconds: Option<f64>,
+
+    /// Throughput: the steps, jobs each firing once a second
+    /// (comma-separated). Defaults to 1000,5000,10000,20000,50000 (100 with
+    /// `--smoke`). Stepping stops at the first step that falls behind.
+    #[arg(long, value_delimiter = ',')]
+    pub jobs: Option<Vec<usize>>,
+    /// Throughput: scheduler nodes (separate `rondo-scheduler` processes).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// Throughput: recording executors (in this process).
+    #[arg(long, default_value_t = 1)]
+    pub executors: usize,
+    /// Throughput: the measured window, seconds. Defaults to 20 (3 with
+    /// `--smoke`).
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Throughput and failover: seconds between the last job created and
+    /// the window. Defaults to 5 (3 with `--smoke`).
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Throughput, scale, failover: the jobs' routing strategy.
+    #[arg(long, default_value = "CONSISTENT_HASH")]
+    pub routing: String,
+    /// Throughput, scale, failover: the recording executors'
+    /// `executor.prefetch` (deliveries in flight; SERIAL_EXECUTION lets a
+    /// quarter of it wait per job, half in all). Defaults to the config's
+    /// (rondo's default: 64); 256 with `--smoke`.
+    #[arg(long)]
+    pub executor_prefetch: Option<u16>,
+    /// Job creation through the admin API: requests in flight.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+
+    /// Scale: jobs not due soon. Defaults to 1,000,000 (2,000 with
+    /// `--smoke`).
+    #[arg(long)]
+    pub scale_jobs: Option<usize>,
+    /// Scale: jobs due within seconds, all at one instant. Defaults to
+    /// 10,000 (100 with `--smoke`).
+    #[arg(long)]
+    pub scale_due: Option<usize>,
+    /// Scale: seconds the admin API may spend creating the jobs; the rest
+    /// is written directly to Redis (and labelled so). Defaults to 300.
+    #[arg(long)]
+    pub scale_api_seconds: Option<u64>,
+
+    /// Failover: kills of the leader (each measured). Defaults to 3 (1
+    /// with `--smoke`).
+    #[arg(long)]
+    pub failover_runs: Option<usize>,
+    /// Failover: jobs firing every second. Defaults to 200 (50 with
+    /// `--smoke`).
+    #[arg(long)]
+    pub failover_jobs: Option<usize>,
 }
 
 impl Options {
@@ -45,6 +111,22 @@ impl Options {
             smoke: true,
             batch_size: None,
             events_per_message: 50,
+            triggers_per_message: 100,
+            in_flight: 512,
+            broker_seconds: None,
+            jobs: None,
+            nodes: 1,
+            executors: 1,
+            seconds: None,
+            warmup: None,
+            routing: "CONSISTENT_HASH".into(),
+            executor_prefetch: None,
+            concurrency: 64,
+            scale_jobs: None,
+            scale_due: None,
+            scale_api_seconds: None,
+            failover_runs: None,
+            failover_jobs: None,
         }
     }
 
@@ -56,6 +138,69 @@ impl Options {
             (None, false) => 200_000,
         }
     }
+
+    /// Seconds each broker measurement lasts.
+    pub fn broker_seconds(&self) -> f64 {
+        let default = if self.smoke { 1.0 } else { 5.0 };
+        self.broker_seconds.unwrap_or(default).max(0.1)
+    }
+
+    /// The throughput steps.
+    pub fn jobs(&self) -> Vec<usize> {
+        match (&self.jobs, self.smoke) {
+            (Some(jobs), _) if !jobs.is_empty() => jobs.clone(),
+            (_, true) => vec![100],
+            (_, false) => vec![1_000, 5_000, 10_000, 20_000, 50_000],
+        }
+    }
+
+    /// The throughput window, seconds.
+    pub fn seconds(&self) -> u64 {
+        let default = if self.smoke { 3 } else { 20 };
+        self.seconds.unwrap_or(default).max(1)
+    }
+
+    /// Seconds of warm-up before a window.
+    pub fn warmup(&self) -> u64 {
+        let default = if self.smoke { 3 } else { 5 };
+        self.warmup.unwrap_or(default)
+    }
+
+    /// The executors' prefetch, if overridden.
+    pub fn executor_prefetch(&self) -> Option<u16> {
+        match (self.executor_prefetch, self.smoke) {
+            (Some(p), _) => Some(p.max(1)),
+            // The failover smoke's burst of late fires (several per job)
+            // would otherwise meet the SERIAL_EXECUTION waiting bound of
+            // the default window; the full run keeps the default.
+            (None, true) => Some(256),
+            (None, false) => None,
+        }
+    }
+
+    pub fn scale_jobs(&self) -> usize {
+        let default = if self.smoke { 2_000 } else { 1_000_000 };
+        self.scale_jobs.unwrap_or(default)
+    }
+
+    pub fn scale_due(&self) -> usize {
+        let default = if self.smoke { 100 } else { 10_000 };
+        self.scale_due.unwrap_or(default)
+    }
+
+    pub fn scale_api_seconds(&self) -> u64 {
+        self.scale_api_seconds.unwrap_or(300)
+    }
+
+    pub fn failover_runs(&self) -> usize {
+        let default = if self.smoke { 1 } else { 3 };
+        self.failover_runs.unwrap_or(default).max(1)
+    }
+
+    pub fn failover_jobs(&self) -> usize {
+        let default = if self.smoke { 50 } else { 200 };
+        self.failover_jobs.unwrap_or(default).max(1)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,6 +208,18 @@ pub enum Scenario {
     /// Events stored per second by the persistence worker, against raw
     /// multi-row INSERTs of the same rows.
     Persistence,
+    /// RabbitMQ's ceiling: confirmed persistent publishes of trigger-sized
+    /// messages, one trigger per message and batched.
+    Broker,
+    /// Fires per second, lateness and CPU for a stepping number of jobs
+    /// firing every second, against the broker's ceiling.
+    Throughput,
+    /// A million jobs: creation rate, Redis memory per job, claim tick
+    /// with ten thousand due.
+    Scale,
+    /// kill -9 of the leader of three nodes: time to the next claim, lost
+    /// and duplicate fires.
+    Failover,
     /// Every scenario, one after the other.
     All,
 }
@@ -71,7 +228,13 @@ impl Scenario {
     /// The single scenarios this one stands for.
     pub fn expand(self) -> Vec<Scenario> {
         match self {
-            Scenario::All => vec![Scenario::Persistence],
+            Scenario::All => vec![
+                Scenario::Persistence,
+                Scenario::Broker,
+                Scenario::Throughput,
+                Scenario::Scale,
+                Scenario::Failover,
+            ],
             single => vec![single],
         }
     }

@@ -1,32 +1,148 @@
-//! The persistence scenario at `--smoke` sizes against the real services:
-//! it runs, cleans up, and writes a well-formed report. Not a performance
-//! test: no figure is compared with a goal.
+//! Every scenario at `--smoke` sizes against the real services: it runs,
+//! cleans up, and writes a well-formed report whose figures are sane (fires
+//! happened, none lost, none doubled). Not a performance test: no rate is
+//! compared with a goal.
+//!
+//! The cluster scenarios start the debug `rondo-scheduler` (and, when it
+//! was built, `rondo-persist-worker`) next to this test binary: run
+//! `cargo build --workspace --bins` first (`scripts/test.sh` does).
+//!
+//! The scenarios run one at a time (a lock), so that the small machine they
+//! share with the services is not squeezed four ways at once.
 
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rondo_bench::{Options, Scenario};
 use serde_json::Value;
+use tokio::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// A scratch directory removed when dropped, also when a test fails.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs one scenario at smoke sizes; returns its markdown and JSON (and
+/// the scratch directory they are in, removed when dropped).
+async fn smoke(scenario: Scenario, name: &str) -> (String, Value, Scratch) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let out = scratch_dir(name);
+    let scratch = Scratch(out.clone());
+    let options = Options::smoke(scenario, out.clone());
+    let config = rondo_core::testkit::config("bsmoke");
+    let written = rondo_bench::run(&options, &config)
+        .await
+        .unwrap_or_else(|e| panic!("the {name} scenario runs: {e:#}"));
+    assert_eq!(written.len(), 1, "one report for one scenario");
+    let (markdown, path) = written[0].clone();
+    assert_eq!(path, out.join(format!("{name}.json")));
+    assert!(markdown.contains(&format!("## {name}")), "{markdown}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("json written"))
+        .expect("the report is JSON");
+    assert_eq!(json["scenario"], name);
+    assert_eq!(json["smoke"], true);
+    assert!(json["started_at"].is_string());
+    assert!(json["machine"]["cores"].as_u64().expect("cores") >= 1);
+    let latest = std::fs::read_to_string(out.join("latest.md")).expect("latest.md written");
+    assert!(latest.contains(&format!("## {name}")));
+    (markdown, json, scratch)
+}
+
+fn number(json: &Value, key: &str) -> f64 {
+    json[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing or not a number: {json}"))
+}
+
+fn positive(json: &Value, key: &str) -> f64 {
+    let value = number(json, key);
+    assert!(value.is_finite() && value > 0.0, "{key} = {value}");
+    value
+}
+
+/// The fields every throughput-like report carries, for scripts.
+fn assert_comparable(json: &Value) {
+    assert!(json["jobs"].as_u64().expect("jobs") > 0);
+    let fires = positive(json, "fires_per_s");
+    positive(json, "executed_per_s");
+    let ceiling = positive(json, "ceiling_msgs_per_s");
+    let ratio = number(json, "ratio_to_ceiling");
+    assert!((ratio - fires / ceiling).abs() <= 1e-9 * ratio.max(1.0));
+    assert_eq!(json["lost"], 0, "no fire lost: {json}");
+    assert_eq!(json["duplicates"], 0, "no fire doubled: {json}");
+    for p in ["p50", "p99", "max"] {
+        assert!(
+            json["lateness_ms"][p].as_i64().is_some(),
+            "lateness_ms.{p}: {json}"
+        );
+    }
+    let lateness = &json["lateness_ms"];
+    assert!(lateness["p50"].as_i64() <= lateness["p99"].as_i64());
+    assert!(lateness["p99"].as_i64() <= lateness["max"].as_i64());
+}
+
+/// Nothing of the namespace is left in Redis or RabbitMQ.
+async fn assert_removed(namespace: &str) {
+    assert!(namespace.starts_with("t_bench"), "{namespace}");
+    let config = rondo_core::testkit::config("bsmoke");
+    let client = redis::Client::open(config.redis.url.as_str()).expect("redis url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{namespace}:*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(&mut conn)
+            .await
+            .expect("scan");
+        assert!(keys.is_empty(), "keys of {namespace} left: {keys:?}");
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let amqp = rondo_core::amqp::connect(&config.amqp.url, "bench-smoke-check")
+        .await
+        .expect("amqp");
+    for queue in [
+        format!("{namespace}.persist"),
+        format!("{namespace}.exec.bench.bench-e1"),
+        format!("{namespace}.bench.broker"),
+    ] {
+        // A passive declare of a missing queue closes the channel: one each.
+        let channel = amqp.create_channel().await.expect("channel");
+        let passive = lapin::options::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let found = channel
+            .queue_declare(
+                queue.as_str().into(),
+                passive,
+                lapin::types::FieldTable::default(),
+            )
+            .await;
+        assert!(found.is_err(), "queue {queue} left");
+    }
+    let _ = amqp.close(200, "checked".into()).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_persistence_scenario_writes_a_well_formed_report() {
-    let out = scratch_dir();
-    let options = Options::smoke(Scenario::Persistence, out.clone());
-    let config = rondo_core::testkit::config("bsmoke");
-
-    let written = rondo_bench::run(&options, &config)
-        .await
-        .expect("the persistence scenario runs");
-
-    assert_eq!(written.len(), 1, "one report for one scenario");
-    let (markdown, path) = &written[0];
-    assert_eq!(path, &out.join("persistence.json"));
-    assert!(markdown.contains("## persistence"), "{markdown}");
+    let (markdown, json, _scratch) = smoke(Scenario::Persistence, "persistence").await;
     assert!(markdown.contains("ratio per event"), "{markdown}");
-
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("json written"))
-        .expect("the report is JSON");
-    assert_eq!(json["scenario"], "persistence");
-    assert_eq!(json["smoke"], true);
     assert_eq!(json["events"], 2_000);
     assert_eq!(json["rows"], 1_000);
     for rate in [
@@ -37,30 +153,114 @@ async fn the_persistence_scenario_writes_a_well_formed_report() {
         "publish_events_per_s",
         "steady_events_per_s",
     ] {
-        let value = json[rate]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{rate} missing: {json}"));
-        assert!(value.is_finite() && value > 0.0, "{rate} = {value}");
+        positive(&json, rate);
     }
-    let number = |key: &str| json[key].as_f64().expect(key);
-    let ratio = number("events_per_s") / number("ceiling_rows_per_s");
-    assert!((number("ratio_events_to_ceiling") - ratio).abs() < 1e-9 * ratio.max(1.0));
-    assert!((number("ratio_rows_to_ceiling") * 2.0 - ratio).abs() < 1e-9 * ratio.max(1.0));
-    assert!(json["machine"]["cores"].as_u64().expect("cores") >= 1);
-    assert!(json["started_at"].is_string());
+    let ratio = number(&json, "events_per_s") / number(&json, "ceiling_rows_per_s");
+    assert!((number(&json, "ratio_events_to_ceiling") - ratio).abs() < 1e-9 * ratio.max(1.0));
+    assert!((number(&json, "ratio_rows_to_ceiling") * 2.0 - ratio).abs() < 1e-9 * ratio.max(1.0));
+}
 
-    let latest = std::fs::read_to_string(out.join("latest.md")).expect("latest.md written");
-    assert!(latest.contains("## persistence"));
-    let _ = std::fs::remove_dir_all(&out);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_scenario_measures_both_ways() {
+    let (_, json, _scratch) = smoke(Scenario::Broker, "broker").await;
+    let single = &json["single"];
+    let batched = &json["batched"];
+    positive(single, "msgs_per_s");
+    positive(batched, "msgs_per_s");
+    assert_eq!(json["ceiling_msgs_per_s"], single["msgs_per_s"]);
+    assert_eq!(json["triggers_per_message"], 100);
+    let k = number(batched, "triggers_per_s") / number(batched, "msgs_per_s");
+    assert!((k - 100.0).abs() < 1e-6, "{k}");
+    assert!(number(batched, "message_bytes") > 50.0 * number(single, "message_bytes"));
+    assert!(single["cpu"]["cores"]["rabbitmq"].is_number(), "{json}");
+    assert_removed(json["namespace"].as_str().expect("namespace")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_throughput_scenario_fires_every_job_once() {
+    let (markdown, json, _scratch) = smoke(Scenario::Throughput, "throughput").await;
+    assert!(markdown.contains("| J |"), "{markdown}");
+    assert_comparable(&json);
+    assert_eq!(json["jobs"], 100);
+    let step = &json["steps"][0];
+    assert_eq!(step["kept_up"], true, "{step}");
+    let fires = step["fires"]["executed"].as_u64().expect("executed");
+    assert!(fires >= 100 * 2, "≥ 2 s of 100 jobs ran: {step}");
+    assert_eq!(step["fires"]["unexpected"], 0, "{step}");
+    assert!(step["handler_lateness_ms"]["max"].as_i64().is_some());
+    assert_eq!(step["stats_reset_nodes"], 1, "{step}");
+    assert_eq!(step["stored"], fires, "the history of every fire: {step}");
+    let cores = &step["cpu"]["cores"];
+    assert!(
+        cores["scheduler n1"].as_f64().expect("scheduler cpu") > 0.0,
+        "{step}"
+    );
+    for label in ["rabbitmq", "redis", "mysql"] {
+        assert!(cores[label].is_number(), "{label}: {step}");
+    }
+    positive(step, "scheduler_cores_per_1k_fires_per_s");
+    assert_removed(step["namespace"].as_str().expect("namespace")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scale_scenario_creates_measures_and_claims() {
+    let (markdown, json, _scratch) = smoke(Scenario::Scale, "scale").await;
+    assert!(markdown.contains("claim tick"), "{markdown}");
+    assert_eq!(json["jobs"], 2_000);
+    assert_eq!(json["due_jobs"], 100);
+    let api = json["api_created"].as_u64().expect("api_created");
+    let direct = json["direct_created"].as_u64().expect("direct_created");
+    assert_eq!(api + direct, 2_000);
+    assert!(api > 0 && direct > 0, "both paths ran: {json}");
+    positive(&json, "api_jobs_per_s");
+    positive(&json, "direct_jobs_per_s");
+    positive(&json, "definition_bytes");
+    // The INFO delta is shared with whatever else uses the server: only
+    // its presence is checked; the per-key figure is the namespace's own.
+    number(&json, "redis_bytes_per_job_beyond_definition");
+    positive(&json, "redis_key_bytes_per_job");
+    assert!(json["claim_tick_ms"]["count"].as_u64().expect("ticks") >= 1);
+    assert!(json["claim_tick"]["jobs"].as_u64().expect("tick jobs") >= 1);
+    assert_eq!(json["due_fires"]["executed"], 100, "{json}");
+    assert_eq!(json["lost"], 0, "{json}");
+    assert_eq!(json["duplicates"], 0, "{json}");
+    assert!(json["unlinked_keys"].as_u64().expect("unlinked") >= 2_000);
+    assert_removed(json["namespace"].as_str().expect("namespace")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_failover_scenario_measures_a_leader_kill() {
+    let (markdown, json, _scratch) = smoke(Scenario::Failover, "failover").await;
+    assert!(markdown.contains("first claim after"), "{markdown}");
+    assert_comparable(&json);
+    let kills = json["kills"].as_array().expect("kills");
+    assert_eq!(kills.len(), 1);
+    let kill = &kills[0];
+    assert!(
+        kill["new_term"].as_u64() > kill["old_term"].as_u64(),
+        "{kill}"
+    );
+    assert_ne!(kill["killed"], kill["new_leader"]);
+    let ms = kill["kill_to_claim_ms"].as_i64().expect("kill_to_claim_ms");
+    assert!((1..60_000).contains(&ms), "{ms}");
+    assert_eq!(json["kill_to_claim_ms_median"], ms);
+    assert!(
+        json["zookeeper_session_timeout_ms"]
+            .as_u64()
+            .expect("session")
+            > 0
+    );
+    assert_removed(json["namespace"].as_str().expect("namespace")).await;
 }
 
 /// A directory of its own under the system's temp dir.
-fn scratch_dir() -> std::path::PathBuf {
+fn scratch_dir(name: &str) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    std::env::temp_dir().join(format!(
-        "rondo-bench-smoke-{}-{nanos:08x}",
+    let dir: &Path = &std::env::temp_dir();
+    dir.join(format!(
+        "rondo-bench-smoke-{name}-{}-{nanos:08x}",
         std::process::id()
     ))
 }

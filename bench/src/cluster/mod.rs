@@ -1,0 +1,446 @@
+//! A rondo cluster for the scenarios that fire jobs: scheduler nodes as
+//! separate `rondo-scheduler` processes, recording executors in this
+//! process, the persistence worker (its own process when its binary was
+//! built, else in this process), the bench's executor group, and job
+//! creation through the admin API.
+//!
+//! Everything it starts is stopped by [`Cluster::stop`], and by `Drop` when
+//! a scenario fails half-way (children are killed by pid).
+
+pub(crate) mod api;
+pub(crate) mod fires;
+pub(crate) mod procs;
+pub(crate) mod recorder;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures_util::{StreamExt as _, TryStreamExt as _};
+use rondo_core::Config;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::cpu::Source;
+use api::{Api, Latency};
+use fires::Created;
+use procs::{Binary, NodeProc, Proc};
+use recorder::Recorder;
+
+/// The executor group of the bench's jobs.
+pub(crate) const APP: &str = "bench";
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub(crate) struct Spec {
+    pub nodes: usize,
+    pub executors: usize,
+    /// The nodes' `RUST_LOG`.
+    pub node_log: &'static str,
+    pub persist_worker: bool,
+}
+
+/// How the persistence worker runs.
+enum Worker {
+    Proc(Box<Proc>),
+    InProcess {
+        task: JoinHandle<anyhow::Result<()>>,
+        shutdown: CancellationToken,
+    },
+}
+
+/// The binaries a cluster ran, for the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Binaries {
+    pub scheduler: Binary,
+    /// `None`: the worker ran inside the bench process.
+    pub persist_worker: Option<Binary>,
+}
+
+pub(crate) struct Cluster {
+    pub config: Config,
+    pub binaries: Binaries,
+    /// Node slots; a killed node leaves `None`.
+    pub nodes: Vec<Option<NodeProc>>,
+    pub recorder: Recorder,
+    pub queues: Vec<String>,
+    pub log_dir: PathBuf,
+    executors: Vec<JoinHandle<Result<(), rondo_executor::ExecutorError>>>,
+    executor_shutdown: CancellationToken,
+    _executors_stop_on_drop: DropGuard,
+    worker: Option<Worker>,
+    node_log: &'static str,
+    spawned: usize,
+}
+
+impl Cluster {
+    /// Starts the nodes, waits for a leader, creates the group, starts the
+    /// executors and waits until the nodes see them, starts the worker.
+    pub async fn start(config: &Config, spec: &Spec) -> anyhow::Result<Cluster> {
+        let scheduler = procs::binary("rondo-scheduler")?;
+        let worker_binary = if spec.persist_worker {
+            procs::binary("rondo-persist-worker").ok()
+        } else {
+            None
+        };
+        let log_dir = procs::log_dir(&config.namespace)?;
+        let mut config = config.clone();
+        config.executor.app = APP.into();
+        config.executor.shutdown_grace_ms = 2_000;
+        let executor_shutdown = CancellationToken::new();
+        let mut cluster = Cluster {
+            binaries: Binaries {
+                scheduler,
+                persist_worker: worker_binary.clone(),
+            },
+            nodes: Vec::new(),
+            recorder: Recorder::default(),
+            queues: Vec::new(),
+            log_dir,
+            executors: Vec::new(),
+            _executors_stop_on_drop: executor_shutdown.clone().drop_guard(),
+            executor_shutdown,
+            worker: None,
+            node_log: spec.node_log,
+            spawned: 0,
+            config,
+        };
+        for _ in 0..spec.nodes.max(1) {
+            cluster.add_node().await?;
+        }
+        cluster.wait_for_leader(spec.nodes.max(1)).await?;
+        let api = cluster.api();
+        let (status, body) = api.post("/api/v1/groups", &json!({ "app": APP })).await?;
+        if status != 201 {
+            bail!("creating the group: {status} {body}");
+        }
+        for i in 1..=spec.executors {
+            let id = format!("{APP}-e{i}");
+            let (task, queue) = cluster.recorder.start_executor(
+                &cluster.config,
+                &id,
+                cluster.executor_shutdown.clone(),
+            )?;
+            cluster.executors.push(task);
+            cluster.queues.push(queue);
+        }
+        let wanted = spec.executors;
+        eventually("the executors to register", Duration::from_secs(30), || {
+            let api = api.clone();
+            async move {
+                let live = api.get(&format!("/api/v1/groups/{APP}/executors")).await;
+                (live.ok()?.as_array()?.len() >= wanted).then_some(())
+            }
+        })
+        .await?;
+        if spec.persist_worker {
+            cluster.worker = Some(match worker_binary {
+                Some(binary) => Worker::Proc(Box::new(
+                    Proc::spawn(
+                        "persist-worker",
+                        &binary,
+                        procs::config_env(&cluster.config),
+                        "warn,rondo_persist_worker=info",
+                        cluster.log_dir.join("persist-worker.log"),
+                    )
+                    .await?,
+                )),
+                None => {
+                    tracing::warn!(
+                        "no rondo-persist-worker binary next to this one: the worker runs in this process"
+                    );
+                    let shutdown = CancellationToken::new();
+                    let task = tokio::spawn(rondo_persist_worker::run(
+                        cluster.config.clone(),
+                        shutdown.clone(),
+                    ));
+                    Worker::InProcess { task, shutdown }
+                }
+            });
+        }
+        Ok(cluster)
+    }
+
+    /// Starts one more node (`n1`, `n2`, … in start order).
+    pub async fn add_node(&mut self) -> anyhow::Result<usize> {
+        self.spawned += 1;
+        let id = format!("n{}", self.spawned);
+        let node = NodeProc::spawn(
+            &self.config,
+            &self.binaries.scheduler,
+            &id,
+            self.node_log,
+            &self.log_dir,
+        )
+        .await?;
+        self.nodes.push(Some(node));
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Waits until every live node answers, sees `count` nodes and a leader.
+    pub async fn wait_for_leader(&mut self, count: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            for node in self.nodes.iter_mut().flatten() {
+                if node.proc.exited() {
+                    bail!(
+                        "node {} exited; its log ({}):\n{}",
+                        node.id,
+                        node.proc.log.display(),
+                        node.proc.log_tail(20)
+                    );
+                }
+            }
+            let mut ready = true;
+            for node in self.nodes.iter().flatten() {
+                let status = Api::new(node.addr).cluster().await;
+                let ok = status.is_some_and(|s| {
+                    s["nodes"].as_array().is_some_and(|n| n.len() == count)
+                        && s["leader"]["term"].as_u64().is_some()
+                });
+                ready &= ok;
+            }
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "no cluster of {count} nodes with a leader within 60 s (logs in {})",
+                    self.log_dir.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The API of the first live node.
+    pub fn api(&self) -> Api {
+        self.apis().into_iter().next().expect("a live node")
+    }
+
+    /// The APIs of the live nodes.
+    pub fn apis(&self) -> Vec<Api> {
+        self.nodes
+            .iter()
+            .flatten()
+            .map(|n| Api::new(n.addr))
+            .collect()
+    }
+
+    /// `GET /api/v1/cluster` of every live node (`None` when one does not
+    /// answer), in slot order.
+    pub async fn statuses(&self) -> Vec<(usize, Option<Value>)> {
+        let asks = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i, Api::new(n.addr))))
+            .map(|(i, api)| async move { (i, api.cluster().await) });
+        futures_util::future::join_all(asks).await
+    }
+
+    /// Resets every live node's histograms; how many did.
+    pub async fn reset_stats(&self) -> usize {
+        let resets = self
+            .apis()
+            .into_iter()
+            .map(|api| async move { api.reset_stats().await });
+        futures_util::future::join_all(resets)
+            .await
+            .into_iter()
+            .filter(|ok| *ok)
+            .count()
+    }
+
+    /// The processes to measure: each node, this process (the executors),
+    /// the worker, and the services.
+    pub fn cpu_sources(&self) -> Vec<(String, Source)> {
+        let mut sources: Vec<(String, Source)> = self
+            .nodes
+            .iter()
+            .flatten()
+            .map(|n| (format!("scheduler {}", n.id), Source::Pid(n.proc.pid)))
+            .collect();
+        let bench = match &self.worker {
+            Some(Worker::Proc(p)) => {
+                sources.push(("persist_worker".into(), Source::Pid(p.pid)));
+                "bench (executors)"
+            }
+            Some(Worker::InProcess { .. }) => "bench (executors + persist worker)",
+            None => "bench (executors)",
+        };
+        sources.push((bench.into(), Source::This));
+        sources.push(("rabbitmq".into(), Source::RABBITMQ));
+        sources.push(("redis".into(), Source::REDIS));
+        sources.push(("mysql".into(), Source::MYSQL));
+        sources
+    }
+
+    /// Kills every node, stops the executors and the worker; returns the
+    /// queues to delete. The logs are removed unless `keep_logs`.
+    pub async fn stop(mut self, keep_logs: bool) -> Vec<String> {
+        for node in self.nodes.iter_mut().flatten() {
+            node.proc.kill9().await;
+        }
+        self.executor_shutdown.cancel();
+        for task in self.executors.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        match self.worker.take() {
+            Some(Worker::Proc(mut p)) => p.terminate(Duration::from_secs(10)).await,
+            Some(Worker::InProcess { task, shutdown }) => {
+                shutdown.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+            }
+            None => {}
+        }
+        if !keep_logs && std::env::var_os("BENCH_KEEP_LOGS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.log_dir);
+        } else {
+            tracing::info!(logs = %self.log_dir.display(), "node logs kept");
+        }
+        std::mem::take(&mut self.queues)
+    }
+}
+
+/// The bench's job: `schedule_type`/`schedule_conf`, the `record` handler.
+pub(crate) fn job_spec(schedule_type: &str, conf: &str, routing: &str) -> Value {
+    json!({
+        "group": APP,
+        "description": "rondo-bench",
+        "handler": recorder::HANDLER,
+        "schedule_type": schedule_type,
+        "schedule_conf": conf,
+        "misfire": "DO_NOTHING",
+        "routing": routing,
+        "params": crate::broker::JOB_PARAMS,
+    })
+}
+
+/// Jobs created through the API.
+#[derive(Debug, Clone)]
+pub(crate) struct Creation {
+    pub jobs: Vec<Created>,
+    pub elapsed: Duration,
+    /// Requests sent again after a transport error or a 5xx.
+    pub retries: u64,
+}
+
+impl Creation {
+    pub fn per_s(&self) -> f64 {
+        self.jobs.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Creates up to `n` jobs (`spec(i)`) through the APIs in turn, with
+/// `concurrency` requests in flight. `spread`: job `i` is not sent before
+/// `start + i·spread/n`, so that jobs whose first fire follows their
+/// creation get phases spread over that time. `deadline`: no new request
+/// after it (the creation stops short).
+pub(crate) async fn create_jobs(
+    apis: &[Api],
+    n: usize,
+    concurrency: usize,
+    spread: Option<Duration>,
+    deadline: Option<Instant>,
+    spec: impl Fn(usize) -> Value,
+) -> anyhow::Result<Creation> {
+    let started = Instant::now();
+    let retries = std::sync::atomic::AtomicU64::new(0);
+    let retries_ref = &retries;
+    let jobs: Vec<Created> = futures_util::stream::iter(0..n)
+        .take_while(|_| std::future::ready(deadline.is_none_or(|d| Instant::now() < d)))
+        .map(|i| {
+            let api = apis[i % apis.len()].clone();
+            let body = spec(i);
+            let not_before = spread.map(|s| started + s.mul_f64(i as f64 / n.max(1) as f64));
+            async move {
+                if let Some(at) = not_before {
+                    tokio::time::sleep_until(at.into()).await;
+                }
+                create_one(&api, &body, retries_ref).await
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await?;
+    Ok(Creation {
+        jobs,
+        elapsed: started.elapsed(),
+        retries: retries.into_inner(),
+    })
+}
+
+async fn create_one(
+    api: &Api,
+    body: &Value,
+    retries: &std::sync::atomic::AtomicU64,
+) -> anyhow::Result<Created> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let outcome = api.post("/api/v1/jobs", body).await;
+        let retryable = match &outcome {
+            Ok((201, job)) => {
+                let id = job["id"].as_u64().context("the created job has no id")?;
+                let first_fire_ms = job["next_fire_ms"].as_i64().unwrap_or(0);
+                return Ok(Created { id, first_fire_ms });
+            }
+            Ok((status, _)) => *status >= 500,
+            Err(_) => true,
+        };
+        if !retryable || attempt >= 5 {
+            return match outcome {
+                Ok((status, answer)) => Err(anyhow::anyhow!(
+                    "creating a job: {status} {answer} after {attempt} attempt(s)"
+                )),
+                Err(e) => Err(e.context(format!("creating a job, {attempt} attempts"))),
+            };
+        }
+        retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+    }
+}
+
+/// `firing.fired` of a node status.
+pub(crate) fn fired(status: &Value) -> Option<u64> {
+    status["firing"]["fired"].as_u64()
+}
+
+/// `firing.publish_lateness_ms` of a node status.
+pub(crate) fn publish_lateness(status: &Value) -> Option<Latency> {
+    Latency::from_json(&status["firing"]["publish_lateness_ms"])
+}
+
+/// Polls `f` every 100 ms until it answers `Some`, or fails after `timeout`.
+pub(crate) async fn eventually<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut f: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Sleeps until the wall clock reads `ms`.
+pub(crate) async fn sleep_until_ms(ms: i64) {
+    let wait = ms - rondo_core::clock::now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+}
