@@ -60,6 +60,9 @@ impl Fire {
 #[derive(Debug, Clone)]
 pub struct Dispatched {
     pub records: Vec<TriggerRecord>,
+    /// When the broker had confirmed every target's trigger (or the fire
+    /// was refused), before the in-flight record and the trigger event.
+    pub confirmed_ms: i64,
 }
 
 impl Dispatched {
@@ -77,10 +80,10 @@ const LIVE_CACHE: Duration = Duration::from_millis(100);
 /// Triggers per AMQP message at most (all for one executor).
 const TRIGGERS_PER_MESSAGE: usize = 500;
 /// Trigger messages awaiting their confirm at once, over all executors.
-const TRIGGER_MESSAGES_IN_FLIGHT: usize = 32;
+const TRIGGER_MESSAGES_IN_FLIGHT: usize = 2;
 /// Events per AMQP message at most (all of one routing key).
 const EVENTS_PER_MESSAGE: usize = 1_000;
-const EVENT_MESSAGES_IN_FLIGHT: usize = 8;
+const EVENT_MESSAGES_IN_FLIGHT: usize = 2;
 
 /// The broker connection and its confirm channel, reopened lazily after a
 /// connection loss. Shared by the dispatcher and its batchers.
@@ -269,9 +272,13 @@ impl Dispatcher {
             Routed::To(targets) => self.publish_all(fire, &targets).await?,
             Routed::Refused(msg) => vec![failed(fire, msg)],
         };
+        let confirmed_ms = clock::now_ms();
         self.inflight.record(&records).await?;
         self.record(&records).await?;
-        Ok(Dispatched { records })
+        Ok(Dispatched {
+            records,
+            confirmed_ms,
+        })
     }
 
     async fn publish_all(

@@ -19,7 +19,7 @@ use rondo_core::{Error, Names, Trigger};
 /// Triggers per pipeline at most, and pipelines in flight at once.
 const LIMITS: Limits = Limits {
     max_items: 1_000,
-    max_flushes: 8,
+    max_flushes: 2,
 };
 
 #[derive(Clone)]

@@ -40,7 +40,7 @@ use tokio::sync::oneshot;
 /// Mark writes per pipeline at most, and pipelines in flight at once.
 pub(crate) const BATCH_LIMITS: Limits = Limits {
     max_items: 500,
-    max_flushes: 4,
+    max_flushes: 2,
 };
 
 /// A trigger id's state, as stored in its dedupe key.

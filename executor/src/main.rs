@@ -1,5 +1,10 @@
 //! `rondo-executor`: config → telemetry → run the built-in handlers → drain.
 
+/// mimalloc: far cheaper than glibc malloc for many small, short-lived
+/// allocations across tokio worker threads.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -39,7 +39,7 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(15);
 /// Events per message at most, and messages waiting for confirms at once.
 pub(crate) const BATCH_LIMITS: Limits = Limits {
     max_items: 500,
-    max_flushes: 8,
+    max_flushes: 2,
 };
 /// A batch is split so that no message is much larger than this (one event
 /// larger than it goes alone).

@@ -40,7 +40,7 @@ const FULL_LOAD_EVERY: u64 = 5;
 /// Ring acks per Redis command at most, and commands in flight.
 const ACK_LIMITS: Limits = Limits {
     max_items: 1_000,
-    max_flushes: 4,
+    max_flushes: 2,
 };
 
 /// A fire on the wheel.
@@ -229,8 +229,8 @@ impl Firing {
         let fire = Fire::scheduled(entry.job.clone(), entry.fire_ms);
         let mut confirmed_ms = 0;
         let outcome = match self.dispatcher.dispatch(&fire).await {
-            Ok(_) => {
-                confirmed_ms = clock::now_ms();
+            Ok(dispatched) => {
+                confirmed_ms = dispatched.confirmed_ms;
                 self.acks
                     .submit(entry.partition, entry.member.clone())
                     .await

@@ -1,5 +1,10 @@
 //! `rondo-scheduler`: config → telemetry → run → drain.
 
+/// mimalloc: far cheaper than glibc malloc for many small, short-lived
+/// allocations across tokio worker threads.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use rondo_core::Config;
