@@ -13,7 +13,7 @@
 //!    of `job:<id> def`): the bytes rondo spends per job beyond the
 //!    definition. The Redis server is shared with whatever else runs on the
 //!    machine, so the same figure is also computed from `MEMORY USAGE` of
-//!    the namespace's own keys (sampled job hashes, exact sets).
+//!    the namespace's own keys (sampled job hashes, sampled sets).
 //! 3. **Claim tick.** D more jobs due at one instant T a few seconds ahead
 //!    (a daily `CRON` at T's second; not a one-shot expression with a
 //!    year: finding that such a job never fires again costs the claim
@@ -116,7 +116,7 @@ pub struct ScaleReport {
     /// redis_bytes_per_job − definition_bytes (goal ≤ 300).
     pub redis_bytes_per_job_beyond_definition: f64,
     /// The same from `MEMORY USAGE` of the namespace's keys (immune to
-    /// other users of the server): sampled job hashes + exact sets ÷ jobs.
+    /// other users of the server): sampled job hashes + sampled sets ÷ jobs.
     pub redis_key_bytes_per_job: f64,
     pub redis_key_bytes_per_job_beyond_definition: f64,
     pub redis_used_memory_before: u64,
@@ -421,8 +421,12 @@ async fn average_definition(
 }
 
 /// Bytes per job from `MEMORY USAGE`: the sampled `job:<id>` hashes'
-/// average, plus the job index, the group's set and the due sets (exact,
-/// `SAMPLES 0`) divided by the jobs.
+/// average, plus the job index, the group's set and the due sets (estimated
+/// from [`SET_SAMPLES`] members each: an exact `SAMPLES 0` walks a million
+/// members and outlasts the response timeout) divided by the jobs.
+/// Members `MEMORY USAGE` samples per shared set.
+const SET_SAMPLES: u64 = 1_000;
+
 async fn key_bytes_per_job(
     redis: &mut redis::aio::MultiplexedConnection,
     config: &Config,
@@ -447,7 +451,7 @@ async fn key_bytes_per_job(
             .arg("USAGE")
             .arg(key)
             .arg("SAMPLES")
-            .arg(0);
+            .arg(SET_SAMPLES);
     }
     let sets: Vec<Option<u64>> = pipe.query_async(redis).await.context("MEMORY USAGE")?;
     let per_job_shared = sets.iter().flatten().sum::<u64>() as f64 / ids.len().max(1) as f64;
