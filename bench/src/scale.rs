@@ -401,48 +401,66 @@ fn sample(ids: &[u64]) -> Vec<u64> {
     ids.iter().step_by(step).copied().take(SAMPLE).collect()
 }
 
+/// The average of one Redis command's integer answer over the job hashes
+/// of a sample of `ids` (0 without ids); `command` builds it from a key.
+async fn sampled_average(
+    redis: &mut redis::aio::MultiplexedConnection,
+    config: &Config,
+    ids: &[u64],
+    command: impl Fn(String) -> redis::Cmd,
+) -> anyhow::Result<f64> {
+    let names = config.names();
+    let sample = sample(ids);
+    if sample.is_empty() {
+        return Ok(0.0);
+    }
+    let mut pipe = redis::pipe();
+    for id in &sample {
+        pipe.add_command(command(names.job(*id)));
+    }
+    let answers: Vec<Option<u64>> = pipe
+        .query_async(redis)
+        .await
+        .context("sampling job hashes")?;
+    Ok(answers.iter().flatten().sum::<u64>() as f64 / sample.len() as f64)
+}
+
 /// The average length of the stored definitions of a sample of `ids`.
 async fn average_definition(
     redis: &mut redis::aio::MultiplexedConnection,
     config: &Config,
     ids: &[u64],
 ) -> anyhow::Result<f64> {
-    let names = config.names();
-    let sample = sample(ids);
-    if sample.is_empty() {
-        return Ok(0.0);
-    }
-    let mut pipe = redis::pipe();
-    for id in &sample {
-        pipe.cmd("HSTRLEN").arg(names.job(*id)).arg("def");
-    }
-    let lengths: Vec<u64> = pipe.query_async(redis).await.context("HSTRLEN")?;
-    Ok(lengths.iter().sum::<u64>() as f64 / sample.len() as f64)
+    sampled_average(redis, config, ids, |key| {
+        let mut cmd = redis::cmd("HSTRLEN");
+        cmd.arg(key).arg("def");
+        cmd
+    })
+    .await
 }
+
+/// Members `MEMORY USAGE` samples per shared set.
+const SET_SAMPLES: u64 = 1_000;
 
 /// Bytes per job from `MEMORY USAGE`: the sampled `job:<id>` hashes'
 /// average, plus the job index, the group's set and the due sets (estimated
 /// from [`SET_SAMPLES`] members each: an exact `SAMPLES 0` walks a million
 /// members and outlasts the response timeout) divided by the jobs.
-/// Members `MEMORY USAGE` samples per shared set.
-const SET_SAMPLES: u64 = 1_000;
-
 async fn key_bytes_per_job(
     redis: &mut redis::aio::MultiplexedConnection,
     config: &Config,
     ids: &[u64],
 ) -> anyhow::Result<f64> {
-    let names = config.names();
-    let sample = sample(ids);
-    if sample.is_empty() {
+    if ids.is_empty() {
         return Ok(0.0);
     }
-    let mut pipe = redis::pipe();
-    for id in &sample {
-        pipe.cmd("MEMORY").arg("USAGE").arg(names.job(*id));
-    }
-    let hashes: Vec<Option<u64>> = pipe.query_async(redis).await.context("MEMORY USAGE")?;
-    let per_hash = hashes.iter().flatten().sum::<u64>() as f64 / sample.len() as f64;
+    let names = config.names();
+    let per_hash = sampled_average(redis, config, ids, |key| {
+        let mut cmd = redis::cmd("MEMORY");
+        cmd.arg("USAGE").arg(key);
+        cmd
+    })
+    .await?;
     let mut shared = vec![names.job_index(), names.group_jobs(crate::cluster::APP)];
     shared.extend((0..names.partitions()).map(|p| names.due(p)));
     let mut pipe = redis::pipe();

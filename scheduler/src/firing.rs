@@ -227,18 +227,16 @@ impl Firing {
 
     async fn fire_one(self: Arc<Self>, entry: Entry) {
         let fire = Fire::scheduled(entry.job.clone(), entry.fire_ms);
-        let mut confirmed_ms = 0;
         let outcome = match self.dispatcher.dispatch(&fire).await {
-            Ok(dispatched) => {
-                confirmed_ms = dispatched.confirmed_ms;
-                self.acks
-                    .submit(entry.partition, entry.member.clone())
-                    .await
-            }
+            Ok(dispatched) => self
+                .acks
+                .submit(entry.partition, entry.member.clone())
+                .await
+                .map(|()| dispatched.confirmed_ms),
             Err(e) => Err(e),
         };
         match outcome {
-            Ok(()) => {
+            Ok(confirmed_ms) => {
                 self.stats
                     .publish_lateness
                     .record(confirmed_ms - entry.fire_ms);
