@@ -147,7 +147,7 @@ fn queue_name(config: &Config) -> String {
 /// A trigger as the dispatcher builds it for one of the bench's jobs.
 pub(crate) fn sample_trigger(job_id: u64, fire_ms: i64) -> Trigger {
     Trigger {
-        trigger_id: rondo_core::trigger::scheduled_trigger_id(job_id, fire_ms, 0),
+        trigger_id: rondo_core::trigger_id::scheduled(job_id, fire_ms, 0),
         job_id,
         group: "bench".into(),
         executor_id: "bench-e1".into(),

@@ -9,7 +9,7 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt as _;
 use rondo_core::{Config, testkit};
-use rondo_persist_worker::testing::{drop_database, fresh_database};
+use rondo_history::testing::{drop_database, fresh_database};
 use sqlx::MySqlPool;
 
 /// Keys per SCAN step and per UNLINK.

@@ -158,6 +158,18 @@ pub async fn publish_confirmed(ch: &Channel, p: Publish<'_>, body: &[u8]) -> Res
     }
 }
 
+/// `base` plus the dead-letter headers: why, and from which queue. Every
+/// dead-lettering path (a whole delivery here, one event of a batch in the
+/// persistence worker) sets them through this function.
+pub fn dead_letter_headers(mut base: FieldTable, source_queue: &str, reason: &str) -> FieldTable {
+    base.insert(REASON_HEADER.into(), AMQPValue::LongString(reason.into()));
+    base.insert(
+        SOURCE_QUEUE_HEADER.into(),
+        AMQPValue::LongString(source_queue.into()),
+    );
+    base
+}
+
 /// Moves a delivery to the dead queue with the reason, then acks it.
 /// The caller's channel must have confirms on.
 pub async fn dead_letter(
@@ -167,15 +179,8 @@ pub async fn dead_letter(
     source_queue: &str,
     reason: &str,
 ) -> Result<(), Error> {
-    let mut headers = delivery.properties.headers().clone().unwrap_or_default();
-    headers.insert(
-        "x-rondo-reason".into(),
-        AMQPValue::LongString(reason.into()),
-    );
-    headers.insert(
-        "x-rondo-source-queue".into(),
-        AMQPValue::LongString(source_queue.into()),
-    );
+    let base = delivery.properties.headers().clone().unwrap_or_default();
+    let headers = dead_letter_headers(base, source_queue, reason);
     let exchange = names.dead_exchange();
     let publish = Publish {
         exchange: &exchange,

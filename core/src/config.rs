@@ -3,8 +3,8 @@
 //!
 //! An override names a key as `RONDO_<SECTION>_<KEY>` (`RONDO_REDIS_URL`,
 //! `RONDO_SCHEDULER_API_ADDR`) or `RONDO_<KEY>` for top-level keys
-//! (`RONDO_NAMESPACE`). `RONDO_CONFIG` (the file path), `RONDO_LOG` and
-//! `RONDO_API` (the CLI's) are not keys. Every key has a
+//! (`RONDO_NAMESPACE`). `RONDO_CONFIG` (the file path) and `RONDO_API`
+//! (the CLI's) are not keys. Every key has a
 //! default that works on a developer machine with the services on loopback.
 
 use serde::Deserialize;
@@ -24,8 +24,8 @@ const SECTIONS: &[&str] = &[
     "log",
 ];
 /// Variables that start with `RONDO_` but are not configuration keys: the
-/// config file path, a log shorthand, and the CLI's API address.
-const NOT_KEYS: &[&str] = &["config", "log", "api"];
+/// config file path and the CLI's API address.
+const NOT_KEYS: &[&str] = &["config", "api"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -409,6 +409,15 @@ fn apply_override(root: &mut toml::Table, var: &str, value: &str) -> Result<(), 
     if NOT_KEYS.contains(&rest.as_str()) {
         return Ok(());
     }
+    if SECTIONS.contains(&rest.as_str()) {
+        return Err(ConfigError::Env {
+            var: var.to_owned(),
+            message: format!(
+                "[{rest}] is a section; set one of its keys as RONDO_{}_<KEY>",
+                rest.to_ascii_uppercase()
+            ),
+        });
+    }
     let parsed = parse_scalar(value);
     let section = SECTIONS
         .iter()
@@ -476,7 +485,7 @@ mod tests {
                 ("RONDO_PERSIST_BATCH_SIZE", "10"),
                 ("RONDO_MONITOR_PREFETCH", "32"),
                 ("RONDO_CONFIG", "/etc/rondo.toml"),
-                ("RONDO_LOG", "debug"),
+                ("RONDO_LOG_FILTER", "debug"),
                 ("RONDO_API", "http://127.0.0.1:8600"),
                 ("HOME", "/root"),
             ]),
@@ -488,6 +497,13 @@ mod tests {
         assert_eq!(c.partitions, 8);
         assert_eq!(c.persist.batch_size, 10);
         assert_eq!(c.monitor.prefetch, 32);
+        assert_eq!(c.log.filter, "debug");
+    }
+
+    #[test]
+    fn a_variable_naming_a_whole_section_is_an_error_that_says_so() {
+        let e = Config::load("", env(&[("RONDO_LOG", "debug")])).unwrap_err();
+        assert!(e.to_string().contains("RONDO_LOG_<KEY>"), "{e}");
     }
 
     #[test]

@@ -33,21 +33,26 @@
 //!   against the real services.
 
 pub mod amqp;
+pub mod backoff;
 pub mod batcher;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod event;
 pub mod histogram;
+pub mod inflight;
 pub mod model;
 pub mod names;
 pub mod redis;
+pub mod registry;
 pub mod schedule;
 pub mod signals;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod trigger;
+pub mod trigger_id;
 
 pub use config::Config;
 pub use error::{Error, ErrorKind};

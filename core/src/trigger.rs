@@ -85,24 +85,6 @@ impl TriggerBatch {
     }
 }
 
-/// The id of a scheduled fire: deterministic, so a fire published twice in a
-/// crash window carries the same id and the executor runs it once.
-pub fn scheduled_trigger_id(job_id: u64, fire_ms: i64, shard_index: u32) -> String {
-    format!("{job_id}-{fire_ms}-{shard_index}")
-}
-
-/// The id of a manual (or child / retry) trigger: unique per request.
-pub fn adhoc_trigger_id(job_id: u64, now_ms: i64, kind: TriggerType, shard_index: u32) -> String {
-    let nonce: u32 = rand::random();
-    let tag = match kind {
-        TriggerType::Manual => 'm',
-        TriggerType::Retry => 'r',
-        TriggerType::Parent => 'p',
-        TriggerType::Cron | TriggerType::Misfire => 'c',
-    };
-    format!("{job_id}-{now_ms}-{shard_index}-{tag}{nonce:08x}")
-}
-
 /// What an executor publishes when a trigger ends. `fire_ms` must equal the
 /// trigger's: with the trigger id it keys the log row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,34 +130,5 @@ pub enum ControlAction {
 impl ExecResult {
     pub fn is_success(&self) -> bool {
         self.code == code::SUCCESS
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scheduled_ids_are_deterministic_and_distinct() {
-        assert_eq!(
-            scheduled_trigger_id(7, 1000, 0),
-            scheduled_trigger_id(7, 1000, 0)
-        );
-        assert_ne!(
-            scheduled_trigger_id(7, 1000, 0),
-            scheduled_trigger_id(7, 1000, 1)
-        );
-        assert_ne!(
-            scheduled_trigger_id(7, 1000, 0),
-            scheduled_trigger_id(71, 100, 0)
-        );
-    }
-
-    #[test]
-    fn adhoc_ids_differ_per_call() {
-        let a = adhoc_trigger_id(7, 1000, TriggerType::Manual, 0);
-        let b = adhoc_trigger_id(7, 1000, TriggerType::Manual, 0);
-        assert_ne!(a, b);
-        assert!(a.starts_with("7-1000-0-m"));
     }
 }

@@ -5,20 +5,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
-use futures_util::future::{join_all, try_join_all};
-use lapin::{Channel, Connection};
+use futures_util::future::join_all;
 use rondo_core::amqp::{self, Publish};
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
-use rondo_core::trigger::Control;
-use rondo_core::trigger::{adhoc_trigger_id, code, scheduled_trigger_id};
+use rondo_core::trigger::{Control, code};
 use rondo_core::{
-    Config, Error, Event, Job, Names, Routing, Trigger, TriggerBatch, TriggerType, clock,
+    Config, Error, Event, Job, Routing, Trigger, TriggerBatch, TriggerType, clock, trigger_id,
 };
-use tokio::sync::Mutex;
 
+use crate::events::EventPublisher;
 use crate::inflight::Inflight;
 use crate::lanes::{LaneConfig, LaneStats, Lanes};
+use crate::link::Link;
 use crate::registry::{LiveExecutor, Registry};
 use crate::route::{self, RouteContext, Routed, Target};
 
@@ -81,33 +80,6 @@ const LIVE_CACHE: Duration = Duration::from_millis(100);
 const TRIGGERS_PER_MESSAGE: usize = 500;
 /// Trigger messages awaiting their confirm at once, over all executors.
 const TRIGGER_MESSAGES_IN_FLIGHT: usize = 2;
-/// Events per AMQP message at most (all of one routing key).
-const EVENTS_PER_MESSAGE: usize = 1_000;
-const EVENT_MESSAGES_IN_FLIGHT: usize = 2;
-
-/// The broker connection and its confirm channel, reopened lazily after a
-/// connection loss. Shared by the dispatcher and its batchers.
-struct Link {
-    amqp_url: String,
-    names: Names,
-    open: Mutex<Option<(Connection, Channel)>>,
-}
-
-impl Link {
-    async fn channel(&self) -> Result<Channel, Error> {
-        let mut open = self.open.lock().await;
-        if let Some((_, ch)) = open.as_ref()
-            && ch.status().connected()
-        {
-            return Ok(ch.clone());
-        }
-        let conn = amqp::connect(&self.amqp_url, "rondo-dispatcher").await?;
-        let ch = amqp::confirm_channel(&conn).await?;
-        amqp::declare_topology(&ch, &self.names).await?;
-        *open = Some((conn, ch.clone()));
-        Ok(ch)
-    }
-}
 
 /// Publishes triggers. Cheap to share (`Arc`); reconnects to the broker
 /// lazily after a connection loss.
@@ -120,14 +92,13 @@ impl Link {
 /// still waits for the broker's confirm of the message that carries *its*
 /// trigger before it counts as sent.
 pub struct Dispatcher {
-    names: Names,
     registry: Registry,
     route_ctx: RouteContext,
     inflight: Inflight,
     lanes: Lanes,
     link: Arc<Link>,
     triggers: Batcher<String, Trigger, bool>,
-    events: Batcher<&'static str, Event, ()>,
+    events: EventPublisher,
     live: std::sync::Mutex<HashMap<String, LiveList>>,
 }
 
@@ -149,11 +120,7 @@ impl Dispatcher {
     ) -> Result<Self, Error> {
         let names = config.names();
         let registry = Registry::new(pool.clone(), names.clone(), config.registry.dead_after_ms);
-        let link = Arc::new(Link {
-            amqp_url: config.amqp.url.clone(),
-            names: names.clone(),
-            open: Mutex::new(None),
-        });
+        let link = Arc::new(Link::new(&config.amqp.url, names.clone()));
         let dispatcher = Dispatcher {
             route_ctx: RouteContext::new(
                 pool.clone(),
@@ -165,9 +132,8 @@ impl Dispatcher {
             lanes: Lanes::new(lanes),
             registry,
             triggers: trigger_batcher(link.clone()),
-            events: event_batcher(link.clone()),
+            events: EventPublisher::new(link.clone()),
             link,
-            names,
             live: std::sync::Mutex::new(HashMap::new()),
         };
         dispatcher.link.channel().await?;
@@ -183,16 +149,10 @@ impl Dispatcher {
         &self.registry
     }
 
-    /// The confirm channel, reopened if the connection dropped.
-    async fn channel(&self) -> Result<Channel, Error> {
-        self.link.channel().await
-    }
-
-    /// Publishes events (one routing key) on the dispatcher's confirm
-    /// channel; the admin API uses it for job and group events.
-    pub async fn publish_events(&self, events: &[Event]) -> Result<(), Error> {
-        let ch = self.channel().await?;
-        amqp::publish_events(&ch, &self.names, events).await
+    /// The publisher of events on the same broker connection, for the
+    /// other processes' events (jobs, groups, lost results, alarms).
+    pub fn events(&self) -> &EventPublisher {
+        &self.events
     }
 
     /// Sends a control message (kill) to one executor's control queue.
@@ -202,9 +162,9 @@ impl Dispatcher {
         executor_id: &str,
         control: &Control,
     ) -> Result<bool, Error> {
-        let ch = self.channel().await?;
+        let ch = self.link.channel().await?;
         let body = serde_json::to_vec(control)?;
-        let exchange = self.names.control_exchange();
+        let exchange = self.link.names.control_exchange();
         let publish = Publish {
             exchange: &exchange,
             routing_key: executor_id,
@@ -217,9 +177,7 @@ impl Dispatcher {
 
     /// Closes the broker connection (after in-flight publishes).
     pub async fn close(&self) {
-        if let Some((conn, _)) = self.link.open.lock().await.take() {
-            let _ = conn.close(200, "shutdown".into()).await;
-        }
+        self.link.close().await;
     }
 
     /// Routes and publishes one fire, in the job's lane (fast, or slow for a
@@ -320,12 +278,47 @@ impl Dispatcher {
     /// Publishes the trigger events (batched with other fires' events of
     /// the same routing key) and waits for their confirms.
     async fn record(&self, records: &[TriggerRecord]) -> Result<(), Error> {
-        let sends = records.iter().cloned().map(Event::Triggered).map(|e| {
-            let key = e.routing_key();
-            self.events.submit(key, e)
-        });
-        try_join_all(sends).await?;
-        Ok(())
+        let events: Vec<Event> = records.iter().cloned().map(Event::Triggered).collect();
+        self.events.publish(&events).await
+    }
+
+    /// Sends an already-built trigger again, same id, to `executor_id`
+    /// (a dead executor's queued trigger moved to a live one): the same
+    /// path as a fire — batched, `mandatory`, confirmed, recorded in flight,
+    /// announced by a trigger event. A trigger whose target has no queue
+    /// comes back as a failed record.
+    pub async fn redeliver(
+        &self,
+        mut trigger: Trigger,
+        executor_id: &str,
+        why: &str,
+    ) -> Result<TriggerRecord, Error> {
+        trigger.executor_id = executor_id.to_owned();
+        trigger.sent_ms = clock::now_ms();
+        let routed = self
+            .triggers
+            .submit(trigger.executor_id.clone(), trigger.clone())
+            .await?;
+        let record = if routed {
+            TriggerRecord {
+                trigger,
+                code: code::SUCCESS,
+                msg: why.to_owned(),
+            }
+        } else {
+            self.forget_live(&trigger.group);
+            let msg = format!("{why}: executor {executor_id} has no queue");
+            TriggerRecord {
+                trigger,
+                code: code::FAIL,
+                msg,
+            }
+        };
+        let records = [record];
+        self.inflight.record(&records).await?;
+        self.record(&records).await?;
+        let [record] = records;
+        Ok(record)
     }
 }
 
@@ -360,32 +353,17 @@ fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
     )
 }
 
-/// One event message per routing key and batch (a JSON array).
-fn event_batcher(link: Arc<Link>) -> Batcher<&'static str, Event, ()> {
-    let limits = Limits {
-        max_items: EVENTS_PER_MESSAGE,
-        max_flushes: EVENT_MESSAGES_IN_FLIGHT,
-    };
-    Batcher::spawn("trigger event", limits, move |_key, events: Vec<Event>| {
-        let link = link.clone();
-        async move {
-            let ch = link.channel().await?;
-            amqp::publish_events(&ch, &link.names, &events).await
-        }
-    })
-}
-
 fn build_trigger(fire: &Fire, target: &Target) -> Trigger {
     let job = &fire.job;
     let trigger_id = match (&fire.trigger_id, fire.trigger_type) {
         (Some(id), _) if target.shard_total > 1 && fire.shard.is_none() => {
-            format!("{id}-s{}", target.shard_index)
+            trigger_id::shard(id, target.shard_index)
         }
         (Some(id), _) => id.clone(),
         (None, TriggerType::Cron | TriggerType::Misfire) => {
-            scheduled_trigger_id(job.id, fire.fire_ms, target.shard_index)
+            trigger_id::scheduled(job.id, fire.fire_ms, target.shard_index)
         }
-        (None, other) => adhoc_trigger_id(job.id, fire.fire_ms, other, target.shard_index),
+        (None, other) => trigger_id::adhoc(job.id, fire.fire_ms, other, target.shard_index),
     };
     Trigger {
         trigger_id,

@@ -1,10 +1,8 @@
 //! In-flight triggers, for the scheduler's lost-trigger monitor: every
-//! trigger the broker confirmed is recorded in its job's partition as
-//! `ZADD inflight(p) <sent_ms> <trigger id>` and
-//! `HSET inflight_data(p) <trigger id> <trigger JSON>`, in one atomic
-//! pipeline (both keys carry the partition's hash tag). The monitor removes
-//! both when the trigger's result arrives. Failed triggers never reached an
-//! executor and are not recorded.
+//! trigger the broker confirmed is recorded in its job's partition, in the
+//! format of [`rondo_core::inflight`] (one transaction on the partition's
+//! two keys). The monitor forgets it when the trigger's result arrives.
+//! Failed triggers never reached an executor and are not recorded.
 //!
 //! Records of concurrent fires in one partition share one pipeline (group
 //! commit, see [`Batcher`]); each fire still waits for its own record.
@@ -14,7 +12,7 @@ use futures_util::future::try_join_all;
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
 use rondo_core::trigger::code;
-use rondo_core::{Error, Names, Trigger};
+use rondo_core::{Error, Names, Trigger, inflight};
 
 /// Triggers per pipeline at most, and pipelines in flight at once.
 const LIMITS: Limits = Limits {
@@ -50,18 +48,10 @@ impl Inflight {
     }
 }
 
-/// One atomic pipeline for a partition's triggers.
+/// One transaction for a partition's triggers ([`rondo_core::inflight`]).
 async fn write(pool: &Pool, names: &Names, p: u32, triggers: &[Trigger]) -> Result<(), Error> {
-    let (scores, data) = (names.inflight(p), names.inflight_data(p));
     let mut pipe = redis::pipe();
-    pipe.atomic();
-    for trigger in triggers {
-        let json = serde_json::to_string(trigger)?;
-        pipe.zadd(&scores, &trigger.trigger_id, trigger.sent_ms)
-            .ignore()
-            .hset(&data, &trigger.trigger_id, json)
-            .ignore();
-    }
+    inflight::record(&mut pipe, names, p, triggers)?;
     let mut conn = pool.get().await?;
     let () = pipe.query_async(&mut conn).await?;
     Ok(())

@@ -26,15 +26,22 @@
 //! * [`lanes`]: the fast and slow lanes and the sliding window of slow
 //!   dispatches per job.
 //! * `inflight`: the in-flight record of every confirmed trigger.
-//! * [`dispatch`]: [`Dispatcher`], which routes, publishes and records.
+//! * `link`: the one broker connection the node publishes on.
+//! * [`events`]: [`EventPublisher`], the node's events (trigger events, and
+//!   the API's and the monitor's).
+//! * [`dispatch`]: [`Dispatcher`], which routes, publishes and records;
+//!   also the one path that re-sends a trigger to another executor.
 
 pub mod dispatch;
+pub mod events;
 mod inflight;
 pub mod lanes;
+mod link;
 pub mod registry;
 pub mod route;
 
 pub use dispatch::{Dispatched, Dispatcher, Fire};
+pub use events::EventPublisher;
 pub use lanes::{Lane, LaneConfig, LaneStats, Lanes};
 pub use registry::{LiveExecutor, Registry};
 pub use route::{RouteContext, Routed, Target};

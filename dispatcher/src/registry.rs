@@ -1,16 +1,13 @@
-//! The executor registry as the dispatcher sees it: `registry:<app>` holds
-//! executor ids scored by their last heartbeat; an executor is live while its
-//! heartbeat is younger than the dead timeout. `executor:<id>` holds what an
-//! executor reports about itself, of which routing reads `running_jobs`
-//! (BUSYOVER).
+//! The executor registry as the dispatcher sees it (the format is
+//! [`rondo_core::registry`]): an executor is live while its heartbeat is
+//! younger than the dead timeout; of what an executor reports about
+//! itself, routing reads `running_jobs` (BUSYOVER).
 
 use deadpool_redis::Pool;
 use redis::AsyncCommands;
+use rondo_core::registry::{field, parse_running_jobs};
 use rondo_core::{Error, Names, clock};
 use serde::Serialize;
-
-/// The `executor:<id>` field listing the job ids running or queued there.
-const RUNNING_JOBS_FIELD: &str = "running_jobs";
 
 /// A live executor and its last heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,8 +84,8 @@ impl Registry {
         for id in executor_ids {
             pipe.cmd("HMGET")
                 .arg(self.names.executor(id))
-                .arg("app")
-                .arg(RUNNING_JOBS_FIELD);
+                .arg(field::APP)
+                .arg(field::RUNNING_JOBS);
         }
         let mut conn = self.pool.get().await?;
         let rows: Vec<(Option<String>, Option<String>)> = pipe.query_async(&mut conn).await?;
@@ -105,11 +102,7 @@ fn activity_of(app: Option<&str>, running_jobs: Option<&str>, job_id: u64) -> Ac
     if app.is_none() {
         return Activity::Unknown;
     }
-    let busy = running_jobs
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| s.trim().parse::<u64>().ok())
-        .any(|id| id == job_id);
+    let busy = parse_running_jobs(running_jobs.unwrap_or_default()).contains(&job_id);
     if busy { Activity::Busy } else { Activity::Idle }
 }
 

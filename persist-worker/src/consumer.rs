@@ -17,42 +17,38 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use futures_util::StreamExt as _;
 use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 use lapin::{Channel, Connection, Consumer};
 use rondo_core::amqp::{self, Publish};
 use rondo_core::{Config, Event, Names};
-use sqlx::MySqlPool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::backoff::Backoff;
+use rondo_core::backoff::Backoff;
+use rondo_history::{History, WriteReport};
+
 use crate::batch::Batch;
-use crate::write::{WriteReport, write_events};
 
 /// A write attempt that takes longer counts as failed (a hung connection
 /// must not stall the worker forever).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Header names of [`rondo_core::amqp::dead_letter`], for events
-/// dead-lettered one by one.
-const REASON_HEADER: &str = "x-rondo-reason";
-const SOURCE_HEADER: &str = "x-rondo-source-queue";
 
-/// The persistence worker over an existing MySQL pool (migrated by the
+/// The persistence worker over an existing database (migrated by the
 /// caller). [`crate::run`] builds one from the config.
 pub struct Worker {
     config: Config,
     names: Names,
-    pool: MySqlPool,
+    history: History,
 }
 
 impl Worker {
-    pub fn new(config: Config, pool: MySqlPool) -> Self {
+    pub fn new(config: Config, history: History) -> Self {
         let names = config.names();
         Worker {
             config,
             names,
-            pool,
+            history,
         }
     }
 
@@ -252,7 +248,7 @@ impl<'w> Session<'w> {
     }
 
     async fn write_once(&self, batch: &Batch) -> anyhow::Result<WriteReport> {
-        let write = write_events(&self.worker.pool, batch.events());
+        let write = rondo_history::write_events(self.worker.history.pool(), batch.events());
         let report = tokio::time::timeout(WRITE_TIMEOUT, write)
             .await
             .context("write timed out")??;
@@ -285,12 +281,7 @@ impl<'w> Session<'w> {
     /// Republishes one event MySQL refused, alone, to the dead queue.
     async fn dead_letter_event(&self, event: &Event, tag: u64, reason: &str) -> anyhow::Result<()> {
         let body = serde_json::to_vec(&[event])?;
-        let mut headers = FieldTable::default();
-        headers.insert(REASON_HEADER.into(), AMQPValue::LongString(reason.into()));
-        headers.insert(
-            SOURCE_HEADER.into(),
-            AMQPValue::LongString(self.queue.into()),
-        );
+        let headers = amqp::dead_letter_headers(FieldTable::default(), self.queue, reason);
         let exchange = self.worker.names.dead_exchange();
         let publish = Publish {
             exchange: &exchange,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rondo_core::Event;
-use rondo_persist_worker::write_events;
+use rondo_history::write_events;
 use sqlx::mysql::MySqlPoolOptions;
 
 #[tokio::test]
@@ -227,8 +227,7 @@ async fn a_mysql_outage_keeps_events_unacked_until_a_restart() {
     h.publish(&events).await;
     let queue = h.config.names().persist_queue();
 
-    let closed =
-        rondo_persist_worker::connect_options("mysql://rondo:rondo@127.0.0.1:1/rondo").unwrap();
+    let closed = rondo_history::connect_options("mysql://rondo:rondo@127.0.0.1:1/rondo").unwrap();
     let dead_pool = MySqlPoolOptions::new()
         .acquire_timeout(Duration::from_millis(300))
         .connect_lazy_with(closed);

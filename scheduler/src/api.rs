@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use crate::claim::Claimer;
 use crate::cluster::{ClusterView, Role};
 use crate::firing::Firing;
-use crate::logs::LogReader;
 use crate::store::Store;
+use rondo_history::History;
 
 /// Everything a request handler needs.
 #[derive(Clone)]
@@ -34,7 +34,7 @@ pub struct AppState {
     pub dispatcher: Arc<Dispatcher>,
     pub view: ClusterView,
     pub node: String,
-    pub logs: LogReader,
+    pub history: History,
     pub firing: Arc<Firing>,
     pub claimer: Arc<Claimer>,
     pub monitor: Arc<crate::monitor::Monitor>,
@@ -46,6 +46,12 @@ pub struct ApiError(Error);
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         ApiError(e)
+    }
+}
+
+impl From<rondo_history::Error> for ApiError {
+    fn from(e: rondo_history::Error) -> Self {
+        ApiError(e.into())
     }
 }
 
@@ -195,7 +201,8 @@ async fn create_group(
     let group = parse_body::<GroupSpec>(&body)?.validate(clock::now_ms())?;
     s.store.create_group(&group).await?;
     s.dispatcher
-        .publish_events(&[Event::GroupUpserted {
+        .events()
+        .publish(&[Event::GroupUpserted {
             group: group.clone(),
         }])
         .await?;
@@ -223,7 +230,8 @@ async fn update_group(
     let group = spec.validate(clock::now_ms())?;
     s.store.update_group(&group).await?;
     s.dispatcher
-        .publish_events(&[Event::GroupUpserted {
+        .events()
+        .publish(&[Event::GroupUpserted {
             group: group.clone(),
         }])
         .await?;
@@ -233,7 +241,8 @@ async fn update_group(
 async fn delete_group(State(s): State<AppState>, Path(app): Path<String>) -> ApiResult<StatusCode> {
     s.store.delete_group(&app).await?;
     s.dispatcher
-        .publish_events(&[Event::GroupDeleted {
+        .events()
+        .publish(&[Event::GroupDeleted {
             app,
             at_ms: clock::now_ms(),
         }])
@@ -292,7 +301,8 @@ async fn save_and_announce(
 ) -> Result<(), Error> {
     s.store.save_job(job, next, old_group).await?;
     s.dispatcher
-        .publish_events(&[Event::JobUpserted { job: job.clone() }])
+        .events()
+        .publish(&[Event::JobUpserted { job: job.clone() }])
         .await
 }
 
@@ -377,7 +387,8 @@ async fn delete_job(State(s): State<AppState>, Path(id): Path<String>) -> ApiRes
     let job = s.store.get_job(parse_id(&id)?).await?;
     s.store.delete_job(&job).await?;
     s.dispatcher
-        .publish_events(&[Event::JobDeleted {
+        .events()
+        .publish(&[Event::JobDeleted {
             id: job.id,
             at_ms: clock::now_ms(),
         }])
@@ -456,24 +467,27 @@ async fn job_logs(
 ) -> ApiResult<Json<Value>> {
     let id = parse_id(&id)?;
     let limit = query_usize(&q, "limit", 20, 1000)?;
-    Ok(Json(json!(s.logs.by_job(id, limit).await?)))
+    Ok(Json(json!(s.history.job_logs(id, limit as u32).await?)))
 }
 
 async fn trigger_log(
     State(s): State<AppState>,
     Path(trigger_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    if trigger_id.len() > 96 {
-        return Err(Error::invalid("trigger_id", "is longer than 96 characters").into());
+    if trigger_id.len() > rondo_core::trigger_id::MAX_LEN {
+        let msg = format!(
+            "is longer than {} characters",
+            rondo_core::trigger_id::MAX_LEN
+        );
+        return Err(Error::invalid("trigger_id", msg).into());
     }
-    Ok(Json(s.logs.one(&trigger_id).await?))
+    match s.history.trigger_log(&trigger_id).await? {
+        Some(log) => Ok(Json(json!(log))),
+        None => Err(Error::not_found("trigger_id", format!("no trigger {trigger_id}")).into()),
+    }
 }
 
-// ---- reports and retention (the persistence worker's library) ----
-
-fn persist_err(e: rondo_persist_worker::Error) -> Error {
-    Error::new(e.kind(), e.to_string())
-}
+// ---- reports and retention ----
 
 /// The daily report of the last `days` days (default 7, today included),
 /// recomputed from the trigger logs first.
@@ -481,15 +495,12 @@ async fn reports(
     State(s): State<AppState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    use rondo_persist_worker::report;
-    let max = report::MAX_DAYS as usize;
+    let max = rondo_history::report::MAX_DAYS as usize;
     let days = query_usize(&q, "days", 7, max)?;
     if days == 0 {
         return Err(Error::invalid("days", format!("must be between 1 and {max}")).into());
     }
-    let rows = report::refresh(s.logs.pool(), days as u32)
-        .await
-        .map_err(persist_err)?;
+    let rows = s.history.report(days as u32).await?;
     Ok(Json(json!({ "days": days, "items": rows })))
 }
 
@@ -502,7 +513,7 @@ struct RetentionSpec {
 /// Applies log retention now: drops the log days older than `days` (default
 /// `persist.retention_days`; a given `days` must be at least 7).
 async fn retention(State(s): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
-    use rondo_persist_worker::maintenance::{self, MIN_RETENTION_DAYS};
+    use rondo_history::maintenance::MIN_RETENTION_DAYS;
     let spec = parse_body::<RetentionSpec>(&body)?;
     let days = match spec.days {
         Some(days) if days < MIN_RETENTION_DAYS => {
@@ -512,9 +523,7 @@ async fn retention(State(s): State<AppState>, body: Bytes) -> ApiResult<Json<Val
         Some(days) => days,
         None => s.monitor.config.persist.retention_days,
     };
-    let applied = maintenance::retention(s.logs.pool(), days)
-        .await
-        .map_err(persist_err)?;
+    let applied = s.history.retention(days).await?;
     tracing::info!(
         days,
         enabled = applied.enabled,
@@ -523,30 +532,13 @@ async fn retention(State(s): State<AppState>, body: Bytes) -> ApiResult<Json<Val
     Ok(Json(json!(applied)))
 }
 
-/// The job id a trigger id starts with (`<job>-…`).
-fn job_of_trigger(trigger_id: &str) -> Result<u64, Error> {
-    if trigger_id.len() > 96 {
-        return Err(Error::invalid("trigger_id", "is longer than 96 characters"));
-    }
-    trigger_id
-        .split('-')
-        .next()
-        .and_then(|j| j.parse().ok())
-        .ok_or_else(|| {
-            Error::invalid(
-                "trigger_id",
-                format!("{trigger_id:?} is not a rondo trigger id"),
-            )
-        })
-}
-
 /// Kills a running (or queued) trigger on its executor: a `kill` message on
 /// the control exchange; the executor cancels the run and answers "killed".
 async fn kill_trigger(
     State(s): State<AppState>,
     Path(trigger_id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let job_id = job_of_trigger(&trigger_id)?;
+    let job_id = rondo_core::trigger_id::job_of(&trigger_id)?;
     let Some(trigger) = s.monitor.state.inflight(job_id, &trigger_id).await? else {
         let msg = format!("trigger {trigger_id} is not running (no result is pending)");
         return Err(Error::new(rondo_core::ErrorKind::Conflict, msg).into());

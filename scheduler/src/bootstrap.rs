@@ -28,25 +28,19 @@
 //!
 //! The persistence worker writes MySQL asynchronously: a job defined a few
 //! moments before Redis was lost may not have reached MySQL, and then is not
-//! restored. That lag is inherent to the design (DESIGN.md, "MySQL").
+//! restored. That lag is inherent to a write-behind system of record.
 
 use std::time::Instant;
 
 use redis::AsyncCommands;
-use rondo_core::model::{BlockStrategy, Group, Misfire, Routing, ScheduleType};
 use rondo_core::schedule::MisfireRule;
 use rondo_core::{Error, ErrorKind, Job, Names, clock};
-use sqlx::Row;
-use sqlx::mysql::{MySqlPool, MySqlRow};
+use rondo_history::{BadRow, History};
 
 use crate::store::{DEF, Store};
 
 /// Job rows read from MySQL per query (and written per Redis pipeline).
 pub const PAGE: u32 = 5_000;
-
-const JOB_COLUMNS: &str = "id, group_app, description, schedule_type, schedule_conf, misfire, \
-     routing, block_strategy, handler, params, timeout_s, retries, child_jobs, retry_backoff_s, \
-     alarm_email, alarm_webhook, enabled, created_ms, updated_ms";
 
 /// What one rebuild restored, for the log line and tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +78,7 @@ enum RedisState {
 /// leave Redis partly filled and marked, and the next call resumes.
 pub async fn rebuild_if_empty(
     store: &Store,
-    mysql: &MySqlPool,
+    history: &History,
     term: u64,
 ) -> Result<Option<Report>, Error> {
     match redis_state(store).await? {
@@ -97,16 +91,16 @@ pub async fn rebuild_if_empty(
     check_term(store, term).await?;
     let started = Instant::now();
     // Read MySQL first: while it is down, Redis stays untouched.
-    let max_id = max_job_id(mysql).await?;
+    let max_id = history.max_job_id().await?;
     let mut conn = store.pool().get().await?;
     let _: () = conn.set(marker(store.names()), term).await?;
     raise_seq(store, max_id).await?;
     let mut report = Report {
         max_id,
-        groups: copy_groups(store, mysql).await?,
+        groups: copy_groups(store, history).await?,
         ..Report::default()
     };
-    copy_jobs(store, mysql, term, &mut report).await?;
+    copy_jobs(store, history, term, &mut report).await?;
     check_term(store, term).await?;
     let _: () = conn.del(marker(store.names())).await?;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -179,35 +173,12 @@ async fn raise_seq(store: &Store, floor: u64) -> Result<(), Error> {
     Ok(())
 }
 
-fn db_err(e: sqlx::Error) -> Error {
-    Error::unavailable(format!("mysql: {e}"))
-}
-
-/// The highest job id ever stored, deleted ones included.
-async fn max_job_id(mysql: &MySqlPool) -> Result<u64, Error> {
-    sqlx::query_scalar("SELECT CAST(COALESCE(MAX(id), 0) AS UNSIGNED) FROM job")
-        .fetch_one(mysql)
-        .await
-        .map_err(db_err)
-}
-
-/// Copies the non-deleted groups; returns how many. Groups are few (one
-/// per application), so one query reads them all.
-async fn copy_groups(store: &Store, mysql: &MySqlPool) -> Result<u64, Error> {
-    let rows = sqlx::query(
-        "SELECT app, title, updated_ms FROM executor_group WHERE deleted = 0 ORDER BY app",
-    )
-    .fetch_all(mysql)
-    .await
-    .map_err(db_err)?;
+/// Copies the non-deleted groups; returns how many.
+async fn copy_groups(store: &Store, history: &History) -> Result<u64, Error> {
+    let groups = history.groups().await?;
     let mut pipe = redis::pipe();
-    for row in &rows {
-        let group = Group {
-            app: row.try_get("app").map_err(db_err)?,
-            title: row.try_get("title").map_err(db_err)?,
-            updated_ms: row.try_get("updated_ms").map_err(db_err)?,
-        };
-        let json = serde_json::to_string(&group)?;
+    for group in &groups {
+        let json = serde_json::to_string(group)?;
         pipe.hset_nx(store.names().groups(), &group.app, json)
             .ignore();
     }
@@ -215,33 +186,33 @@ async fn copy_groups(store: &Store, mysql: &MySqlPool) -> Result<u64, Error> {
     if !pipe.is_empty() {
         let _: () = pipe.query_async(&mut store.pool().get().await?).await?;
     }
-    Ok(rows.len() as u64)
+    Ok(groups.len() as u64)
 }
 
 /// Copies the non-deleted jobs page by page, in id order.
 async fn copy_jobs(
     store: &Store,
-    mysql: &MySqlPool,
+    history: &History,
     term: u64,
     report: &mut Report,
 ) -> Result<(), Error> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM job WHERE deleted = 0 AND id > ? ORDER BY id LIMIT {PAGE}"
-    );
     let mut after = 0u64;
     loop {
         check_term(store, term).await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(after)
-            .fetch_all(mysql)
-            .await
-            .map_err(db_err)?;
-        let Some(last) = rows.last() else {
+        let rows = history.jobs_after(after, PAGE).await?;
+        if rows.is_empty() {
             return Ok(());
-        };
-        after = last.try_get("id").map_err(db_err)?;
-        write_page(store, &rows, report).await?;
-        if rows.len() < PAGE as usize {
+        }
+        let ids = rows.iter().filter_map(|r| match r {
+            Ok(job) => Some(job.id),
+            Err(bad) => bad.id,
+        });
+        after = ids
+            .max()
+            .ok_or_else(|| Error::internal("a page of job rows without ids"))?;
+        let full = rows.len() == PAGE as usize;
+        write_page(store, rows, report).await?;
+        if !full {
             return Ok(());
         }
     }
@@ -250,16 +221,19 @@ async fn copy_jobs(
 /// Writes one page of jobs (definitions, indexes, due entries) in one
 /// pipeline. Each due score is computed from the clock at this page, so a
 /// long rebuild does not leave the first pages' fires in the past.
-async fn write_page(store: &Store, rows: &[MySqlRow], report: &mut Report) -> Result<(), Error> {
+async fn write_page(
+    store: &Store,
+    rows: Vec<Result<Job, BadRow>>,
+    report: &mut Report,
+) -> Result<(), Error> {
     let names = store.names();
     let now = clock::now_ms();
     let mut pipe = redis::pipe();
     for row in rows {
-        let job = match JobRow::decode(row).and_then(JobRow::into_job) {
+        let job = match row {
             Ok(job) => job,
-            Err(e) => {
-                let id: Option<u64> = row.try_get("id").ok();
-                tracing::error!(job_id = ?id, error = %e, "job row in mysql does not decode; not restored");
+            Err(BadRow { id, error }) => {
+                tracing::error!(job_id = ?id, error = %error, "job row in mysql does not decode; not restored");
                 report.skipped += 1;
                 continue;
             }
@@ -327,134 +301,20 @@ pub fn first_due(job: &Job, now_ms: i64) -> Result<Option<i64>, Error> {
     }))
 }
 
-/// A `job` row as MySQL stores it (enums and child ids as text).
-#[derive(Debug, Clone, Default)]
-struct JobRow {
-    id: u64,
-    group: String,
-    description: String,
-    schedule_type: String,
-    schedule_conf: String,
-    misfire: String,
-    routing: String,
-    block: String,
-    handler: String,
-    params: Option<String>,
-    timeout_s: u32,
-    retries: u32,
-    child_jobs: Option<String>,
-    retry_backoff_s: u32,
-    alarm_email: String,
-    alarm_webhook: String,
-    enabled: i8,
-    created_ms: i64,
-    updated_ms: i64,
-}
-
-impl JobRow {
-    fn decode(row: &MySqlRow) -> Result<JobRow, Error> {
-        let get = |e: sqlx::Error| Error::internal(format!("job row: {e}"));
-        Ok(JobRow {
-            id: row.try_get("id").map_err(get)?,
-            group: row.try_get("group_app").map_err(get)?,
-            description: row.try_get("description").map_err(get)?,
-            schedule_type: row.try_get("schedule_type").map_err(get)?,
-            schedule_conf: row.try_get("schedule_conf").map_err(get)?,
-            misfire: row.try_get("misfire").map_err(get)?,
-            routing: row.try_get("routing").map_err(get)?,
-            block: row.try_get("block_strategy").map_err(get)?,
-            handler: row.try_get("handler").map_err(get)?,
-            params: row.try_get("params").map_err(get)?,
-            timeout_s: row.try_get("timeout_s").map_err(get)?,
-            retries: row.try_get("retries").map_err(get)?,
-            child_jobs: row.try_get("child_jobs").map_err(get)?,
-            retry_backoff_s: row.try_get("retry_backoff_s").map_err(get)?,
-            alarm_email: row.try_get("alarm_email").map_err(get)?,
-            alarm_webhook: row.try_get("alarm_webhook").map_err(get)?,
-            enabled: row.try_get("enabled").map_err(get)?,
-            created_ms: row.try_get("created_ms").map_err(get)?,
-            updated_ms: row.try_get("updated_ms").map_err(get)?,
-        })
-    }
-
-    /// The job, with its enums parsed. The schedule itself is checked by
-    /// [`first_due`], so a job with a broken cron is still restored.
-    fn into_job(self) -> Result<Job, Error> {
-        let child_jobs = match self.child_jobs.as_deref().map(str::trim) {
-            None | Some("") => Vec::new(),
-            Some(text) => serde_json::from_str(text)
-                .map_err(|e| Error::invalid("child_jobs", format!("not a JSON id array: {e}")))?,
-        };
-        Ok(Job {
-            id: self.id,
-            group: self.group,
-            description: self.description,
-            schedule_type: ScheduleType::parse("schedule_type", &self.schedule_type)?,
-            schedule_conf: self.schedule_conf,
-            misfire: Misfire::parse("misfire", &self.misfire)?,
-            routing: Routing::parse("routing", &self.routing)?,
-            block: BlockStrategy::parse("block_strategy", &self.block)?,
-            handler: self.handler,
-            params: self.params.unwrap_or_default(),
-            timeout_s: self.timeout_s,
-            retries: self.retries,
-            child_jobs,
-            retry_backoff_s: self.retry_backoff_s,
-            alarm_email: self.alarm_email,
-            alarm_webhook: self.alarm_webhook,
-            enabled: self.enabled != 0,
-            created_ms: self.created_ms,
-            updated_ms: self.updated_ms,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const NOW: i64 = 1_700_000_000_123;
 
-    fn row(schedule_type: &str, conf: &str, misfire: &str) -> JobRow {
-        JobRow {
-            id: 7,
-            group: "app".into(),
-            schedule_type: schedule_type.into(),
-            schedule_conf: conf.into(),
-            misfire: misfire.into(),
-            routing: "FIRST".into(),
-            block: "SERIAL_EXECUTION".into(),
-            handler: "h".into(),
-            enabled: 1,
-            child_jobs: Some("[3, 4]".into()),
-            ..JobRow::default()
-        }
-    }
-
     fn job(schedule_type: &str, conf: &str, misfire: &str) -> Job {
-        row(schedule_type, conf, misfire)
-            .into_job()
-            .expect("valid row")
-    }
-
-    #[test]
-    fn a_row_becomes_the_job_it_stores() {
-        let job = job("CRON", "0 * * * * ?", "FIRE_ONCE_NOW");
-        assert_eq!(job.child_jobs, vec![3, 4]);
-        assert_eq!(job.misfire, Misfire::FireOnceNow);
-        assert_eq!(job.params, "");
-        assert!(job.enabled);
-    }
-
-    #[test]
-    fn rows_with_unknown_enums_or_bad_children_are_refused() {
-        assert!(row("CRON", "", "LATER").into_job().is_err());
-        let mut bad = row("CRON", "0 * * * * ?", "DO_NOTHING");
-        bad.child_jobs = Some("3,4".into());
-        assert!(bad.into_job().is_err());
-        let mut empty = row("CRON", "0 * * * * ?", "DO_NOTHING");
-        empty.child_jobs = None;
-        assert_eq!(empty.into_job().unwrap().child_jobs, Vec::<u64>::new());
+        Job {
+            schedule_type: rondo_core::model::ScheduleType::parse("schedule_type", schedule_type)
+                .unwrap(),
+            schedule_conf: conf.into(),
+            misfire: rondo_core::Misfire::parse("misfire", misfire).unwrap(),
+            ..rondo_core::testkit::fixtures::job(7)
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
 use rondo_core::schedule::{ClaimWindow, plan_claim};
 use rondo_core::{Error, ErrorKind, Job, clock};
-use sqlx::MySqlPool;
+use rondo_history::History;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -43,7 +43,7 @@ pub struct Claimer {
     view: ClusterView,
     node: String,
     /// MySQL, read only to rebuild an empty Redis.
-    mysql: MySqlPool,
+    history: History,
     /// When the last successful claim ended (ms), for the status API.
     pub last_claim_ms: watch::Sender<i64>,
     /// Duration of each successful tick (ms) and what the last one did.
@@ -57,14 +57,14 @@ impl Claimer {
         config: SchedulerConfig,
         view: ClusterView,
         node: String,
-        mysql: MySqlPool,
+        history: History,
     ) -> Arc<Self> {
         Arc::new(Claimer {
             store,
             config,
             view,
             node,
-            mysql,
+            history,
             last_claim_ms: watch::channel(0).0,
             tick_ms: Histogram::default(),
             last_tick: std::sync::Mutex::new(TickReport::default()),
@@ -190,7 +190,7 @@ impl Claimer {
     /// the rebuild again for as long as Redis stays empty.
     async fn bootstrap(&self, term: u64) -> Result<(), Error> {
         self.ensure_leading(term)?;
-        match bootstrap::rebuild_if_empty(&self.store, &self.mysql, term).await {
+        match bootstrap::rebuild_if_empty(&self.store, &self.history, term).await {
             Ok(_) => Ok(()),
             Err(e) if e.kind == ErrorKind::StaleTerm => Err(e),
             Err(e) => {

@@ -19,7 +19,7 @@
 //! * [`alarm`]: failure alarms by e-mail (SMTP) and webhook.
 //! * [`monitor`]: reactions to how triggers end (retry, child jobs,
 //!   alarms), lost triggers and dead executors' queues.
-//! * [`api`]: the admin HTTP API; [`logs`]: reading trigger logs from MySQL.
+//! * [`api`]: the admin HTTP API.
 //!
 //! [`start`] runs a node inside the caller's runtime (tests start several);
 //! [`run`] is what the binary calls.
@@ -31,7 +31,6 @@ pub mod claim;
 pub mod cluster;
 pub mod failover;
 pub mod firing;
-pub mod logs;
 pub mod monitor;
 pub mod store;
 pub mod wheel;
@@ -90,8 +89,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             .await
             .context("connecting to RabbitMQ")?,
     );
-    let logs = logs::LogReader::connect_lazy(&config.mysql.url, config.mysql.pool_size)
-        .context("mysql")?;
+    let history = rondo_history::History::lazy(&config.mysql).context("mysql")?;
 
     let (cluster, view) = cluster::Cluster::new(
         config.zookeeper.clone(),
@@ -105,7 +103,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         config.scheduler.clone(),
         view.clone(),
         node.clone(),
-        logs.pool().clone(),
+        history.clone(),
     );
     let monitor = monitor::Monitor::new(&config, store.clone(), dispatcher.clone());
     let role = view.role.clone();
@@ -120,7 +118,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         dispatcher: dispatcher.clone(),
         view,
         node: node.clone(),
-        logs,
+        history,
         firing: firing.clone(),
         claimer: claimer.clone(),
         monitor: monitor.clone(),

@@ -37,8 +37,7 @@ impl Env {
         init_tracing();
         let mut config = testkit::config(tag);
         let base_mysql_url = config.mysql.url.clone();
-        let (db, url, db_name) =
-            rondo_persist_worker::testing::fresh_database(&base_mysql_url).await;
+        let (db, url, db_name) = rondo_history::testing::fresh_database(&base_mysql_url).await;
         config.mysql.url = url;
         Env {
             config,
@@ -55,7 +54,7 @@ impl Env {
         testkit::cleanup_amqp(&self.config, queues).await;
         cleanup_zk(&self.config).await;
         self.db.close().await;
-        rondo_persist_worker::testing::drop_database(&self.base_mysql_url, &self.db_name).await;
+        rondo_history::testing::drop_database(&self.base_mysql_url, &self.db_name).await;
     }
 }
 

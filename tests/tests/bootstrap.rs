@@ -291,7 +291,13 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
     let store = Store::new(pool, env.config.names());
     let mut conn = redis(&env.config).await;
     let term: u64 = conn.get(env.config.names().term(0)).await.unwrap();
-    let outcome = rebuild_if_empty(&store, &env.db, term).await.unwrap();
+    let outcome = rebuild_if_empty(
+        &store,
+        &rondo_history::History::from_pool(env.db.clone()),
+        term,
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome, None, "redis has a job: no rebuild");
 
     // The user deletes every job: the sequence remains, still no rebuild,
@@ -299,7 +305,13 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
     let path = format!("/api/v1/jobs/{}", id_of(&job));
     let (status, _) = api.call(reqwest::Method::DELETE, &path, None).await;
     assert_eq!(status, 204);
-    let outcome = rebuild_if_empty(&store, &env.db, term).await.unwrap();
+    let outcome = rebuild_if_empty(
+        &store,
+        &rondo_history::History::from_pool(env.db.clone()),
+        term,
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome, None, "redis has a sequence: no rebuild");
     stop_node(node, token).await;
     let (node, api, token) = start_node(&env.config).await;

@@ -2,7 +2,7 @@
 //! report` and `rondo retention` call), on a scheduler node in-process.
 
 use reqwest::Method;
-use rondo_persist_worker::partitions::{DAY_MS, date_of_day, day_of};
+use rondo_history::partitions::{DAY_MS, date_of_day, day_of};
 use rondo_tests::{Api, Env};
 use serde_json::{Value, json};
 use sqlx::MySqlPool;

@@ -9,7 +9,8 @@ use anyhow::{Context as _, bail};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use lapin::{Channel, Connection};
 use rondo_core::{Config, Event, Names, amqp};
-use rondo_persist_worker::{Worker, write_events};
+use rondo_history::{History, write_events};
+use rondo_persist_worker::Worker;
 use sqlx::MySqlPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -186,11 +187,12 @@ struct RunningWorker {
 
 impl RunningWorker {
     async fn start(config: &Config) -> anyhow::Result<RunningWorker> {
-        let pool = rondo_persist_worker::connect(&config.mysql)
+        let history = History::connect(&config.mysql)
             .await
             .context("the worker's mysql pool")?;
+        let pool = history.pool().clone();
         let shutdown = CancellationToken::new();
-        let worker = Worker::new(config.clone(), pool.clone());
+        let worker = Worker::new(config.clone(), history);
         let task = tokio::spawn(worker.run(shutdown.clone()));
         Ok(RunningWorker {
             task,

@@ -48,35 +48,6 @@ pub fn decide(job: &Job, ending: Ending, now_ms: i64) -> Decision {
     }
 }
 
-/// A retry's trigger id: the first trigger's id with `-retry<n>`, so a
-/// retry dispatched twice (a crash between dispatch and bookkeeping) is the
-/// same trigger to the executor's dedupe.
-pub fn retry_trigger_id(failed_trigger_id: &str, retry_count: u32) -> String {
-    format!("{}-retry{retry_count}", base_trigger_id(failed_trigger_id))
-}
-
-/// The id without a `-retry<n>` suffix.
-pub fn base_trigger_id(trigger_id: &str) -> &str {
-    match trigger_id.rsplit_once("-retry") {
-        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
-        _ => trigger_id,
-    }
-}
-
-/// The retry count encoded in a trigger id (0 when none).
-pub fn retry_count_of(trigger_id: &str) -> u32 {
-    trigger_id
-        .rsplit_once("-retry")
-        .and_then(|(_, n)| n.parse().ok())
-        .unwrap_or(0)
-}
-
-/// A child job's trigger id, derived from its parent's so a parent's
-/// result handled twice triggers the child once.
-pub fn child_trigger_id(child_job: u64, parent_trigger_id: &str) -> String {
-    format!("{child_job}-p-{parent_trigger_id}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,15 +125,5 @@ mod tests {
             0,
         );
         assert_eq!((d.retry, d.alarm), (None, true));
-    }
-
-    #[test]
-    fn retry_ids_are_deterministic_and_do_not_nest() {
-        assert_eq!(retry_trigger_id("1-1000-0", 1), "1-1000-0-retry1");
-        assert_eq!(retry_trigger_id("1-1000-0-retry1", 2), "1-1000-0-retry2");
-        assert_eq!(retry_count_of("1-1000-0-retry12"), 12);
-        assert_eq!(retry_count_of("1-1000-0"), 0);
-        assert_eq!(base_trigger_id("1-1000-0-m0a1b2c3d"), "1-1000-0-m0a1b2c3d");
-        assert_eq!(child_trigger_id(5, "1-1000-0"), "5-p-1-1000-0");
     }
 }

@@ -44,7 +44,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarmer;
 use crate::store::Store;
-use decide::{Decision, Ending, child_trigger_id, decide, retry_count_of, retry_trigger_id};
+use decide::{Decision, Ending, decide};
+use rondo_core::trigger_id;
 use state::{GroupQuery, GroupWrite, MonitorState, RetryItem};
 
 /// Events handled together at most: one Redis read and one write pipeline,
@@ -341,7 +342,7 @@ impl Monitor {
             trigger_type: TriggerType::Parent,
             params: None,
             retry_count: 0,
-            trigger_id: Some(child_trigger_id(child_id, parent_trigger_id)),
+            trigger_id: Some(trigger_id::child(child_id, parent_trigger_id)),
             shard: None,
         };
         self.dispatcher.dispatch(&fire).await?;
@@ -363,7 +364,8 @@ impl Monitor {
         };
         let record = self.alarmer.alarm(job, &failure).await;
         self.dispatcher
-            .publish_events(&[Event::Alarm(record)])
+            .events()
+            .publish(&[Event::Alarm(record)])
             .await
     }
 }
@@ -382,7 +384,7 @@ fn ended(event: &Event) -> Option<Ended<'_>> {
             ending: Ending {
                 success: r.is_success(),
                 retryable: r.retryable,
-                retry_count: retry_count_of(&r.trigger_id),
+                retry_count: trigger_id::retry_count(&r.trigger_id),
             },
             trigger: None,
         }),
@@ -434,7 +436,7 @@ fn retry_item(job: &Job, ended: &Ended<'_>, retry_count: u32) -> RetryItem {
     };
     RetryItem {
         job_id: job.id,
-        trigger_id: retry_trigger_id(ended.trigger_id, retry_count),
+        trigger_id: trigger_id::retry(ended.trigger_id, retry_count),
         fire_ms: ended.fire_ms,
         retry_count,
         shard_index,

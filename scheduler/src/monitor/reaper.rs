@@ -123,7 +123,8 @@ impl Monitor {
             retryable: true,
         };
         self.dispatcher
-            .publish_events(&[Event::Result(result)])
+            .events()
+            .publish(&[Event::Result(result)])
             .await
     }
 
@@ -254,59 +255,36 @@ impl Monitor {
                 tracing::info!(trigger_id = %trigger.trigger_id, executor_id = dead, "started on the dead executor; left to the lost-trigger scan");
                 continue;
             }
-            let record = match live.is_empty() {
-                true => stranded_failure(trigger, dead, self.config.monitor.reroute_timeout_ms),
-                false => self.resend(ch, trigger, &live).await?,
-            };
-            self.dispatcher
-                .publish_events(&[Event::Triggered(record)])
-                .await?;
+            if live.is_empty() {
+                let failed =
+                    stranded_failure(trigger, dead, self.config.monitor.reroute_timeout_ms);
+                let event = Event::Triggered(failed);
+                self.dispatcher.events().publish(&[event]).await?;
+            } else {
+                self.resend(trigger, &live).await?;
+            }
         }
         Ok(Stranded::Done)
     }
 
-    /// Publishes a stranded trigger, same id, to a live executor.
-    async fn resend(
-        &self,
-        ch: &Channel,
-        mut trigger: Trigger,
-        live: &[String],
-    ) -> Result<TriggerRecord, Error> {
+    /// Sends a stranded trigger, same id, to a live executor, through the
+    /// dispatcher's publish path (confirmed, recorded in flight, announced).
+    async fn resend(&self, trigger: Trigger, live: &[String]) -> Result<(), Error> {
         let routing = self
             .store
             .get_job(trigger.job_id)
             .await
             .map(|j| j.routing)
             .ok();
-        trigger.executor_id = pick_live(&trigger, routing, live).to_owned();
-        trigger.sent_ms = clock::now_ms();
-        let body = serde_json::to_vec(&TriggerBatch::new(vec![trigger.clone()]))?;
-        let exchange = self.names.trigger_exchange();
-        let publish = amqp::Publish {
-            exchange: &exchange,
-            routing_key: &trigger.executor_id,
-            mandatory: true,
-            message_id: Some(&trigger.trigger_id),
-            headers: None,
-        };
-        if !amqp::publish_confirmed(ch, publish, &body).await? {
-            let msg = format!(
-                "rerouted to executor {}, which has no queue",
-                trigger.executor_id
-            );
-            return Ok(TriggerRecord {
-                trigger,
-                code: code::FAIL,
-                msg,
-            });
+        let target = pick_live(&trigger, routing, live).to_owned();
+        let record = self
+            .dispatcher
+            .redeliver(trigger, &target, "rerouted from a dead executor")
+            .await?;
+        if record.code == code::SUCCESS {
+            tracing::info!(trigger_id = %record.trigger.trigger_id, executor_id = %target, "stranded trigger rerouted");
         }
-        self.state.record_inflight(&trigger).await?;
-        tracing::info!(trigger_id = %trigger.trigger_id, executor_id = %trigger.executor_id, "stranded trigger rerouted");
-        Ok(TriggerRecord {
-            trigger,
-            code: code::SUCCESS,
-            msg: "rerouted from a dead executor".into(),
-        })
+        Ok(())
     }
 }
 

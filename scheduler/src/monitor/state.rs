@@ -1,10 +1,10 @@
 //! The monitor's state in Redis: in-flight triggers (written by the
-//! dispatcher), the "handled" marks, the retry sets and the registry's dead
-//! executors.
+//! dispatcher, format in `rondo_core::inflight`), the "handled" marks, the
+//! retry sets and the registry's dead executors.
 
 use deadpool_redis::Pool;
 use redis::AsyncCommands;
-use rondo_core::{Error, Names, Trigger};
+use rondo_core::{Error, Names, Trigger, inflight, registry};
 use serde::{Deserialize, Serialize};
 
 /// How long a "handled" mark is kept (a duplicate result arrives within
@@ -51,17 +51,18 @@ impl MonitorState {
             .await?
             .hget(self.names.inflight_data(self.partition(job_id)), trigger_id)
             .await?;
-        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+        Ok(inflight::decode(json.as_deref()))
     }
 
     /// Forgets an in-flight trigger (its outcome was handled).
     pub async fn forget(&self, job_id: u64, trigger_id: &str) -> Result<(), Error> {
-        let p = self.partition(job_id);
         let mut pipe = redis::pipe();
-        pipe.zrem(self.names.inflight(p), trigger_id)
-            .ignore()
-            .hdel(self.names.inflight_data(p), trigger_id)
-            .ignore();
+        inflight::forget(
+            &mut pipe,
+            &self.names,
+            self.partition(job_id),
+            &[trigger_id],
+        );
         let _: () = pipe.query_async(&mut self.conn().await?).await?;
         Ok(())
     }
@@ -142,7 +143,7 @@ impl MonitorState {
             .await?
             .hget(self.names.inflight_data(p), trigger_id)
             .await?;
-        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+        Ok(inflight::decode(json.as_deref()))
     }
 
     /// Executors of a group whose last heartbeat is older than `before_ms`.
@@ -182,10 +183,7 @@ impl MonitorState {
             return Ok(false);
         }
         let mut pipe = redis::pipe();
-        pipe.zrem(self.names.registry(app), executor_id)
-            .ignore()
-            .del(self.names.executor(executor_id))
-            .ignore();
+        registry::remove(&mut pipe, &self.names, app, executor_id);
         let _: () = pipe.query_async(&mut conn).await?;
         Ok(true)
     }
@@ -238,7 +236,7 @@ impl MonitorState {
             pipe.exists(self.names.handled(id));
         }
         for (job_id, id) in &query.inflight {
-            pipe.hget(self.names.inflight_data(self.partition(*job_id)), id);
+            inflight::read(&mut pipe, &self.names, *job_id, id);
         }
         for job_id in &query.jobs {
             pipe.hget(self.names.job(*job_id), crate::store::DEF);
@@ -259,7 +257,7 @@ impl MonitorState {
                 .into_iter()
                 .map(|v| {
                     let json: Option<String> = parsed(v)?;
-                    Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+                    Ok(inflight::decode(json.as_deref()))
                 })
                 .collect::<Result<_, Error>>()?,
             jobs: jobs.into_iter().map(parsed).collect::<Result<_, _>>()?,
@@ -288,14 +286,7 @@ impl MonitorState {
             by_partition[self.partition(*job_id) as usize].push(id);
         }
         for (p, ids) in by_partition.iter().enumerate() {
-            if ids.is_empty() {
-                continue;
-            }
-            let p = p as u32;
-            pipe.zrem(self.names.inflight(p), ids)
-                .ignore()
-                .hdel(self.names.inflight_data(p), ids)
-                .ignore();
+            inflight::forget(&mut pipe, &self.names, p as u32, ids);
         }
         let () = pipe.query_async(conn).await?;
         Ok(())
@@ -312,18 +303,5 @@ impl MonitorState {
             .await?
             .exists(self.names.dedupe(trigger_id))
             .await?)
-    }
-
-    /// Records a (re)published trigger as in flight, as the dispatcher does.
-    pub async fn record_inflight(&self, trigger: &Trigger) -> Result<(), Error> {
-        let p = self.partition(trigger.job_id);
-        let json = serde_json::to_string(trigger)?;
-        let mut pipe = redis::pipe();
-        pipe.zadd(self.names.inflight(p), &trigger.trigger_id, trigger.sent_ms)
-            .ignore()
-            .hset(self.names.inflight_data(p), &trigger.trigger_id, json)
-            .ignore();
-        let _: () = pipe.query_async(&mut self.conn().await?).await?;
-        Ok(())
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use rondo_core::Event;
-use rondo_persist_worker::{MIGRATOR, Rejected, migrate, write_events};
+use rondo_history::{MIGRATOR, Rejected, migrate, write_events};
 use sqlx::MySqlPool;
 
 /// Writes each event in its own transaction, in order.
@@ -331,4 +331,65 @@ async fn a_trigger_and_its_result_in_one_batch_make_the_same_row_as_apart() {
     assert_eq!(snapshot(&pool).await, expected);
     reference.close().await;
     pool.close().await;
+}
+
+#[tokio::test]
+async fn jobs_and_groups_read_back_as_written_and_deleted_ones_do_not() {
+    let (pool, _db) = fresh_database().await;
+    let history = rondo_history::History::from_pool(pool.clone());
+    let jobs: Vec<Event> = (1..=5).map(|id| job(id, &format!("p{id}"), T0)).collect();
+    let mut events = vec![group("demo", "Demo", T0), group("gone", "Gone", T0)];
+    events.extend(jobs.iter().cloned());
+    events.push(Event::JobDeleted {
+        id: 3,
+        at_ms: T0 + 1,
+    });
+    events.push(Event::GroupDeleted {
+        app: "gone".into(),
+        at_ms: T0 + 1,
+    });
+    write_events(&pool, &events).await.unwrap();
+
+    let written: Vec<rondo_core::Job> = jobs
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::JobUpserted { job } if job.id != 3 => Some(job),
+            _ => None,
+        })
+        .collect();
+    let first_page = history.jobs_after(0, 2).await.unwrap();
+    let rest = history.jobs_after(2, 100).await.unwrap();
+    let read: Vec<rondo_core::Job> = first_page
+        .into_iter()
+        .chain(rest)
+        .map(|r| r.expect("every row decodes"))
+        .collect();
+    assert_eq!(read, written, "the same jobs, every field, in id order");
+    assert_eq!(history.max_job_id().await.unwrap(), 5, "deleted ids count");
+    let groups = history.groups().await.unwrap();
+    assert_eq!(
+        groups.iter().map(|g| g.app.as_str()).collect::<Vec<_>>(),
+        ["demo"]
+    );
+    assert_eq!(groups[0].title, "Demo");
+}
+
+#[tokio::test]
+async fn a_job_row_that_no_longer_decodes_is_returned_in_its_place() {
+    let (pool, _db) = fresh_database().await;
+    let history = rondo_history::History::from_pool(pool.clone());
+    write_events(&pool, &[job(1, "a", T0), job(2, "b", T0)])
+        .await
+        .unwrap();
+    sqlx::query("UPDATE job SET misfire = 'LATER' WHERE id = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let read = history.jobs_after(0, 10).await.unwrap();
+    let bad = read[0].as_ref().expect_err("row 1 is refused");
+    assert_eq!(
+        (bad.id, bad.error.field.as_deref()),
+        (Some(1), Some("misfire"))
+    );
+    assert_eq!(read[1].as_ref().map(|j| j.id).ok(), Some(2));
 }

@@ -34,9 +34,8 @@ use std::sync::LazyLock;
 use sqlx::query_builder::Separated;
 use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
-use crate::rows::{
-    AlarmRow, GroupRow, JobRow, LineRow, ResultRow, Rows, TriggerRow, child_jobs_json,
-};
+use crate::jobs::{JOB_COLUMNS, bind_job, job_data_columns};
+use crate::rows::{AlarmRow, GroupRow, JobRow, LineRow, ResultRow, Rows, TriggerRow};
 
 /// Bind parameters per statement; MySQL's limit is 65,535.
 const MAX_PLACEHOLDERS: usize = 10_000;
@@ -52,27 +51,7 @@ const NEWER_VERSION: &str = "(VALUES(updated_ms) > updated_ms \
 
 static GROUP_UPDATE: LazyLock<String> = LazyLock::new(|| versioned_update(&["title"]));
 
-static JOB_UPDATE: LazyLock<String> = LazyLock::new(|| {
-    versioned_update(&[
-        "group_app",
-        "description",
-        "schedule_type",
-        "schedule_conf",
-        "misfire",
-        "routing",
-        "block_strategy",
-        "handler",
-        "params",
-        "timeout_s",
-        "retries",
-        "child_jobs",
-        "retry_backoff_s",
-        "alarm_email",
-        "alarm_webhook",
-        "enabled",
-        "created_ms",
-    ])
-});
+static JOB_UPDATE: LazyLock<String> = LazyLock::new(|| versioned_update(&job_data_columns()));
 
 static TRIGGER_UPDATE: LazyLock<String> = LazyLock::new(|| {
     let ok = rondo_core::trigger::code::SUCCESS;
@@ -223,36 +202,10 @@ fn job_bytes(r: &JobRow) -> usize {
 }
 
 async fn upsert_jobs(conn: &mut MySqlConnection, rows: &[JobRow]) -> sqlx::Result<()> {
-    for chunk in chunks(rows, 20, job_bytes) {
-        let mut qb = QueryBuilder::<MySql>::new(
-            "INSERT INTO job (id, group_app, description, schedule_type, schedule_conf, \
-             misfire, routing, block_strategy, handler, params, timeout_s, retries, \
-             child_jobs, retry_backoff_s, alarm_email, alarm_webhook, enabled, created_ms, \
-             updated_ms, deleted) ",
-        );
-        qb.push_values(chunk, |mut b, r| {
-            let j = &r.job;
-            b.push_bind(j.id)
-                .push_bind(&j.group)
-                .push_bind(&j.description)
-                .push_bind(j.schedule_type.as_str())
-                .push_bind(&j.schedule_conf)
-                .push_bind(j.misfire.as_str())
-                .push_bind(j.routing.as_str())
-                .push_bind(j.block.as_str())
-                .push_bind(&j.handler)
-                .push_bind(&j.params)
-                .push_bind(j.timeout_s)
-                .push_bind(j.retries)
-                .push_bind(child_jobs_json(&j.child_jobs))
-                .push_bind(j.retry_backoff_s)
-                .push_bind(&j.alarm_email)
-                .push_bind(&j.alarm_webhook)
-                .push_bind(j.enabled)
-                .push_bind(j.created_ms)
-                .push_bind(j.updated_ms)
-                .push_bind(r.deleted);
-        });
+    let insert = format!("INSERT INTO job ({}) ", JOB_COLUMNS.join(", "));
+    for chunk in chunks(rows, JOB_COLUMNS.len(), job_bytes) {
+        let mut qb = QueryBuilder::<MySql>::new(insert.as_str());
+        qb.push_values(chunk, |mut b, r| bind_job(&mut b, &r.job, r.deleted));
         qb.push(JOB_UPDATE.as_str());
         qb.build().execute(&mut *conn).await?;
     }

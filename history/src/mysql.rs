@@ -9,7 +9,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::Backoff;
+use rondo_core::backoff::Backoff;
 
 /// How long a write waits for a pooled connection before it counts as a
 /// failed attempt (sqlx retries refused connections until then).

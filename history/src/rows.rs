@@ -265,10 +265,5 @@ pub(crate) fn clip(text: &str) -> String {
     format!("{}{CLIPPED}", &text[..end])
 }
 
-/// The child job ids as stored: a JSON array.
-pub(crate) fn child_jobs_json(ids: &[u64]) -> String {
-    serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_owned())
-}
-
 #[cfg(test)]
 mod tests;

@@ -5,10 +5,10 @@ mod common;
 
 use common::*;
 use rondo_core::Event;
-use rondo_persist_worker::maintenance::{pass_at, retention_at};
-use rondo_persist_worker::partitions::{self, DAY_MS, DAYS_AHEAD, day_of, partition_name};
-use rondo_persist_worker::report::{self, ReportRow};
-use rondo_persist_worker::{MIGRATOR, migrate, write_events};
+use rondo_history::maintenance::{pass_at, retention_at};
+use rondo_history::partitions::{self, DAY_MS, DAYS_AHEAD, day_of, partition_name};
+use rondo_history::report::{self, ReportRow};
+use rondo_history::{MIGRATOR, migrate, write_events};
 use sqlx::{Connection as _, MySqlPool};
 
 /// 2026-03-01T12:00:00Z.

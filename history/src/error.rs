@@ -12,6 +12,9 @@ pub enum Error {
     /// The schema could not be brought up to date.
     #[error("schema migration: {0}")]
     Migrate(sqlx::migrate::MigrateError),
+    /// A stored row does not decode into rondo's model.
+    #[error("stored row: {0}")]
+    Decode(rondo_core::Error),
     /// Another process holds the maintenance lock (a pass is running).
     #[error("log maintenance is running in another process; try again")]
     Busy,
@@ -23,7 +26,7 @@ impl Error {
         match self {
             Error::Mysql(sqlx::Error::Configuration(_)) => ErrorKind::InvalidInput,
             Error::Mysql(_) => ErrorKind::Unavailable,
-            Error::Migrate(_) => ErrorKind::Internal,
+            Error::Migrate(_) | Error::Decode(_) => ErrorKind::Internal,
             Error::Busy => ErrorKind::Conflict,
         }
     }
@@ -38,5 +41,12 @@ impl From<sqlx::Error> for Error {
 impl From<sqlx::migrate::MigrateError> for Error {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         Error::Migrate(e)
+    }
+}
+
+/// Into the error every rondo library boundary returns, with its kind.
+impl From<Error> for rondo_core::Error {
+    fn from(e: Error) -> Self {
+        rondo_core::Error::new(e.kind(), e.to_string())
     }
 }

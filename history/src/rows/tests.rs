@@ -276,9 +276,3 @@ fn long_text_is_clipped_on_a_char_boundary() {
     assert!(clipped.len() <= MAX_TEXT_BYTES);
     assert!(clipped.ends_with("[truncated]"));
 }
-
-#[test]
-fn child_jobs_are_a_json_array() {
-    assert_eq!(child_jobs_json(&[]), "[]");
-    assert_eq!(child_jobs_json(&[1, 22]), "[1,22]");
-}

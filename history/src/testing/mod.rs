@@ -2,18 +2,18 @@
 //!
 //! ```no_run
 //! # async fn example() {
-//! use rondo_persist_worker::testing;
+//! use rondo_history::testing::TestDatabase;
 //! let base = "mysql://rondo:rondo@127.0.0.1:3306/rondo"; // config.mysql.url
-//! let (pool, url, name) = testing::fresh_database(base).await;
-//! // … use `pool` (or `url`, e.g. as `config.mysql.url` for a worker) …
-//! pool.close().await;
-//! testing::drop_database(base, &name).await;
-//! # }
+//! let db = TestDatabase::migrated(base).await;
+//! // … use `db.pool` (or `db.url`, e.g. as `config.mysql.url` for a worker) …
+//! # }   // dropped here: the database is dropped, also when the test panics
 //! ```
 //!
 //! The MySQL user needs the right to create databases named `rondo_t_…`
 //! (`scripts/mysql-init.sql` grants `rondo%`). The helpers panic on failure:
 //! they are for tests.
+
+pub mod story;
 
 use sqlx::{Connection, Executor, MySqlConnection, MySqlPool};
 
@@ -21,6 +21,50 @@ use crate::mysql::{connect_options, lazy_pool};
 
 /// Prefix of every test database; [`drop_database`] refuses other names.
 pub const TEST_DATABASE_PREFIX: &str = "rondo_t_";
+
+/// A test's own database, dropped when the guard drops,
+/// also when the test panics.
+pub struct TestDatabase {
+    pub pool: MySqlPool,
+    /// Its URL, for a process's `mysql.url`.
+    pub url: String,
+    pub name: String,
+    base_url: String,
+}
+
+impl TestDatabase {
+    /// A fresh database with the schema.
+    pub async fn migrated(base_url: &str) -> TestDatabase {
+        let (pool, url, name) = fresh_database(base_url).await;
+        TestDatabase::guard(pool, url, name, base_url)
+    }
+
+    /// A fresh database without any migration (for tests of the
+    /// migrations themselves).
+    pub async fn empty(base_url: &str) -> TestDatabase {
+        let (pool, url, name) = empty_database(base_url).await;
+        TestDatabase::guard(pool, url, name, base_url)
+    }
+
+    fn guard(pool: MySqlPool, url: String, name: String, base_url: &str) -> TestDatabase {
+        TestDatabase {
+            pool,
+            url,
+            name,
+            base_url: base_url.to_owned(),
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        // The pool's connections belong to the test's runtime; they are
+        // not touched here (closing them from another runtime can hang).
+        // Idle connections do not block `DROP DATABASE`.
+        let (base, name) = (self.base_url.clone(), self.name.clone());
+        rondo_core::testkit::on_side_thread(async move { drop_database(&base, &name).await });
+    }
+}
 
 /// Creates a database `rondo_t_<random>` on the server of `base_url`, runs
 /// the migrations, and returns a pool on it, its URL and its name.

@@ -3,7 +3,7 @@
 use sqlx::MySqlPool;
 use sqlx::migrate::{MigrateError, Migrator};
 
-/// The migrations of `persist-worker/migrations/`, in the binary.
+/// The migrations of `history/migrations/`, in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!();
 
 /// Brings the database's schema up to date. Safe to run from several

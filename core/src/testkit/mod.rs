@@ -1,0 +1,285 @@
+//! Helpers for tests against the real services (feature `testkit`), shared by
+//! every crate's tests and by the cluster harness (`rondo-testkit`).
+//!
+//! * [`Namespace`]: a test's own namespace (Redis keys, AMQP names, the
+//!   ZooKeeper chroot), removed when the guard drops, also when the test
+//!   panics, so tests run in parallel and twice in a row.
+//! * [`eventually`]: wait for a positive signal instead of sleeping.
+//! * [`queue_depth`], [`take_dead`]: what a queue holds.
+//! * [`fixtures`]: jobs, triggers and events with sensible defaults.
+//!
+//! Timing logic is tested on tokio's paused clock
+//! (`#[tokio::test(start_paused = true)]`): every rondo loop waits with
+//! `tokio::time`, so a paused test drives heartbeats, idle exits and
+//! backoffs without real sleeps.
+
+pub mod fixtures;
+
+use std::future::Future;
+use std::time::Duration;
+
+use lapin::options::{
+    BasicGetOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+
+use crate::config::Config;
+use crate::names::Names;
+
+/// How long a test waits for something that should happen well within it.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A namespace no other test uses: `t_<tag>_<random>`.
+pub fn unique_namespace(tag: &str) -> String {
+    let nonce: u32 = rand::random();
+    format!("t_{tag}_{nonce:08x}")
+}
+
+/// The default config with a fresh namespace, short registry timings and a
+/// short ZooKeeper session, pointing at the services on loopback (overridable
+/// with the usual `RONDO_*` variables, e.g. `RONDO_MYSQL_URL`).
+pub fn config(tag: &str) -> Config {
+    let env = std::env::vars().filter(|(k, _)| k.starts_with("RONDO_") && k != "RONDO_NAMESPACE");
+    let mut config = Config::load("", env).expect("test config");
+    config.namespace = unique_namespace(tag);
+    config.partitions = 4;
+    config.registry.heartbeat_ms = 1000;
+    config.registry.dead_after_ms = 5000;
+    config.zookeeper.session_timeout_ms = 4000;
+    config.scheduler.api_addr = "127.0.0.1:0".into();
+    config
+}
+
+/// A test's namespace: its config, and the cleanup of everything named
+/// after it when dropped (Redis keys, the shared queues and exchanges, the
+/// executor queues it was told about, the ZooKeeper chroot).
+pub struct Namespace {
+    pub config: Config,
+    queues: std::sync::Mutex<Vec<String>>,
+}
+
+impl Namespace {
+    pub fn new(tag: &str) -> Namespace {
+        Namespace::with_config(config(tag))
+    }
+
+    /// Takes ownership of the cleanup of `config`'s namespace.
+    pub fn with_config(config: Config) -> Namespace {
+        Namespace {
+            config,
+            queues: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn names(&self) -> Names {
+        self.config.names()
+    }
+
+    /// An extra queue to delete at the end (an executor's durable queue).
+    pub fn track_queue(&self, queue: String) {
+        self.queues.lock().expect("queues lock").push(queue);
+    }
+
+    /// The durable queue of executor `id` of `app`, tracked for cleanup.
+    pub fn executor_queue(&self, app: &str, id: &str) -> String {
+        let queue = self.names().executor_queue(app, id);
+        self.track_queue(queue.clone());
+        queue
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let config = self.config.clone();
+        let queues = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|e| e.into_inner()));
+        on_side_thread(async move {
+            cleanup_redis(&config).await;
+            cleanup_amqp(&config, &queues).await;
+            cleanup_zk(&config).await;
+        });
+    }
+}
+
+/// Runs async cleanup to completion from `Drop`, on its own thread and
+/// runtime, so it works inside a test's runtime and during a panic.
+pub fn on_side_thread<F: Future<Output = ()> + Send + 'static>(cleanup: F) {
+    let _ = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(cleanup);
+    })
+    .join();
+}
+
+/// What a condition polled by [`eventually`] answers: `bool` (held or
+/// not), or `Option<T>` (the value, once there).
+pub trait Signal {
+    type Output;
+    fn ready(self) -> Option<Self::Output>;
+}
+
+impl Signal for bool {
+    type Output = ();
+    fn ready(self) -> Option<()> {
+        self.then_some(())
+    }
+}
+
+impl<T> Signal for Option<T> {
+    type Output = T;
+    fn ready(self) -> Option<T> {
+        self
+    }
+}
+
+/// Polls `f` every 50 ms until it signals (`true`, or `Some(value)`, which
+/// is returned); panics naming `what` after `timeout`. Tests wait for a
+/// positive signal this way instead of sleeping.
+pub async fn eventually<S, F, Fut>(what: &str, timeout: Duration, mut f: F) -> S::Output
+where
+    S: Signal,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = S>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await.ready() {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `(ready messages, consumers)` of a queue; `None` when it does not exist.
+pub async fn queue_depth(config: &Config, queue: &str) -> Option<(u32, u32)> {
+    let conn = crate::amqp::connect(&config.amqp.url, "rondo-test-depth")
+        .await
+        .ok()?;
+    let ch = conn.create_channel().await.ok()?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let declared = ch
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await;
+    let _ = conn.close(200, "bye".into()).await;
+    declared
+        .ok()
+        .map(|q| (q.message_count(), q.consumer_count()))
+}
+
+/// Takes every message of the namespace's dead queue: `(body, reason)`.
+pub async fn take_dead(config: &Config) -> Vec<(Vec<u8>, String)> {
+    let conn = crate::amqp::connect(&config.amqp.url, "rondo-test-dead")
+        .await
+        .expect("broker");
+    let ch = conn.create_channel().await.expect("channel");
+    let queue = config.names().dead_queue();
+    let mut out = Vec::new();
+    let opts = BasicGetOptions { no_ack: true };
+    while let Some(msg) = ch
+        .basic_get(queue.as_str().into(), opts)
+        .await
+        .expect("basic.get on the dead queue")
+    {
+        let headers = msg
+            .delivery
+            .properties
+            .headers()
+            .clone()
+            .unwrap_or_default();
+        let reason = match headers
+            .inner()
+            .get(&ShortString::from(crate::amqp::REASON_HEADER))
+        {
+            Some(AMQPValue::LongString(s)) => s.to_string(),
+            other => panic!("dead letter without a reason header: {other:?}"),
+        };
+        out.push((msg.delivery.data, reason));
+    }
+    let _ = conn.close(200, "bye".into()).await;
+    out
+}
+
+/// Deletes every Redis key of the namespace.
+pub async fn cleanup_redis(config: &Config) {
+    let Ok(client) = redis::Client::open(config.redis.url.as_str()) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
+    let pattern = format!("{}:*", config.namespace);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    for chunk in keys.chunks(500) {
+        let _: Result<(), _> = redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
+    }
+}
+
+/// Deletes the namespace's shared queues and exchanges, and the given extra
+/// queues (executor queues).
+pub async fn cleanup_amqp(config: &Config, extra_queues: &[String]) {
+    let names: Names = config.names();
+    let Ok(conn) = crate::amqp::connect(&config.amqp.url, "rondo-test-cleanup").await else {
+        return;
+    };
+    let Ok(ch) = conn.create_channel().await else {
+        return;
+    };
+    let mut queues = vec![
+        names.persist_queue(),
+        names.dead_queue(),
+        names.monitor_queue(),
+    ];
+    queues.extend_from_slice(extra_queues);
+    for q in queues {
+        let _ = ch
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    for x in [
+        names.trigger_exchange(),
+        names.control_exchange(),
+        names.events_exchange(),
+        names.dead_exchange(),
+    ] {
+        let _ = ch
+            .exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    }
+    let _ = conn.close(200, "bye".into()).await;
+}
+
+/// Deletes the namespace's ZooKeeper chroot, children first.
+pub async fn cleanup_zk(config: &Config) {
+    let connect = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(5))
+        .with_connection_timeout(Duration::from_secs(5))
+        .connect(&config.zookeeper.connect);
+    let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(5), connect).await else {
+        return;
+    };
+    let mut stack = vec![config.names().zk_root()];
+    let mut order = Vec::new();
+    while let Some(path) = stack.pop() {
+        let children = client.list_children(&path).await.unwrap_or_default();
+        stack.extend(children.iter().map(|c| format!("{path}/{c}")));
+        order.push(path);
+    }
+    for path in order.iter().rev() {
+        let _ = client.delete(path, None).await;
+    }
+}

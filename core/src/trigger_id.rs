@@ -1,0 +1,150 @@
+//! The trigger-id grammar, written once: every id rondo gives a trigger, and
+//! the few things read back out of one.
+//!
+//! | trigger | id |
+//! | --- | --- |
+//! | scheduled fire (`CRON`, `MISFIRE`) | `<job>-<fire_ms>-<shard>` |
+//! | manual, or any fire without a given id | `<job>-<ms>-<shard>-<tag><8 hex>` (`m` manual, `r` retry, `p` parent, `c` other) |
+//! | one shard of a broadcast fired with a given id | `<id>-s<shard>` |
+//! | retry *n* of a failed trigger | `<first id>-retry<n>` |
+//! | a child job after its parent succeeded | `<child job>-p-<parent id>` |
+//!
+//! Every id starts with its job id, and ids that matter for exactly-once are
+//! deterministic: a scheduled fire, a retry and a child carry the same id
+//! however often they are dispatched, so an executor's dedupe runs each once.
+//! Ids are at most [`MAX_LEN`] bytes (the `job_log.trigger_id` column).
+
+use crate::error::Error;
+use crate::trigger::TriggerType;
+
+/// The longest trigger id that is stored (`VARCHAR(96)` in MySQL).
+pub const MAX_LEN: usize = 96;
+
+/// Separator of a retry's count.
+const RETRY: &str = "-retry";
+
+/// The id of a scheduled fire: deterministic, so a fire published twice in a
+/// crash window carries the same id and the executor runs it once.
+pub fn scheduled(job_id: u64, fire_ms: i64, shard_index: u32) -> String {
+    format!("{job_id}-{fire_ms}-{shard_index}")
+}
+
+/// The id of a manual (or any other unnamed) trigger: unique per call.
+pub fn adhoc(job_id: u64, now_ms: i64, kind: TriggerType, shard_index: u32) -> String {
+    let nonce: u32 = rand::random();
+    let tag = match kind {
+        TriggerType::Manual => 'm',
+        TriggerType::Retry => 'r',
+        TriggerType::Parent => 'p',
+        TriggerType::Cron | TriggerType::Misfire => 'c',
+    };
+    format!("{job_id}-{now_ms}-{shard_index}-{tag}{nonce:08x}")
+}
+
+/// One shard of a broadcast that was dispatched with a given id.
+pub fn shard(id: &str, shard_index: u32) -> String {
+    format!("{id}-s{shard_index}")
+}
+
+/// A retry's id: the first trigger's id with `-retry<n>`, so a retry
+/// dispatched twice (a crash between dispatch and bookkeeping) is the same
+/// trigger to the executor's dedupe. Retries do not nest.
+pub fn retry(failed_id: &str, retry_count: u32) -> String {
+    format!("{}{RETRY}{retry_count}", base(failed_id))
+}
+
+/// The id without a `-retry<n>` suffix.
+pub fn base(id: &str) -> &str {
+    match id.rsplit_once(RETRY) {
+        Some((first, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => first,
+        _ => id,
+    }
+}
+
+/// The retry count an id carries (0 for a first run).
+pub fn retry_count(id: &str) -> u32 {
+    id.rsplit_once(RETRY)
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A child job's id, derived from its parent's so a parent's result handled
+/// twice triggers the child once.
+pub fn child(child_job: u64, parent_id: &str) -> String {
+    format!("{child_job}-p-{parent_id}")
+}
+
+/// The job an id belongs to, checking its length and its leading job id:
+/// what the API accepts as a trigger id.
+pub fn job_of(id: &str) -> Result<u64, Error> {
+    if id.len() > MAX_LEN {
+        return Err(Error::invalid(
+            "trigger_id",
+            format!("is longer than {MAX_LEN} characters"),
+        ));
+    }
+    id.split('-')
+        .next()
+        .and_then(|job| job.parse().ok())
+        .ok_or_else(|| Error::invalid("trigger_id", format!("{id:?} is not a rondo trigger id")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduled_ids_are_deterministic_and_distinct() {
+        assert_eq!(scheduled(7, 1000, 0), "7-1000-0");
+        assert_eq!(scheduled(7, 1000, 0), scheduled(7, 1000, 0));
+        assert_ne!(scheduled(7, 1000, 0), scheduled(7, 1000, 1));
+        assert_ne!(scheduled(7, 1000, 0), scheduled(71, 100, 0));
+    }
+
+    #[test]
+    fn adhoc_ids_differ_per_call_and_carry_their_kind() {
+        let a = adhoc(7, 1000, TriggerType::Manual, 0);
+        let b = adhoc(7, 1000, TriggerType::Manual, 0);
+        assert_ne!(a, b);
+        assert!(a.starts_with("7-1000-0-m") && a.len() == "7-1000-0-m".len() + 8);
+        assert!(adhoc(7, 1, TriggerType::Parent, 2).starts_with("7-1-2-p"));
+    }
+
+    #[test]
+    fn retry_ids_are_deterministic_and_do_not_nest() {
+        assert_eq!(retry("1-1000-0", 1), "1-1000-0-retry1");
+        assert_eq!(retry("1-1000-0-retry1", 2), "1-1000-0-retry2");
+        assert_eq!(retry_count("1-1000-0-retry12"), 12);
+        assert_eq!(retry_count("1-1000-0"), 0);
+        assert_eq!(base("1-1000-0-m0a1b2c3d"), "1-1000-0-m0a1b2c3d");
+        assert_eq!(base("1-1000-0-retry"), "1-1000-0-retry");
+    }
+
+    #[test]
+    fn every_kind_of_id_reads_back_its_job_and_retry_count() {
+        let first = scheduled(42, 1_700_000_000_000, 3);
+        let ids = [
+            (first.clone(), 42, 0),
+            (adhoc(42, 5, TriggerType::Manual, 0), 42, 0),
+            (shard(&first, 2), 42, 0),
+            (retry(&first, 4), 42, 4),
+            (retry(&shard(&first, 1), 1), 42, 1),
+            (child(9, &first), 9, 0),
+            (retry(&child(9, &first), 2), 9, 2),
+        ];
+        for (id, job, retries) in ids {
+            assert_eq!(job_of(&id).unwrap(), job, "{id}");
+            assert_eq!(retry_count(&id), retries, "{id}");
+        }
+    }
+
+    #[test]
+    fn ids_that_are_too_long_or_not_rondo_ids_are_refused_naming_the_field() {
+        let long = format!("1-{}", "9".repeat(MAX_LEN));
+        for bad in [long.as_str(), "abc-1-0", "", "-1-0"] {
+            let e = job_of(bad).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("trigger_id"), "{bad}");
+        }
+        assert_eq!(job_of(&"1".repeat(MAX_LEN)).ok(), None, "overflows u64");
+    }
+}

@@ -1,0 +1,50 @@
+//! [`EventPublisher`]: how a scheduler node tells the rest of rondo what
+//! happened — trigger events from the dispatcher, `job.*` and `group.*`
+//! from the admin API, lost-trigger results and alarm outcomes from the
+//! monitor. Events of one routing key that are ready together share one
+//! confirmed message (group commit, see [`Batcher`]); each caller waits for
+//! the confirm of the message that carries its events.
+
+use std::sync::Arc;
+
+use futures_util::future::try_join_all;
+use rondo_core::batcher::{Batcher, Limits};
+use rondo_core::{Error, Event, amqp};
+
+use crate::link::Link;
+
+/// Events per AMQP message at most (all of one routing key), and messages
+/// awaiting their confirm at once.
+const LIMITS: Limits = Limits {
+    max_items: 1_000,
+    max_flushes: 2,
+};
+
+/// Publishes events on the events exchange. Cheap to clone.
+#[derive(Clone)]
+pub struct EventPublisher {
+    batcher: Batcher<&'static str, Event, ()>,
+}
+
+impl EventPublisher {
+    pub(crate) fn new(link: Arc<Link>) -> EventPublisher {
+        let batcher = Batcher::spawn("event", LIMITS, move |_key, events: Vec<Event>| {
+            let link = link.clone();
+            async move {
+                let ch = link.channel().await?;
+                amqp::publish_events(&ch, &link.names, &events).await
+            }
+        });
+        EventPublisher { batcher }
+    }
+
+    /// Publishes `events` and waits until the broker confirmed every one.
+    pub async fn publish(&self, events: &[Event]) -> Result<(), Error> {
+        let sends = events
+            .iter()
+            .cloned()
+            .map(|e| self.batcher.submit(e.routing_key(), e));
+        try_join_all(sends).await?;
+        Ok(())
+    }
+}
