@@ -12,11 +12,8 @@
 -- A job whose due score is no longer the expected one (updated, stopped or
 -- claimed meanwhile) is skipped, so a retried call never claims twice.
 -- Returns {claimed, skipped}.
-local term = tonumber(ARGV[1])
-local accepted = tonumber(redis.call('GET', KEYS[1]) or '0')
-if term ~= accepted then
-  return redis.error_reply('STALE_TERM caller term ' .. ARGV[1] .. ', partition accepts ' .. tostring(accepted))
-end
+local refused = refuse_stale_term()
+if refused then return refused end
 local nodes = #KEYS - 3
 for k = 1, nodes do
   redis.call('SADD', KEYS[3], ARGV[1 + k])

@@ -14,11 +14,8 @@
 -- A member no longer in the dead ring (moved or fired meanwhile) is left
 -- alone, so a retried call is harmless. When the dead ring is empty the node
 -- leaves the owners set. Returns {moved, dropped}.
-local term = tonumber(ARGV[1])
-local accepted = tonumber(redis.call('GET', KEYS[1]) or '0')
-if term ~= accepted then
-  return redis.error_reply('STALE_TERM caller term ' .. ARGV[1] .. ', partition accepts ' .. tostring(accepted))
-end
+local refused = refuse_stale_term()
+if refused then return refused end
 local targets = tonumber(ARGV[3])
 for k = 1, targets do
   redis.call('SADD', KEYS[3], ARGV[3 + k])

@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+use rondo_core::backoff::Backoff;
 use rondo_core::config::ZkConfig;
 use rondo_core::{Error, Names};
 use serde::{Deserialize, Serialize};
@@ -124,7 +125,7 @@ impl Cluster {
     /// Joins the cluster and takes part in elections until `shutdown`,
     /// reconnecting after a lost session.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(5));
         loop {
             match self.session(&shutdown).await {
                 Ok(SessionEnd::Shutdown) => break,
@@ -136,11 +137,9 @@ impl Cluster {
                 }
             }
             self.step_down();
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(backoff) => {}
+            if !backoff.wait(&shutdown).await {
+                break;
             }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
         }
         self.step_down();
     }
@@ -201,11 +200,13 @@ impl Cluster {
         let session_done = CancellationToken::new();
         let members = tokio::spawn(watch_members(
             client.clone(),
+            self.names.zk_nodes(),
             self.tx.nodes.clone(),
             session_done.clone(),
         ));
         let leader = tokio::spawn(watch_leader(
             client.clone(),
+            self.names.zk_leader(),
             self.tx.leader.clone(),
             session_done.clone(),
         ));
@@ -383,9 +384,14 @@ fn is_terminal(state: SessionState) -> bool {
 }
 
 /// Keeps the live node list current (children of `/nodes`).
-async fn watch_members(client: Client, tx: watch::Sender<Vec<String>>, done: CancellationToken) {
+async fn watch_members(
+    client: Client,
+    path: &'static str,
+    tx: watch::Sender<Vec<String>>,
+    done: CancellationToken,
+) {
     loop {
-        let (mut nodes, _, watcher) = match client.get_and_watch_children("/nodes").await {
+        let (mut nodes, _, watcher) = match client.get_and_watch_children(path).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "watching /nodes failed");
@@ -404,16 +410,17 @@ async fn watch_members(client: Client, tx: watch::Sender<Vec<String>>, done: Can
 /// Keeps the known leader current (data of `/leader`).
 async fn watch_leader(
     client: Client,
+    path: &'static str,
     tx: watch::Sender<Option<LeaderInfo>>,
     done: CancellationToken,
 ) {
     loop {
-        let watcher = match client.check_and_watch_stat("/leader").await {
+        let watcher = match client.check_and_watch_stat(path).await {
             Ok((None, w)) => {
                 tx.send_replace(None);
                 w
             }
-            Ok((Some(_), _)) => match client.get_and_watch_data("/leader").await {
+            Ok((Some(_), _)) => match client.get_and_watch_data(path).await {
                 Ok((data, _, w)) => {
                     tx.send_replace(serde_json::from_slice(&data).ok());
                     w

@@ -1,39 +1,40 @@
 //! rondo-scheduler: one scheduler node.
 //!
-//! Every node joins ZooKeeper, takes part in the leader election, loads the
-//! fires assigned to it into its millisecond wheel and dispatches them at
-//! their instant; the leader also claims due jobs from the Redis due sets and
-//! assigns their fires to the nodes' rings. Every node serves the admin API.
-//! See `scheduler/README.md` for the algorithm (claim → assign → load → fire
-//! → ack) and its failure rules.
+//! Every node joins ZooKeeper and takes part in the leader election, loads
+//! the fires assigned to it into its millisecond wheel and dispatches them
+//! at their instant, reacts to how triggers end, and serves the admin API.
+//! The leader, under its fencing term, also claims due jobs from the Redis
+//! due sets and assigns their fires to the nodes' rings, moves dead nodes'
+//! rings, rebuilds an empty Redis, dispatches due retries and reaps lost
+//! triggers. `scheduler/README.md` explains the algorithm (claim → assign →
+//! load → fire → ack → react) and its failure rules.
 //!
 //! # Layout
 //!
-//! * [`bootstrap`]: rebuilding an empty Redis from MySQL before claiming.
 //! * [`cluster`]: ZooKeeper membership, election, the fencing term.
-//! * [`claim`]: the leader's claim loop and the node-balancing rule.
-//! * [`failover`]: moving dead nodes' rings to live nodes.
-//! * [`store`]: jobs, groups, due sets and rings in Redis (Lua in `lua/`).
-//! * [`wheel`]: the in-memory millisecond wheel (pure).
-//! * [`firing`]: loading rings into the wheel, firing, acking.
-//! * [`alarm`]: failure alarms by e-mail (SMTP) and webhook.
-//! * [`monitor`]: reactions to how triggers end (retry, child jobs,
-//!   alarms), lost triggers and dead executors' queues.
-//! * [`api`]: the admin HTTP API.
+//! * [`leader`]: everything done under a term, as one task set: the
+//!   [`claim`](leader::claim), [`assign`](leader::assign)ment,
+//!   [`failover`](leader::failover) of dead nodes' rings,
+//!   [`bootstrap`](leader::bootstrap) of an empty Redis, due
+//!   [`retry`](leader::retry)s and the [`reaper`](leader::reaper).
+//! * [`node`]: what every node does with its fires: load, wheel, fire, ack.
+//! * [`monitor`]: reactions to how triggers end (retries, child jobs,
+//!   alarms); [`alarm`]: e-mail and webhook alarms.
+//! * [`store`]: the scheduler's state in Redis (jobs, groups, due sets,
+//!   rings; triggers after dispatch), Lua scripts in `lua/`.
+//! * [`api`]: the admin HTTP API, one file per resource.
 //!
 //! [`start`] runs a node inside the caller's runtime (tests start several);
-//! [`run`] is what the binary calls.
+//! [`run`] is what the binary calls. [`Parts`] is a node connected but not
+//! running, from which tests build the API without starting a node.
 
 pub mod alarm;
 pub mod api;
-pub mod bootstrap;
-pub mod claim;
 pub mod cluster;
-pub mod failover;
-pub mod firing;
+pub mod leader;
 pub mod monitor;
+pub mod node;
 pub mod store;
-pub mod wheel;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,22 +43,34 @@ use std::time::Duration;
 use anyhow::Context;
 use rondo_core::Config;
 use rondo_dispatcher::Dispatcher;
-use tokio::task::JoinHandle;
+use rondo_history::History;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
+
+use cluster::{Cluster, ClusterView};
+use leader::Leader;
+use leader::claim::Claimer;
+use leader::reaper::Reaper;
+use leader::retry::Retries;
+use monitor::Monitor;
+use node::Firing;
+use store::Store;
+use store::triggers::TriggerStore;
 
 /// A running node.
 pub struct NodeHandle {
     pub node_id: String,
     pub api_addr: SocketAddr,
-    done: JoinHandle<()>,
+    done: JoinHandle<anyhow::Result<()>>,
 }
 
 impl NodeHandle {
-    /// Waits until the node has shut down (after its token is cancelled).
-    pub async fn wait(self) {
-        let _ = self.done.await;
+    /// Waits until the node has stopped and drained: after its token is
+    /// cancelled, or after a core task failed (then `Err`, naming it).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.done.await.context("the node's supervisor panicked")?
     }
 }
 
@@ -73,119 +86,164 @@ fn node_id(config: &Config, addr: SocketAddr) -> String {
     format!("{host}-{}", addr.port())
 }
 
-/// Starts a node: binds the API, connects to the services, joins the cluster.
-/// Returns once it is serving; it stops when `shutdown` is cancelled.
+/// A node connected to its services but not running: every part
+/// [`start`] runs, built once.
+pub struct Parts {
+    pub config: Config,
+    pub node_id: String,
+    pub store: Store,
+    pub triggers: TriggerStore,
+    pub dispatcher: Arc<Dispatcher>,
+    pub history: History,
+    pub view: ClusterView,
+    pub firing: Arc<Firing>,
+    pub claimer: Arc<Claimer>,
+    pub monitor: Arc<Monitor>,
+    cluster: Cluster,
+    leader: Leader,
+}
+
+impl Parts {
+    /// Connects to Redis, RabbitMQ and (lazily) MySQL, and builds the
+    /// node's parts; nothing runs yet.
+    pub async fn connect(
+        config: Config,
+        node_id: String,
+        api_addr: String,
+    ) -> anyhow::Result<Parts> {
+        let names = config.names();
+        let pool = rondo_core::redis::pool(&config.redis).context("redis pool")?;
+        let store = Store::new(pool.clone(), names.clone());
+        let triggers = TriggerStore::new(pool.clone(), names.clone());
+        let dispatcher = Arc::new(
+            Dispatcher::connect(&config, pool)
+                .await
+                .context("connecting to RabbitMQ")?,
+        );
+        let history = History::lazy(&config.mysql).context("mysql")?;
+        let (cluster, view) = Cluster::new(
+            config.zookeeper.clone(),
+            names,
+            node_id.clone(),
+            api_addr,
+            store.clone(),
+        );
+        let scheduler = config.scheduler.clone();
+        let claimer = Claimer::new(
+            store.clone(),
+            scheduler.clone(),
+            view.clone(),
+            node_id.clone(),
+            history.clone(),
+        );
+        let retries = Retries::new(triggers.clone(), store.clone(), dispatcher.clone());
+        let reaper = Reaper::new(&config, triggers.clone(), store.clone(), dispatcher.clone());
+        let leader = Leader::new(view.clone(), claimer.clone(), retries, reaper);
+        let firing = Firing::new(
+            store.clone(),
+            dispatcher.clone(),
+            node_id.clone(),
+            scheduler,
+        );
+        let monitor = Monitor::new(&config, triggers.clone(), store.clone(), dispatcher.clone());
+        Ok(Parts {
+            config,
+            node_id,
+            store,
+            triggers,
+            dispatcher,
+            history,
+            view,
+            firing,
+            claimer,
+            monitor,
+            cluster,
+            leader,
+        })
+    }
+
+    /// The API's state over these parts.
+    pub fn app_state(&self) -> api::AppState {
+        api::AppState {
+            store: self.store.clone(),
+            triggers: self.triggers.clone(),
+            dispatcher: self.dispatcher.clone(),
+            events: self.dispatcher.events().clone(),
+            view: self.view.clone(),
+            node: self.node_id.clone(),
+            history: self.history.clone(),
+            firing: self.firing.clone(),
+            claimer: self.claimer.clone(),
+            retention_days: self.config.persist.retention_days,
+        }
+    }
+}
+
+/// A core task's name and how it ended.
+type Ended = (&'static str, anyhow::Result<()>);
+
+/// Starts a node: binds the API, connects to the services, joins the
+/// cluster, runs its core tasks (leader duties, firing, monitor, API).
+/// Returns once it is serving; it stops when `shutdown` is cancelled, or by
+/// itself when a core task fails ([`NodeHandle::wait`] then says which).
 pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<NodeHandle> {
-    let names = config.names();
-    let pool = rondo_core::redis::pool(&config.redis).context("redis pool")?;
-    let store = store::Store::new(pool.clone(), names.clone());
     let listener = tokio::net::TcpListener::bind(&config.scheduler.api_addr)
         .await
         .with_context(|| format!("binding the API to {}", config.scheduler.api_addr))?;
     let api_addr = listener.local_addr()?;
     let node = node_id(&config, api_addr);
-    let dispatcher = Arc::new(
-        Dispatcher::connect(&config, pool)
-            .await
-            .context("connecting to RabbitMQ")?,
-    );
-    let history = rondo_history::History::lazy(&config.mysql).context("mysql")?;
-
-    let (cluster, view) = cluster::Cluster::new(
-        config.zookeeper.clone(),
-        names,
-        node.clone(),
-        api_addr.to_string(),
-        store.clone(),
-    );
-    let claimer = claim::Claimer::new(
-        store.clone(),
-        config.scheduler.clone(),
-        view.clone(),
-        node.clone(),
-        history.clone(),
-    );
-    let monitor = monitor::Monitor::new(&config, store.clone(), dispatcher.clone());
-    let role = view.role.clone();
-    let firing = firing::Firing::new(
-        store.clone(),
-        dispatcher.clone(),
-        node.clone(),
-        config.scheduler.clone(),
-    );
-    let state = api::AppState {
-        store,
-        dispatcher: dispatcher.clone(),
-        view,
-        node: node.clone(),
-        history,
-        firing: firing.clone(),
-        claimer: claimer.clone(),
-        monitor: monitor.clone(),
-    };
+    let grace = Duration::from_millis(config.scheduler.shutdown_grace_ms);
+    let parts = Parts::connect(config, node.clone(), api_addr.to_string()).await?;
+    let router = api::router(parts.app_state());
+    let Parts {
+        cluster,
+        leader,
+        firing,
+        monitor,
+        dispatcher,
+        ..
+    } = parts;
 
     let span = tracing::info_span!("node", node = %node);
     // The node leaves ZooKeeper last: while it drains, it still counts as
     // alive, so the leader does not move the ring entries it is firing.
     let leave = CancellationToken::new();
     let membership = tokio::spawn(cluster.run(leave.clone()).instrument(span.clone()));
-    let tasks = TaskTracker::new();
     let fires = TaskTracker::new();
-    tasks.spawn(claimer.run(shutdown.clone()).instrument(span.clone()));
-    tasks.spawn(
-        firing
-            .run(shutdown.clone(), fires.clone())
-            .instrument(span.clone()),
-    );
-    tasks.spawn(
-        monitor
-            .clone()
-            .run(shutdown.clone())
-            .instrument(span.clone()),
-    );
-    tasks.spawn(
-        monitor
-            .clone()
-            .run_retries(role.clone(), shutdown.clone())
-            .instrument(span.clone()),
-    );
-    tasks.spawn(
-        monitor
-            .clone()
-            .run_reaper(role, shutdown.clone())
-            .instrument(span.clone()),
-    );
-    let server = axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    tasks.spawn(async move {
-        if let Err(e) = server.await {
-            tracing::error!(error = %e, "api server failed");
+    let mut core: JoinSet<Ended> = JoinSet::new();
+    let (stop, tracker) = (shutdown.clone(), fires.clone());
+    core.spawn(async move { ("leader", leader.run(stop).await) }.instrument(span.clone()));
+    let stop = shutdown.clone();
+    core.spawn(
+        async move {
+            firing.run(stop, tracker).await;
+            ("firing", Ok(()))
         }
-    });
-    tasks.close();
+        .instrument(span.clone()),
+    );
+    let stop = shutdown.clone();
+    core.spawn(
+        async move {
+            monitor.run(stop).await;
+            ("monitor", Ok(()))
+        }
+        .instrument(span.clone()),
+    );
+    let server =
+        axum::serve(listener, router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    core.spawn(async move { ("api", server.await.context("serving the API")) });
     tracing::info!(node = %node, api = %api_addr, "scheduler node started");
 
-    let grace = Duration::from_millis(config.scheduler.shutdown_grace_ms);
-    let done = tokio::spawn(
-        async move {
-            shutdown.cancelled().await;
-            // 1. Stop claiming, loading and firing; the API stops accepting.
-            tasks.wait().await;
-            // 2. Finish the publishes in flight (each acks its ring member).
-            fires.close();
-            if tokio::time::timeout(grace, fires.wait()).await.is_err() {
-                tracing::warn!(
-                    "grace period over with fires still in flight; they stay in the ring"
-                );
-            }
-            // 3. Leave: the leader moves what is left in this node's rings.
-            leave.cancel();
-            let _ = membership.await;
-            dispatcher.close().await;
-            tracing::info!("scheduler node stopped");
-        }
-        .instrument(span),
-    );
+    let drain = Drain {
+        core,
+        membership,
+        shutdown,
+        leave,
+        fires,
+        grace,
+        dispatcher,
+    };
+    let done = tokio::spawn(drain.supervise().instrument(span));
     Ok(NodeHandle {
         node_id: node,
         api_addr,
@@ -193,8 +251,102 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     })
 }
 
-/// Runs a node until `shutdown`, then drains.
+/// What the node's supervisor watches and drains, in order.
+struct Drain {
+    core: JoinSet<Ended>,
+    membership: JoinHandle<()>,
+    shutdown: CancellationToken,
+    leave: CancellationToken,
+    fires: TaskTracker,
+    grace: Duration,
+    dispatcher: Arc<Dispatcher>,
+}
+
+impl Drain {
+    /// Runs until `shutdown`, or until a core task ends before it (a
+    /// failure: the node then shuts itself down); then drains in order.
+    async fn supervise(mut self) -> anyhow::Result<()> {
+        let mut failure = None;
+        let mut membership = Some(self.membership);
+        tokio::select! {
+            biased;
+            () = self.shutdown.cancelled() => {}
+            // A task may end because shutdown just fired: only an end
+            // before it is a failure.
+            Some(joined) = self.core.join_next() => {
+                failure = failed(joined, self.shutdown.is_cancelled());
+            }
+            _ = async { membership.as_mut().expect("membership task").await } => {
+                membership = None;
+                failure = Some(anyhow::anyhow!("the zookeeper membership task ended"));
+            }
+        }
+        if let Some(e) = &failure {
+            tracing::error!(
+                error = format!("{e:#}"),
+                "a core task failed; the node stops"
+            );
+        }
+        // 1. Stop claiming, loading and firing; the API stops accepting.
+        self.shutdown.cancel();
+        while let Some(joined) = self.core.join_next().await {
+            let stopped = failed(joined, true);
+            failure = failure.or(stopped);
+        }
+        // 2. Finish the publishes in flight (each acks its ring member).
+        self.fires.close();
+        if tokio::time::timeout(self.grace, self.fires.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("grace period over with fires still in flight; they stay in the ring");
+        }
+        // 3. Leave: the leader moves what is left in this node's rings.
+        self.leave.cancel();
+        if let Some(membership) = membership {
+            let _ = membership.await;
+        }
+        self.dispatcher.close().await;
+        tracing::info!("scheduler node stopped");
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// The failure a core task's end means, if any: an error or a panic, or,
+/// before shutdown (`stopping` false), any end at all.
+fn failed(joined: Result<Ended, tokio::task::JoinError>, stopping: bool) -> Option<anyhow::Error> {
+    match joined {
+        Ok((_, Ok(()))) if stopping => None,
+        Ok((name, Ok(()))) => Some(anyhow::anyhow!("core task {name} ended on its own")),
+        Ok((name, Err(e))) => Some(e.context(format!("core task {name} failed"))),
+        Err(e) => Some(anyhow::anyhow!("a core task panicked: {e}")),
+    }
+}
+
+/// Runs a node until `shutdown`, then drains. `Err` when it could not
+/// start or a core task failed.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    start(config, shutdown).await?.wait().await;
-    Ok(())
+    start(config, shutdown).await?.wait().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_core_task_ending_before_shutdown_is_a_failure_and_after_it_is_not() {
+        assert!(failed(Ok(("firing", Ok(()))), true).is_none());
+        let early = failed(Ok(("firing", Ok(()))), false).expect("a failure");
+        assert!(format!("{early:#}").contains("firing"));
+        let err = failed(Ok(("api", Err(anyhow::anyhow!("accept")))), true).expect("a failure");
+        assert!(format!("{err:#}").contains("core task api failed"));
+    }
+
+    #[tokio::test]
+    async fn a_panicking_core_task_is_a_failure() {
+        let mut set: JoinSet<Ended> = JoinSet::new();
+        set.spawn(async { panic!("bug") });
+        let joined = set.join_next().await.expect("one task");
+        assert!(failed(joined, true).is_some());
+    }
 }

@@ -1,4 +1,5 @@
-//! `rondo-scheduler`: config → telemetry → run → drain.
+//! `rondo-scheduler`: the daemon shape of [`rondo_core::daemon`] around
+//! [`rondo_scheduler::run`].
 
 /// mimalloc: far cheaper than glibc malloc for many small, short-lived
 /// allocations across tokio worker threads.
@@ -6,42 +7,25 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use rondo_core::Config;
-use tokio_util::sync::CancellationToken;
+use rondo_core::daemon::{self, Ready, Spec};
 
-/// Exit code for a bad configuration (EX_CONFIG-like, as linkerd uses 64).
-const EXIT_CONFIG: u8 = 64;
+/// On top of `scheduler.shutdown_grace_ms` (the fires in flight), time to
+/// stop the API and the monitor, leave ZooKeeper and close the broker
+/// connection before the drain counts as stuck.
+const DRAIN_MARGIN: Duration = Duration::from_secs(5);
 
-fn load_config() -> Result<Config, String> {
-    let path = std::env::args()
-        .skip_while(|a| a != "--config")
-        .nth(1)
-        .or_else(|| std::env::var("RONDO_CONFIG").ok());
-    let text = match &path {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("reading {p}: {e}"))?,
-        None => String::new(),
+fn main() -> ExitCode {
+    let spec = Spec {
+        name: "rondo-scheduler",
+        about: "a rondo scheduler node: election, claim, wheel, monitor and the admin API",
+        version: env!("CARGO_PKG_VERSION"),
     };
-    Config::load(&text, std::env::vars()).map_err(|e| e.to_string())
-}
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    let config = match load_config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rondo-scheduler: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    rondo_core::telemetry::init(&config.log);
-    let shutdown = CancellationToken::new();
-    tokio::spawn(rondo_core::signals::cancel_on_signal(shutdown.clone()));
-    match rondo_scheduler::run(config, shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "rondo-scheduler failed");
-            ExitCode::FAILURE
-        }
-    }
+    daemon::main(spec, |config| {
+        let grace = Duration::from_millis(config.scheduler.shutdown_grace_ms) + DRAIN_MARGIN;
+        Ok(Ready::new(grace, move |shutdown| {
+            rondo_scheduler::run(config, shutdown)
+        }))
+    })
 }

@@ -4,6 +4,7 @@
 
 use redis::AsyncCommands;
 use rondo_core::{ErrorKind, testkit};
+use rondo_scheduler::store::triggers::{RetryItem, TriggerStore};
 use rondo_scheduler::store::{ClaimItem, Move, Store};
 
 #[tokio::test]
@@ -69,5 +70,70 @@ async fn a_stale_term_cannot_claim_or_reassign() {
     let owners: Vec<String> = conn.smembers(names.ring_owners(p)).await.unwrap();
     assert_eq!(owners, vec!["b".to_owned()]);
 
+    testkit::cleanup_redis(&config).await;
+}
+
+/// Retries and the reaper act under the same term as the claim: once a
+/// newer leader raised the partition's term, the old leader can neither
+/// read nor take a due retry, nor read or take an old in-flight trigger.
+#[tokio::test]
+async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
+    let config = testkit::config("fence-duties");
+    let names = config.names();
+    let pool = rondo_core::redis::pool(&config.redis).unwrap();
+    let store = Store::new(pool.clone(), names.clone());
+    let triggers = TriggerStore::new(pool.clone(), names.clone());
+    let job = testkit::fixtures::job(7);
+    let p = names.partition_of(job.id);
+    let retry = RetryItem {
+        job_id: job.id,
+        trigger_id: "7-1000-0-retry1".into(),
+        fire_ms: 1_000,
+        retry_count: 1,
+        shard_index: 0,
+        shard_total: 1,
+        params: String::new(),
+    };
+    triggers.push_retry(&retry, 1_000).await.unwrap();
+    let mut conn = pool.get().await.unwrap();
+    let _: () = conn
+        .zadd(names.inflight(p), "7-1000-0", 1_000)
+        .await
+        .unwrap();
+    assert_eq!(store.raise_term(p, 1).await.unwrap(), 1);
+
+    let due = triggers.due_retries(p, 1, 2_000, 10).await.unwrap();
+    assert_eq!(due.len(), 1, "the current term reads the due retry");
+    let lost = triggers.stale_inflight(p, 1, 2_000, 10).await.unwrap();
+    assert_eq!(lost, vec!["7-1000-0".to_owned()]);
+    triggers.check_term(p, 1).await.unwrap();
+
+    // A newer leader: every duty of the old term is refused, nothing moves.
+    assert_eq!(store.raise_term(p, 2).await.unwrap(), 2);
+    let refused = [
+        triggers.due_retries(p, 1, 2_000, 10).await.unwrap_err(),
+        triggers.take_retry(p, 1, &due[0]).await.unwrap_err(),
+        triggers.stale_inflight(p, 1, 2_000, 10).await.unwrap_err(),
+        triggers.unlist(p, 1, "7-1000-0").await.unwrap_err(),
+        triggers.check_term(p, 1).await.unwrap_err(),
+    ];
+    for err in refused {
+        assert_eq!(err.kind, ErrorKind::StaleTerm, "{err}");
+    }
+    let retries: u64 = conn.zcard(names.retry(p)).await.unwrap();
+    let inflight: u64 = conn.zcard(names.inflight(p)).await.unwrap();
+    assert_eq!(
+        (retries, inflight),
+        (1, 1),
+        "the stale term changed nothing"
+    );
+
+    // The new term takes both, once.
+    assert!(triggers.take_retry(p, 2, &due[0]).await.unwrap());
+    assert!(
+        !triggers.take_retry(p, 2, &due[0]).await.unwrap(),
+        "taken once"
+    );
+    assert!(triggers.unlist(p, 2, "7-1000-0").await.unwrap());
     testkit::cleanup_redis(&config).await;
 }

@@ -29,6 +29,7 @@ use rondo_core::{
 use rondo_dispatcher::Dispatcher;
 use rondo_scheduler::monitor::Monitor;
 use rondo_scheduler::store::Store;
+use rondo_scheduler::store::triggers::TriggerStore;
 use tokio_util::sync::CancellationToken;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -242,7 +243,13 @@ impl Fixture {
         let dispatcher = Dispatcher::connect(&self.config, self.pool.clone())
             .await
             .expect("dispatcher");
-        let monitor = Monitor::new(&self.config, self.store.clone(), Arc::new(dispatcher));
+        let triggers = TriggerStore::new(self.pool.clone(), self.config.names());
+        let monitor = Monitor::new(
+            &self.config,
+            triggers,
+            self.store.clone(),
+            Arc::new(dispatcher),
+        );
         tokio::spawn(monitor.run(shutdown.clone()))
     }
 

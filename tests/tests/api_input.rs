@@ -192,6 +192,6 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     .await;
 
     shutdown.cancel();
-    node.wait().await;
+    node.wait().await.expect("the node stops cleanly");
     env.cleanup(&[]).await;
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rondo_core::{Config, clock, testkit};
 use rondo_scheduler::NodeHandle;
-use rondo_scheduler::bootstrap::rebuild_if_empty;
+use rondo_scheduler::leader::bootstrap::rebuild_if_empty;
 use rondo_scheduler::store::Store;
 use rondo_tests::recorder::Recorder;
 use rondo_tests::{Api, Env, eventually};
@@ -31,7 +31,7 @@ async fn start_node(config: &Config) -> (NodeHandle, Api, CancellationToken) {
 
 async fn stop_node(node: NodeHandle, token: CancellationToken) {
     token.cancel();
-    node.wait().await;
+    node.wait().await.expect("the node stops cleanly");
 }
 
 async fn create_job(api: &Api, spec: Value) -> Value {

@@ -213,7 +213,7 @@ async fn every_second_for_ten_seconds_runs_once_each_and_is_stored() {
     );
 
     shutdown.cancel();
-    node.wait().await;
+    node.wait().await.expect("the node stops cleanly");
     executor_task
         .await
         .unwrap()

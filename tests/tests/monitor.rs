@@ -176,7 +176,7 @@ async fn cluster(
 impl Cluster {
     async fn stop(self) {
         self.shutdown.cancel();
-        self.node.wait().await;
+        self.node.wait().await.expect("the node stops cleanly");
         for e in self.executors {
             let _ = e.await;
         }

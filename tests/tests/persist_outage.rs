@@ -105,7 +105,7 @@ async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
     .await;
 
     shutdown.cancel();
-    node.wait().await;
+    node.wait().await.expect("the node stops cleanly");
     executor
         .await
         .expect("executor task")

@@ -116,6 +116,6 @@ async fn reports_and_retention_answer_through_the_api() {
     assert_eq!(trigger_ids(&env.db, "job_log").await, kept);
 
     shutdown.cancel();
-    node.wait().await;
+    node.wait().await.expect("the node stops cleanly");
     env.cleanup(&[]).await;
 }

@@ -185,7 +185,7 @@ async fn a_refused_term_makes_the_leader_resign_and_come_back_higher() {
     assert_exactly_once(&recorder, 5, from, from + 2000);
 
     shutdown.cancel();
-    node.wait().await;
+    node.wait().await.expect("the node stops cleanly");
     let _ = exec.await;
     env.cleanup(&[queue]).await;
 }

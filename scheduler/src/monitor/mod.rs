@@ -5,7 +5,8 @@
 //!   `trigger.failed` events) as a competing consumer. Per ending it applies
 //!   [`decide`](mod@decide): child jobs on success; an alarm and, while retries remain, a
 //!   retry after the job's backoff on failure. Retries wait in the durable
-//!   `{pK}:retry` set; the leader dispatches them when due ([`retry`]).
+//!   `{pK}:retry` set; the leader dispatches them when due
+//!   ([`crate::leader::retry`]).
 //! * Reactions are idempotent: a retry's and a child's trigger ids derive
 //!   from the ending trigger's id, so a result handled twice (redelivered
 //!   after a crash) dispatches the same trigger ids, which executors run
@@ -16,16 +17,13 @@
 //!   pipeline marks and forgets every ending that needs no reaction (the
 //!   common success without child jobs); failures and parents are reacted
 //!   to one by one; then the group is acked at once (`multiple`).
-//! * The leader also reaps ([`reaper`]): triggers with no result after
+//! * The leader also reaps ([`crate::leader::reaper`]): triggers with no result after
 //!   `monitor.lost_after_ms` whose executor is gone become failed ("lost")
 //!   results, which this monitor then retries and alarms like any failure;
 //!   triggers waiting in a dead executor's queue are routed again to live
 //!   executors of the group, or failed after `monitor.reroute_timeout_ms`.
 
 pub mod decide;
-pub mod reaper;
-pub mod retry;
-pub mod state;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,6 +34,7 @@ use lapin::Acker;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
 use lapin::types::FieldTable;
+use rondo_core::backoff::Backoff;
 use rondo_core::event::decode_events;
 use rondo_core::trigger::code;
 use rondo_core::{Config, Error, ErrorKind, Event, Job, Names, Trigger, TriggerType, amqp, clock};
@@ -44,9 +43,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarmer;
 use crate::store::Store;
+use crate::store::triggers::{GroupQuery, GroupWrite, RetryItem, TriggerStore};
 use decide::{Decision, Ending, decide};
 use rondo_core::trigger_id;
-use state::{GroupQuery, GroupWrite, MonitorState, RetryItem};
 
 /// Events handled together at most: one Redis read and one write pipeline,
 /// one cumulative ack. A group takes the deliveries the broker has already
@@ -77,18 +76,23 @@ struct Ended<'a> {
 }
 
 pub struct Monitor {
-    pub(crate) state: MonitorState,
-    pub(crate) store: Store,
-    pub(crate) dispatcher: Arc<Dispatcher>,
-    pub(crate) alarmer: Alarmer,
-    pub(crate) names: Names,
-    pub(crate) config: Config,
+    state: TriggerStore,
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    alarmer: Alarmer,
+    names: Names,
+    config: Config,
 }
 
 impl Monitor {
-    pub fn new(config: &Config, store: Store, dispatcher: Arc<Dispatcher>) -> Arc<Self> {
+    pub fn new(
+        config: &Config,
+        state: TriggerStore,
+        store: Store,
+        dispatcher: Arc<Dispatcher>,
+    ) -> Arc<Self> {
         Arc::new(Monitor {
-            state: MonitorState::new(store.pool().clone(), config.names()),
+            state,
             alarmer: Alarmer::new(&config.alarm),
             names: config.names(),
             config: config.clone(),
@@ -99,7 +103,7 @@ impl Monitor {
 
     /// Consumes the monitor queue until `shutdown`, reconnecting as needed.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(5));
         loop {
             match self.consume(&shutdown).await {
                 Ok(()) => return,
@@ -107,11 +111,9 @@ impl Monitor {
                     tracing::warn!(error = %e, "result monitor lost the broker; reconnecting")
                 }
             }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(backoff) => {}
+            if !backoff.wait(&shutdown).await {
+                return;
             }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     }
 

@@ -1,4 +1,5 @@
-//! The leader's reaper: lost triggers and dead executors' queues.
+//! The leader's reaper: lost triggers and dead executors' queues, every
+//! `monitor.scan_interval_ms`, under the leader's term.
 //!
 //! * **Lost triggers.** A trigger in flight for longer than
 //!   `monitor.lost_after_ms` whose executor no longer heartbeats will never
@@ -16,6 +17,12 @@
 //!   reason (a `trigger.failed` event, which the monitor retries and
 //!   alarms). A queue someone still consumes is never drained: its
 //!   executor is alive, only late with its heartbeat.
+//!
+//! **Fencing.** Reading the old in-flight triggers and taking one off the
+//! scan are fenced scripts, like the claim, so a deposed leader fails no
+//! trigger. Draining a queue is broker work that Redis cannot fence; the
+//! reaper checks its term before each dead executor, and a drain raced by
+//! two leaders re-sends the same trigger ids, which executors run once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,14 +32,16 @@ use lapin::options::{
     BasicAckOptions, BasicGetOptions, BasicRejectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
+use rondo_core::config::Config;
 use rondo_core::event::TriggerRecord;
 use rondo_core::trigger::code;
-use rondo_core::{Error, Event, ExecResult, Routing, Trigger, TriggerBatch, amqp, clock};
-use tokio::sync::watch;
+use rondo_core::{Error, Event, ExecResult, Names, Routing, Trigger, TriggerBatch, amqp, clock};
+use rondo_dispatcher::Dispatcher;
 use tokio_util::sync::CancellationToken;
 
-use super::Monitor;
-use crate::cluster::Role;
+use super::fence::carry_on;
+use crate::store::Store;
+use crate::store::triggers::TriggerStore;
 
 /// Lost-trigger candidates read per partition per scan.
 const LOST_BATCH: usize = 1000;
@@ -45,57 +54,79 @@ enum Stranded {
     Wait,
 }
 
-impl Monitor {
-    /// Reaps while this node leads, every `monitor.scan_interval_ms`.
-    pub async fn run_reaper(
-        self: Arc<Self>,
-        role: watch::Receiver<Role>,
-        shutdown: CancellationToken,
-    ) {
+pub struct Reaper {
+    triggers: TriggerStore,
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    config: Config,
+    names: Names,
+}
+
+impl Reaper {
+    pub fn new(
+        config: &Config,
+        triggers: TriggerStore,
+        store: Store,
+        dispatcher: Arc<Dispatcher>,
+    ) -> Arc<Self> {
+        Arc::new(Reaper {
+            names: config.names(),
+            config: config.clone(),
+            triggers,
+            store,
+            dispatcher,
+        })
+    }
+
+    /// Reaps for `term` every `monitor.scan_interval_ms` until `stop`;
+    /// `Err` only for `StaleTerm`.
+    pub async fn run(self: Arc<Self>, term: u64, stop: CancellationToken) -> Result<(), Error> {
         let interval = Duration::from_millis(self.config.monitor.scan_interval_ms);
         loop {
             tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(interval) => {}
+                () = stop.cancelled() => return Ok(()),
+                () = tokio::time::sleep(interval) => {}
             }
-            if !matches!(*role.borrow(), Role::Leader { .. }) {
-                continue;
-            }
-            if let Err(e) = self.reap_dead_executors().await {
-                tracing::warn!(error = %e, "reaping dead executors failed; next scan retries");
-            }
-            if let Err(e) = self.reap_lost().await {
-                tracing::warn!(error = %e, "looking for lost triggers failed; next scan retries");
-            }
+            let dead = self.reap_dead_executors(term).await;
+            carry_on("reaping dead executors", term, dead)?;
+            carry_on(
+                "looking for lost triggers",
+                term,
+                self.reap_lost(term).await,
+            )?;
         }
     }
 
     /// Turns triggers whose executor died without answering into failures.
-    pub async fn reap_lost(&self) -> Result<u64, Error> {
+    pub async fn reap_lost(&self, term: u64) -> Result<u64, Error> {
         let now = clock::now_ms();
         let before = now - self.config.monitor.lost_after_ms;
         let alive_since = now - self.config.registry.dead_after_ms as i64;
         let mut lost = 0;
         for p in 0..self.names.partitions() {
-            for id in self.state.stale_inflight(p, before, LOST_BATCH).await? {
-                let Some(t) = self.state.inflight_data(p, &id).await? else {
-                    self.state.unlist(p, &id).await?;
+            for id in self
+                .triggers
+                .stale_inflight(p, term, before, LOST_BATCH)
+                .await?
+            {
+                let Some(t) = self.triggers.inflight_data(p, &id).await? else {
+                    self.triggers.unlist(p, term, &id).await?;
                     continue;
                 };
                 // A result can overtake the dispatcher's in-flight record;
                 // the monitor has handled it: only the record is left.
-                if self.state.is_handled(&id).await? {
-                    self.state.forget(t.job_id, &id).await?;
+                if self.triggers.is_handled(&id).await? {
+                    self.triggers.forget(t.job_id, &id).await?;
                     continue;
                 }
                 if self
-                    .state
+                    .triggers
                     .is_alive(&t.group, &t.executor_id, alive_since)
                     .await?
                 {
                     continue;
                 }
-                if self.state.unlist(p, &id).await? {
+                if self.triggers.unlist(p, term, &id).await? {
                     self.publish_lost(&t, now).await?;
                     lost += 1;
                 }
@@ -129,12 +160,13 @@ impl Monitor {
     }
 
     /// Drains dead executors' queues, then drops them from the registry.
-    pub async fn reap_dead_executors(&self) -> Result<(), Error> {
+    pub async fn reap_dead_executors(&self, term: u64) -> Result<(), Error> {
         let before = clock::now_ms() - self.config.registry.dead_after_ms as i64;
         let groups = self.store.list_groups().await?;
         let mut link = None;
         for group in groups {
-            for dead in self.state.dead_executors(&group.app, before).await? {
+            for dead in self.triggers.dead_executors(&group.app, before).await? {
+                self.triggers.check_term(0, term).await?;
                 if link.is_none() {
                     let conn = amqp::connect(&self.config.amqp.url, "rondo-reaper").await?;
                     let ch = amqp::confirm_channel(&conn).await?;
@@ -144,7 +176,10 @@ impl Monitor {
                     continue;
                 };
                 if self.drain(conn, ch, &group.app, &dead).await?
-                    && self.state.drop_executor(&group.app, &dead, before).await?
+                    && self
+                        .triggers
+                        .drop_executor(&group.app, &dead, before)
+                        .await?
                 {
                     tracing::info!(group = %group.app, executor_id = %dead, "dead executor removed from the registry");
                 }
@@ -251,7 +286,7 @@ impl Monitor {
             return Ok(Stranded::Wait);
         }
         for trigger in batch.triggers {
-            if self.state.was_started(&trigger.trigger_id).await? {
+            if self.triggers.was_started(&trigger.trigger_id).await? {
                 tracing::info!(trigger_id = %trigger.trigger_id, executor_id = dead, "started on the dead executor; left to the lost-trigger scan");
                 continue;
             }

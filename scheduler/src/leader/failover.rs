@@ -24,7 +24,7 @@ use std::sync::Arc;
 use rondo_core::names::parse_ring_member;
 use rondo_core::{Error, Job, Misfire};
 
-use crate::claim::pick_node;
+use super::assign::pick_node;
 use crate::store::{Move, Store};
 
 /// Members moved per script call.

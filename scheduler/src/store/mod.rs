@@ -1,9 +1,18 @@
-//! Jobs, groups, due sets and rings in Redis.
+//! The scheduler's state in Redis.
 //!
-//! A job's definition is the `def` field (JSON) of `job:<id>`; its next fire
-//! is its score in its partition's due set, so the claim script never has to
-//! touch a key outside the partition's hash tag. Writes that move a fire go
-//! through the fenced scripts in `lua/`.
+//! * [`Store`] (here): jobs, groups, due sets and rings. A job's definition
+//!   is the `def` field (JSON) of `job:<id>`; its next fire is its score in
+//!   its partition's due set, so the claim script never has to touch a key
+//!   outside the partition's hash tag.
+//! * [`triggers`]: what happens to a trigger after its dispatch: in-flight
+//!   records, handled marks, retries waiting for their backoff, and the
+//!   executor registry's dead entries.
+//!
+//! Writes a leader makes under its term (claim, reassign, due retries, lost
+//! triggers) go through the fenced scripts in `lua/`, each prefixed with
+//! `lua/fence.lua`, which refuses a term the partition no longer accepts.
+
+pub mod triggers;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +24,11 @@ use rondo_core::{Error, ErrorKind, Job, Names};
 
 /// Field of `job:<id>` holding the definition.
 pub(crate) const DEF: &str = "def";
+
+/// A script that acts for a leader term: the fence first, then `body`.
+pub(crate) fn fenced(body: &str) -> Script {
+    Script::new(&format!("{}\n{body}", include_str!("../../lua/fence.lua")))
+}
 
 /// One job's part of a claim call.
 #[derive(Debug, Clone)]
@@ -41,9 +55,9 @@ impl Store {
         Store {
             pool,
             names,
-            claim: Arc::new(Script::new(include_str!("../lua/claim.lua"))),
-            raise_term: Arc::new(Script::new(include_str!("../lua/raise_term.lua"))),
-            reassign: Arc::new(Script::new(include_str!("../lua/reassign.lua"))),
+            claim: Arc::new(fenced(include_str!("../../lua/claim.lua"))),
+            raise_term: Arc::new(Script::new(include_str!("../../lua/raise_term.lua"))),
+            reassign: Arc::new(fenced(include_str!("../../lua/reassign.lua"))),
         }
     }
 

@@ -1,11 +1,21 @@
-//! The monitor's state in Redis: in-flight triggers (written by the
-//! dispatcher, format in `rondo_core::inflight`), the "handled" marks, the
-//! retry sets and the registry's dead executors.
+//! What happens to a trigger after its dispatch, in Redis: in-flight
+//! records (written by the dispatcher, format in `rondo_core::inflight`),
+//! the monitor's "handled" marks, retries waiting for their backoff, and the
+//! registry's dead executors.
+//!
+//! The leader's reads and takes of retries and lost triggers are fenced by
+//! its term (`lua/due_members.lua`, `lua/take_members.lua`), like the claim:
+//! a deposed leader is refused with `StaleTerm` before it dispatches a
+//! retry or fails a trigger as lost.
+
+use std::sync::Arc;
 
 use deadpool_redis::Pool;
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Script};
 use rondo_core::{Error, Names, Trigger, inflight, registry};
 use serde::{Deserialize, Serialize};
+
+use super::fenced;
 
 /// How long a "handled" mark is kept (a duplicate result arrives within
 /// minutes, not days).
@@ -26,14 +36,27 @@ pub struct RetryItem {
 }
 
 #[derive(Clone)]
-pub struct MonitorState {
+pub struct TriggerStore {
     pool: Pool,
     names: Names,
+    due_members: Arc<Script>,
+    take_members: Arc<Script>,
+    check_term: Arc<Script>,
 }
 
-impl MonitorState {
+impl TriggerStore {
     pub fn new(pool: Pool, names: Names) -> Self {
-        MonitorState { pool, names }
+        TriggerStore {
+            pool,
+            names,
+            due_members: Arc::new(fenced(include_str!("../../lua/due_members.lua"))),
+            take_members: Arc::new(fenced(include_str!("../../lua/take_members.lua"))),
+            check_term: Arc::new(fenced(include_str!("../../lua/check_term.lua"))),
+        }
+    }
+
+    pub fn names(&self) -> &Names {
+        &self.names
     }
 
     pub(crate) async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
@@ -95,46 +118,88 @@ impl MonitorState {
         Ok(())
     }
 
-    /// Retries of a partition due at or before `now_ms` (raw members).
+    /// Retries of a partition due at or before `now_ms` (raw members), for
+    /// the leader of `term` (fenced).
     pub async fn due_retries(
         &self,
         p: u32,
+        term: u64,
         now_ms: i64,
         limit: usize,
     ) -> Result<Vec<String>, Error> {
-        let mut conn = self.conn().await?;
-        Ok(conn
-            .zrangebyscore_limit(self.names.retry(p), "-inf", now_ms, 0, limit as isize)
-            .await?)
+        self.fenced_due(p, &self.names.retry(p), term, now_ms, limit)
+            .await
     }
 
-    pub async fn remove_retry(&self, p: u32, member: &str) -> Result<(), Error> {
-        let _: () = self.conn().await?.zrem(self.names.retry(p), member).await?;
+    /// Takes a dispatched (or unreadable) retry out of its set, for the
+    /// leader of `term` (fenced).
+    pub async fn take_retry(&self, p: u32, term: u64, member: &str) -> Result<bool, Error> {
+        self.fenced_take(p, &self.names.retry(p), term, member)
+            .await
+    }
+
+    /// Checks that partition `p` still accepts `term`; `StaleTerm` once a
+    /// newer leader raised it.
+    pub async fn check_term(&self, p: u32, term: u64) -> Result<(), Error> {
+        let _: u32 = self
+            .check_term
+            .key(self.names.term(p))
+            .arg(term)
+            .invoke_async(&mut self.conn().await?)
+            .await?;
         Ok(())
     }
 
-    /// In-flight trigger ids of a partition published before `before_ms`.
-    pub async fn stale_inflight(
+    async fn fenced_due(
         &self,
         p: u32,
-        before_ms: i64,
+        key: &str,
+        term: u64,
+        max_score: i64,
         limit: usize,
     ) -> Result<Vec<String>, Error> {
-        let mut conn = self.conn().await?;
-        Ok(conn
-            .zrangebyscore_limit(self.names.inflight(p), "-inf", before_ms, 0, limit as isize)
+        Ok(self
+            .due_members
+            .key(self.names.term(p))
+            .key(key)
+            .arg(term)
+            .arg(max_score)
+            .arg(limit)
+            .invoke_async(&mut self.conn().await?)
             .await?)
     }
 
-    /// Takes a trigger off the lost-trigger scan (its data stays for the
-    /// monitor). True for the one caller that took it.
-    pub async fn unlist(&self, p: u32, trigger_id: &str) -> Result<bool, Error> {
-        let removed: u32 = self
-            .conn()
-            .await?
-            .zrem(self.names.inflight(p), trigger_id)
+    async fn fenced_take(&self, p: u32, key: &str, term: u64, member: &str) -> Result<bool, Error> {
+        let taken: u32 = self
+            .take_members
+            .key(self.names.term(p))
+            .key(key)
+            .arg(term)
+            .arg(member)
+            .invoke_async(&mut self.conn().await?)
             .await?;
-        Ok(removed == 1)
+        Ok(taken == 1)
+    }
+
+    /// In-flight trigger ids of a partition published before `before_ms`,
+    /// for the leader of `term` (fenced).
+    pub async fn stale_inflight(
+        &self,
+        p: u32,
+        term: u64,
+        before_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, Error> {
+        self.fenced_due(p, &self.names.inflight(p), term, before_ms, limit)
+            .await
+    }
+
+    /// Takes a trigger off the lost-trigger scan (its data stays for the
+    /// monitor), for the leader of `term` (fenced). True for the one caller
+    /// that took it.
+    pub async fn unlist(&self, p: u32, term: u64, trigger_id: &str) -> Result<bool, Error> {
+        self.fenced_take(p, &self.names.inflight(p), term, trigger_id)
+            .await
     }
 
     pub async fn inflight_data(&self, p: u32, trigger_id: &str) -> Result<Option<Trigger>, Error> {
@@ -189,7 +254,7 @@ impl MonitorState {
     }
 }
 
-/// What [`MonitorState::read_group`] fetches for a group of endings, in one
+/// What [`TriggerStore::read_group`] fetches for a group of endings, in one
 /// pipeline.
 #[derive(Debug, Default)]
 pub struct GroupQuery<'a> {
@@ -210,7 +275,7 @@ pub struct GroupRead {
     pub jobs: Vec<Option<String>>,
 }
 
-/// What [`MonitorState::finish_group`] writes, in one pipeline.
+/// What [`TriggerStore::finish_group`] writes, in one pipeline.
 #[derive(Debug, Default)]
 pub struct GroupWrite<'a> {
     /// Trigger ids to mark handled.
@@ -223,7 +288,7 @@ fn parsed<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, Error> {
     redis::from_redis_value(v).map_err(|e| Error::internal(format!("redis reply: {e}")))
 }
 
-impl MonitorState {
+impl TriggerStore {
     /// Handled marks, in-flight records and job definitions of a group of
     /// endings: one round trip on `conn`, whatever the group's size.
     pub async fn read_group(
@@ -239,7 +304,7 @@ impl MonitorState {
             inflight::read(&mut pipe, &self.names, *job_id, id);
         }
         for job_id in &query.jobs {
-            pipe.hget(self.names.job(*job_id), crate::store::DEF);
+            pipe.hget(self.names.job(*job_id), super::DEF);
         }
         let mut replies: Vec<redis::Value> = pipe.query_async(conn).await?;
         let expected = query.handled.len() + query.inflight.len() + query.jobs.len();
@@ -293,7 +358,7 @@ impl MonitorState {
     }
 }
 
-impl MonitorState {
+impl TriggerStore {
     /// Whether an executor already took this trigger (its dedupe mark
     /// exists): such a trigger is not sent again; if it never answers, the
     /// lost-trigger scan fails and retries it.

@@ -1,0 +1,259 @@
+//! The claim: once per interval (aligned to the clock), for each partition,
+//! read the jobs due before now + pre-read, plan each one (misfire rule,
+//! every fire in the window, the following fire), assign each to a live
+//! node ([`super::assign`]), and apply the plan with the fenced claim
+//! script.
+//!
+//! Before it claims, each tick moves dead nodes' rings to live nodes
+//! ([`super::failover`]) and rebuilds Redis from MySQL if the namespace has
+//! no job ([`super::bootstrap`]), so a new or emptied Redis is filled before
+//! anything is claimed from it. When the live node set changes, dead nodes'
+//! rings are moved at once, not at the next tick.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rondo_core::config::SchedulerConfig;
+use rondo_core::histogram::Histogram;
+use rondo_core::schedule::{ClaimWindow, plan_claim};
+use rondo_core::{Error, ErrorKind, Job, clock};
+use rondo_history::History;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::failover::{FailoverReport, failover_pass};
+use super::fence::carry_on;
+use super::{assign, bootstrap};
+use crate::cluster::ClusterView;
+use crate::store::{ClaimItem, Store};
+
+/// Outcome of one claim tick, for logs and the status API.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TickReport {
+    pub jobs: u64,
+    pub fires: u64,
+    pub misfires: u64,
+    pub skipped: u64,
+}
+
+pub struct Claimer {
+    store: Store,
+    config: SchedulerConfig,
+    view: ClusterView,
+    node: String,
+    /// MySQL, read only to rebuild an empty Redis.
+    history: History,
+    /// When the last successful claim ended (ms), for the status API.
+    pub last_claim_ms: watch::Sender<i64>,
+    /// Duration of each successful tick (ms) and what the last one did.
+    pub tick_ms: Histogram,
+    pub last_tick: std::sync::Mutex<TickReport>,
+}
+
+impl Claimer {
+    pub fn new(
+        store: Store,
+        config: SchedulerConfig,
+        view: ClusterView,
+        node: String,
+        history: History,
+    ) -> Arc<Self> {
+        Arc::new(Claimer {
+            store,
+            config,
+            view,
+            node,
+            history,
+            last_claim_ms: watch::channel(0).0,
+            tick_ms: Histogram::default(),
+            last_tick: std::sync::Mutex::new(TickReport::default()),
+        })
+    }
+
+    /// Claims for `term` until `stop`: at once (fires due now must not wait
+    /// for the next aligned tick), then once per aligned interval, moving
+    /// dead nodes' rings whenever the live node set changes. Other errors
+    /// are logged and retried at the next tick; `Err` only for `StaleTerm`.
+    pub async fn run(self: Arc<Self>, term: u64, stop: CancellationToken) -> Result<(), Error> {
+        let mut nodes = self.view.nodes.clone();
+        loop {
+            nodes.borrow_and_update();
+            self.timed_tick(term, &stop).await?;
+            let next_tick = tokio::time::sleep(until_next_tick(self.config.claim_interval_ms));
+            tokio::pin!(next_tick);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    () = &mut next_tick => break,
+                    changed = nodes.changed() => {
+                        if changed.is_err() {
+                            // The membership task is gone: the node is stopping.
+                            stop.cancelled().await;
+                            return Ok(());
+                        }
+                        carry_on("moving dead nodes' rings", term, self.failover(term).await)?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One tick, recorded for the status API when it succeeds.
+    async fn timed_tick(&self, term: u64, stop: &CancellationToken) -> Result<(), Error> {
+        let started = clock::now_ms();
+        let Some(report) = carry_on("claiming", term, self.tick(term, stop).await)? else {
+            return Ok(());
+        };
+        let ended = clock::now_ms();
+        self.last_claim_ms.send_replace(ended);
+        self.tick_ms.record(ended - started);
+        *self.last_tick.lock().expect("last tick lock") = report;
+        if report.fires > 0 || report.misfires > 0 {
+            tracing::debug!(
+                term,
+                jobs = report.jobs,
+                fires = report.fires,
+                misfires = report.misfires,
+                "claimed"
+            );
+        }
+        Ok(())
+    }
+
+    async fn failover(&self, term: u64) -> Result<FailoverReport, Error> {
+        let live = self.live_nodes();
+        failover_pass(&self.store, term, &live, self.config.misfire_threshold_ms).await
+    }
+
+    /// One claim over every partition, after moving dead nodes' rings and
+    /// rebuilding an empty Redis from MySQL. Stops between partitions once
+    /// `stop` fires (the term's duties are ending).
+    pub async fn tick(&self, term: u64, stop: &CancellationToken) -> Result<TickReport, Error> {
+        self.failover(term).await?;
+        self.bootstrap(term).await?;
+        let nodes = self.live_nodes();
+        let mut report = TickReport::default();
+        for p in 0..self.store.names().partitions() {
+            if stop.is_cancelled() {
+                break;
+            }
+            self.claim_partition(p, term, &nodes, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    /// Rebuilds Redis from MySQL when it has no job. Only a fencing error
+    /// fails the tick: with MySQL away the claim goes on with what Redis
+    /// has (nothing, or what the API added since), and the next tick tries
+    /// the rebuild again for as long as Redis stays empty.
+    async fn bootstrap(&self, term: u64) -> Result<(), Error> {
+        match bootstrap::rebuild_if_empty(&self.store, &self.history, term).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == ErrorKind::StaleTerm => Err(e),
+            Err(e) => {
+                tracing::warn!(term, error = %e, "rebuilding the empty redis from mysql failed; retrying next tick");
+                Ok(())
+            }
+        }
+    }
+
+    fn live_nodes(&self) -> Vec<String> {
+        let nodes = self.view.nodes.borrow().clone();
+        if nodes.is_empty() {
+            vec![self.node.clone()]
+        } else {
+            nodes
+        }
+    }
+
+    async fn claim_partition(
+        &self,
+        p: u32,
+        term: u64,
+        nodes: &[String],
+        report: &mut TickReport,
+    ) -> Result<(), Error> {
+        loop {
+            let now = clock::now_ms();
+            let window = ClaimWindow {
+                now_ms: now,
+                horizon_ms: now + self.config.preread_ms,
+                misfire_threshold_ms: self.config.misfire_threshold_ms,
+                max_fires: self.config.max_fires_per_claim,
+            };
+            let due = self
+                .store
+                .read_due(p, window.horizon_ms, self.config.claim_batch)
+                .await?;
+            if due.is_empty() {
+                return Ok(());
+            }
+            let ids: Vec<u64> = due.iter().map(|(id, _)| *id).collect();
+            let jobs = self.store.get_jobs(&ids).await?;
+            let items: Vec<ClaimItem> = due
+                .iter()
+                .map(|(id, score)| plan_item(*id, *score, jobs.get(id), window, nodes, report))
+                .collect();
+            let (claimed, skipped) = self.store.claim(p, term, nodes, &items).await?;
+            report.jobs += claimed;
+            report.skipped += skipped;
+            if due.len() < self.config.claim_batch || claimed == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Plans one due job. A job whose definition is gone or invalid leaves the
+/// due set (no fire) with a log line.
+fn plan_item(
+    id: u64,
+    score: i64,
+    job: Option<&Arc<Job>>,
+    window: ClaimWindow,
+    nodes: &[String],
+    report: &mut TickReport,
+) -> ClaimItem {
+    let node = assign::pick_node(id, nodes);
+    let empty = ClaimItem {
+        job_id: id,
+        expected_score: score,
+        next: None,
+        node,
+        fires: Vec::new(),
+    };
+    let Some(job) = job.filter(|j| j.enabled) else {
+        tracing::warn!(
+            job_id = id,
+            "due job has no definition or is stopped; removed from the due set"
+        );
+        return empty;
+    };
+    let schedule = match job.schedule() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(job_id = id, error = %e, "stored schedule does not parse; removed from the due set");
+            return empty;
+        }
+    };
+    let plan = plan_claim(&schedule, job.misfire.rule(), score, window);
+    if let Some(late) = plan.misfired {
+        report.misfires += 1;
+        tracing::warn!(job_id = id, fire_ms = late, late_ms = window.now_ms - late, strategy = %job.misfire, "misfire");
+    }
+    report.fires += plan.fires.len() as u64;
+    ClaimItem {
+        job_id: id,
+        expected_score: score,
+        next: plan.next,
+        node,
+        fires: plan.fires,
+    }
+}
+
+/// Time until the next multiple of the interval on the wall clock.
+fn until_next_tick(interval_ms: u64) -> Duration {
+    let interval = interval_ms.max(1) as i64;
+    let now = clock::now_ms();
+    Duration::from_millis((interval - now.rem_euclid(interval)) as u64)
+}

@@ -1,0 +1,89 @@
+//! Firing: release each fire at its millisecond, dispatch it, ack its ring
+//! member once the broker confirmed it; a fire whose dispatch failed goes
+//! back on the wheel with a backoff (it stays in the persisted ring).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rondo_core::backoff::Backoff;
+use rondo_core::clock;
+use rondo_dispatcher::Fire;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::{Entry, Firing};
+
+/// The first and the longest wait between two dispatch attempts of a fire.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+impl Firing {
+    pub(super) async fn fire_loop(
+        self: Arc<Self>,
+        shutdown: CancellationToken,
+        tracker: TaskTracker,
+    ) {
+        loop {
+            let next = self.wheel.lock().expect("wheel lock").next_due();
+            let wait_ms = next.map_or(1_000, |due| (due - clock::now_ms()).clamp(0, 1_000));
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = self.wake.notified() => continue,
+                _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
+            }
+            let due = self
+                .wheel
+                .lock()
+                .expect("wheel lock")
+                .pop_due(clock::now_ms());
+            for (_, entry) in due {
+                let span = tracing::info_span!("fire", job_id = entry.job.id, fire_ms = entry.fire_ms, node = %self.node);
+                tracker.spawn(self.clone().fire_one(entry).instrument(span));
+            }
+        }
+    }
+
+    async fn fire_one(self: Arc<Self>, entry: Entry) {
+        let fire = Fire::scheduled(entry.job.clone(), entry.fire_ms);
+        let outcome = match self.dispatcher.dispatch(&fire).await {
+            Ok(dispatched) => self
+                .acks
+                .submit(entry.partition, entry.member.clone())
+                .await
+                .map(|()| dispatched.confirmed_ms),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(confirmed_ms) => {
+                self.stats
+                    .publish_lateness
+                    .record(confirmed_ms - entry.fire_ms);
+                self.loaded
+                    .lock()
+                    .expect("loaded lock")
+                    .remove(&entry.member);
+                self.stats
+                    .fired
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => self.retry_later(entry, &e),
+        }
+    }
+
+    /// Puts a fire that could not be dispatched back on the wheel; it stays
+    /// in the persisted ring meanwhile.
+    fn retry_later(&self, mut entry: Entry, error: &rondo_core::Error) {
+        let backoff = Backoff::nth(RETRY_FIRST, RETRY_MAX, entry.attempt).as_millis() as i64;
+        tracing::warn!(error = %error, attempt = entry.attempt, backoff_ms = backoff, "dispatch failed; will retry");
+        entry.attempt += 1;
+        self.stats
+            .retried
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.wheel
+            .lock()
+            .expect("wheel lock")
+            .insert(clock::now_ms() + backoff, entry);
+        self.wake.notify_one();
+    }
+}
