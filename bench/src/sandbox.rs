@@ -1,8 +1,8 @@
 //! A fresh namespace and a fresh, migrated database for one measurement,
 //! removed afterwards, so measurements never see each other's rows or
 //! queues and a run leaves nothing behind: the database, the namespace's
-//! Redis keys (SCAN + UNLINK in batches, so a million keys never make one
-//! giant DEL), its ZooKeeper nodes, its queues and exchanges.
+//! Redis keys, its ZooKeeper nodes, its queues and exchanges (the cleanup
+//! of `rondo_core::testkit`, which unlinks keys in batches).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -11,9 +11,6 @@ use futures_util::FutureExt as _;
 use rondo_core::{Config, testkit};
 use rondo_history::testing::{drop_database, fresh_database};
 use sqlx::MySqlPool;
-
-/// Keys per SCAN step and per UNLINK.
-const KEYS_PER_BATCH: usize = 1_000;
 
 pub(crate) struct Sandbox {
     /// The caller's config with the sandbox's namespace and database URL.
@@ -54,8 +51,8 @@ impl Sandbox {
         self.pool.close().await;
         drop_database(&self.base_url, &self.database).await;
         testkit::cleanup_amqp(&self.config, queues).await;
-        let keys = unlink_namespace(&self.config).await;
-        delete_zk_tree(&self.config).await;
+        let keys = testkit::cleanup_redis(&self.config).await;
+        testkit::cleanup_zk(&self.config).await;
         tracing::info!(namespace = %self.config.namespace, redis_keys = keys, "sandbox removed");
     }
 }
@@ -102,64 +99,7 @@ impl Spare {
     async fn clean(self) {
         drop_database(&self.base_url, &self.database).await;
         testkit::cleanup_amqp(&self.config, &[]).await;
-        unlink_namespace(&self.config).await;
-        delete_zk_tree(&self.config).await;
-    }
-}
-
-/// Deletes every Redis key of the namespace with SCAN and UNLINK batches;
-/// returns how many it removed.
-pub(crate) async fn unlink_namespace(config: &Config) -> usize {
-    let Ok(client) = redis::Client::open(config.redis.url.as_str()) else {
-        return 0;
-    };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
-        return 0;
-    };
-    let pattern = format!("{}:*", config.namespace);
-    let mut cursor: u64 = 0;
-    let mut removed = 0;
-    loop {
-        let step: Result<(u64, Vec<String>), _> = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(KEYS_PER_BATCH)
-            .query_async(&mut conn)
-            .await;
-        let Ok((next, keys)) = step else {
-            break;
-        };
-        for chunk in keys.chunks(KEYS_PER_BATCH) {
-            let unlinked: Result<usize, _> =
-                redis::cmd("UNLINK").arg(chunk).query_async(&mut conn).await;
-            removed += unlinked.unwrap_or(0);
-        }
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
-    }
-    removed
-}
-
-/// Deletes the namespace's ZooKeeper chroot, children first.
-async fn delete_zk_tree(config: &Config) {
-    let connect = zookeeper_client::Client::connect(&config.zookeeper.connect);
-    let Ok(Ok(client)) = tokio::time::timeout(std::time::Duration::from_secs(10), connect).await
-    else {
-        return;
-    };
-    let root = config.names().zk_root();
-    let mut stack = vec![root];
-    let mut order = Vec::new();
-    while let Some(path) = stack.pop() {
-        let children = client.list_children(&path).await.unwrap_or_default();
-        stack.extend(children.iter().map(|c| format!("{path}/{c}")));
-        order.push(path);
-    }
-    for path in order.iter().rev() {
-        let _ = client.delete(path, None).await;
+        testkit::cleanup_redis(&self.config).await;
+        testkit::cleanup_zk(&self.config).await;
     }
 }

@@ -40,7 +40,7 @@ use crate::cluster::{Binaries, Cluster, Creation, Spec, create_jobs, eventually,
 use crate::machine::Machine;
 use crate::options::Options;
 use crate::output::Report;
-use crate::sandbox::{Sandbox, unlink_namespace, with_sandbox};
+use crate::sandbox::{Sandbox, with_sandbox};
 use crate::throughput::executor_queues;
 
 /// The goal of the issue: Redis bytes per job beyond its definition.
@@ -173,7 +173,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<ScaleRepor
     let mut report = measured?;
     tracing::info!("scale: removing the namespace's keys");
     let unlink = Instant::now();
-    report.unlinked_keys = unlink_namespace(config).await;
+    report.unlinked_keys = rondo_core::testkit::cleanup_redis(config).await;
     report.unlink_seconds = unlink.elapsed().as_secs_f64();
     Ok(report)
 }

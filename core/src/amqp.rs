@@ -70,8 +70,31 @@ async fn declare_queue(ch: &Channel, name: &str, args: FieldTable) -> Result<(),
         durable: true,
         ..QueueDeclareOptions::default()
     };
-    ch.queue_declare(name.into(), opts, args).await?;
+    ch.queue_declare(name.into(), opts, args)
+        .await
+        .map_err(|e| declare_error(name, e))?;
     Ok(())
+}
+
+/// A declare the broker refused because the queue exists with other
+/// properties (406 PRECONDITION_FAILED) is a `Conflict`: retrying cannot
+/// help until someone deletes or migrates the queue. Anything else is the
+/// broker being unavailable.
+fn declare_error(queue: &str, e: lapin::Error) -> Error {
+    use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+    let inequivalent = matches!(
+        e.kind(),
+        lapin::ErrorKind::ProtocolError(amqp)
+            if *amqp.kind() == AMQPErrorKind::Soft(AMQPSoftError::PRECONDITIONFAILED)
+    );
+    if inequivalent {
+        let msg = format!(
+            "queue {queue} exists with other arguments than rondo declares ({e}); \
+             delete or migrate it"
+        );
+        return Error::new(crate::error::ErrorKind::Conflict, msg);
+    }
+    e.into()
 }
 
 async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str) -> Result<(), Error> {

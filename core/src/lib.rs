@@ -14,23 +14,28 @@
 //!   and validation of user input.
 //! * [`schedule`]: `CRON` (Quartz syntax), `FIX_RATE` and `NONE` schedules, next
 //!   fire computation and the misfire rule used at claim time.
-//! * [`trigger`]: the trigger message an executor consumes, the result it
-//!   publishes, trigger ids.
+//! * [`trigger`]: the trigger message an executor consumes and the result it
+//!   publishes; [`trigger_id`]: the grammar of every trigger id.
 //! * [`event`]: the events on the `events` exchange that the persistence worker
 //!   stores.
 //! * [`names`]: every Redis key, AMQP exchange / queue and znode name.
+//! * The records two processes share, each written once with a round-trip
+//!   test: [`inflight`] (dispatcher → monitor, reaper), [`registry`]
+//!   (executor → scheduler), the dead-letter headers in [`amqp`].
 //! * [`config`]: TOML + `RONDO_*` configuration, loaded by a pure function.
 //! * [`error`]: the closed error kind callers branch on.
 //! * [`amqp`], [`redis`]: connecting to the broker and to Redis the way every
 //!   process must (confirms, topology, dead-lettering, response timeouts).
-//! * [`telemetry`], [`signals`]: tracing set-up and SIGINT/SIGTERM handling
-//!   shared by the binaries.
+//! * [`daemon`]: the one shape every binary starts and stops in (arguments,
+//!   config, telemetry, run, drain within a grace, exit codes);
+//!   [`telemetry`], [`signals`]: its tracing set-up and SIGINT/SIGTERM.
+//! * [`backoff`]: the one capped exponential backoff every retry loop uses.
 //! * [`clock`]: wall-clock milliseconds.
 //! * [`batcher`]: group commit (many callers, one message or pipeline per
 //!   key), how triggers, events and Redis writes are batched.
 //! * [`histogram`]: millisecond latency histograms (publish lateness).
-//! * `testkit` (feature `testkit`): fresh namespaces and cleanup for tests
-//!   against the real services.
+//! * `testkit` (feature `testkit`): a namespace per test, cleaned up on drop;
+//!   `eventually`; queue depths; fixtures; daemon checks.
 
 pub mod amqp;
 pub mod backoff;

@@ -39,7 +39,8 @@ impl JobError {
     }
 }
 
-/// What [`ExecutorBuilder::build`](crate::ExecutorBuilder::build) refuses.
+/// What [`ExecutorBuilder::build`](crate::ExecutorBuilder::build) refuses,
+/// and how [`Executor::run`](crate::Executor::run) fails.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecutorError {
     /// A handler name that cannot be advertised or routed to.
@@ -58,6 +59,10 @@ pub enum ExecutorError {
     /// A config value the executor cannot work with.
     #[error("invalid config: {0}")]
     Config(String),
+    /// A core task (the broker session, the heartbeat) failed while
+    /// running; the executor drained and stopped.
+    #[error("{0}")]
+    Failed(String),
 }
 
 #[cfg(test)]

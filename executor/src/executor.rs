@@ -8,22 +8,24 @@ use std::time::Duration;
 use deadpool_redis::Pool;
 use rondo_core::Config;
 use tokio::sync::Notify;
+use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::dedupe::Dedupe;
-use crate::delivery::Deliveries;
+use crate::admission::dedupe::Dedupe;
+use crate::admission::intake::Intake;
+use crate::admission::runner::{Runner, RunnerParts};
 use crate::error::ExecutorError;
 use crate::handler::{Handler, Handlers, HookRegistration, SharedHandler};
-use crate::hooks::{HOOK_TIMEOUT, Hook, HookKind};
-use crate::intake::Intake;
-use crate::jobs::{DEFAULT_IDLE_TIMEOUT, Jobs, JobsParts, Limits};
 use crate::lifecycle::Lifecycle;
-use crate::publisher::Publisher;
-use crate::registration::Registration;
-use crate::runner::{Runner, RunnerParts};
-use crate::session::Session;
-use crate::supervisor::KILL_GRACE;
+use crate::transport::delivery::Deliveries;
+use crate::transport::publisher::Publisher;
+use crate::transport::registration::Registration;
+use crate::transport::session::Session;
+use crate::workers::hooks::{HOOK_TIMEOUT, Hook, HookKind};
+use crate::workers::jobs::{DEFAULT_IDLE_TIMEOUT, Jobs, JobsParts};
+use crate::workers::shared::Limits;
+use crate::workers::supervisor::KILL_GRACE;
 
 /// After the kill grace, results still get this long to reach the broker.
 const PUBLISH_GRACE: Duration = Duration::from_secs(5);
@@ -152,6 +154,9 @@ impl Executor {
     /// (SERIAL_EXECUTION) are left unacked, for the next start.
     ///
     /// Broker and Redis outages are logged and retried, never returned.
+    /// `Err` when a core task failed (the broker refuses the executor's
+    /// queue as declared, or a task panicked): the executor then drained
+    /// and stopped by itself.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ExecutorError> {
         let span = tracing::info_span!("executor", executor_id = %self.id);
         self.serve(shutdown).instrument(span).await
@@ -210,9 +215,9 @@ impl Executor {
             lifecycle: lifecycle.clone(),
             ready: ready.clone(),
         };
-        let session = tokio::spawn(session.run().in_current_span());
+        let mut session = Some(tokio::spawn(session.run().in_current_span()));
         let registration = self.registration(&incarnation);
-        let heartbeat = {
+        let mut heartbeat = Some({
             let (registration, runner) = (registration.clone(), runner.clone());
             let shutdown = lifecycle.shutdown.clone();
             let beat = async move {
@@ -221,13 +226,26 @@ impl Executor {
                     .await
             };
             tokio::spawn(beat.in_current_span())
-        };
-        tracing::info!(app = %self.app(), queue = %self.queue(), handlers = %self.handlers.names_csv(), "executor started");
+        });
+        tracing::info!(app = %self.app(), queue = %self.queue(), handlers = %self.handlers.names().join(","), "executor started");
 
-        lifecycle.shutdown.cancelled().await;
+        // Runs until shutdown, or until a core task ends before it: then the
+        // executor drains and stops by itself, with the failure.
+        let failure = tokio::select! {
+            biased;
+            () = lifecycle.shutdown.cancelled() => None,
+            ended = until_done(&mut session) => Some(core_task("the broker session", ended)),
+            ended = until_done(&mut heartbeat) => Some(core_task("the registry heartbeat", ended.map(Ok))),
+        };
+        if let Some(why) = &failure {
+            tracing::error!(error = %why, "a core task failed; the executor stops");
+            lifecycle.shutdown.cancel();
+        }
         tracing::info!("shutting down: no new triggers");
         intake.close();
-        let _ = heartbeat.await;
+        if let Some(heartbeat) = heartbeat {
+            let _ = heartbeat.await;
+        }
         if let Err(e) = registration.deregister().await {
             tracing::warn!(error = %e, "deregistering failed; the registry entry will age out");
         }
@@ -236,9 +254,11 @@ impl Executor {
             tracing::warn!("destroy hooks did not finish in time; closing anyway");
         }
         lifecycle.close.cancel();
-        let _ = session.await;
+        if let Some(session) = session {
+            let _ = session.await;
+        }
         tracing::info!("executor stopped");
-        Ok(())
+        failure.map_or(Ok(()), |why| Err(ExecutorError::Failed(why)))
     }
 
     /// Waits for the in-flight deliveries, escalating at each deadline.
@@ -275,7 +295,7 @@ impl Executor {
             app: self.app().to_owned(),
             executor_id: self.id.clone(),
             host: hostname(),
-            handlers: self.handlers.names_csv(),
+            handlers: self.handlers.names(),
             started_ms: rondo_core::clock::now_ms(),
             incarnation: incarnation.to_owned(),
             heartbeat,
@@ -334,6 +354,26 @@ fn check_config(config: &Config) -> Result<(), ExecutorError> {
     lapin::uri::AMQPUri::from_str(&config.amqp.url)
         .map_err(|e| ExecutorError::Config(format!("amqp.url: {e}")))?;
     Ok(())
+}
+
+/// Waits for a task that has not been awaited yet and takes it: its
+/// handle is polled at most to completion, never after.
+async fn until_done<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, JoinError> {
+    let Some(handle) = task.as_mut() else {
+        return std::future::pending().await;
+    };
+    let ended = handle.await;
+    *task = None;
+    ended
+}
+
+/// Why a core task that ended before shutdown is a failure.
+fn core_task(name: &str, ended: Result<Result<(), rondo_core::Error>, JoinError>) -> String {
+    match ended {
+        Ok(Ok(())) => format!("{name} ended on its own"),
+        Ok(Err(e)) => format!("{name} failed: {e}"),
+        Err(e) => format!("{name} panicked: {e}"),
+    }
 }
 
 #[cfg(test)]

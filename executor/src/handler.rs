@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 
 use crate::context::JobContext;
 use crate::error::{ExecutorError, JobError};
-use crate::hooks::{HookKind, SharedHook};
+use crate::workers::hooks::{HookKind, SharedHook};
 
 /// The longest handler name (as the job model allows).
 const MAX_NAME_BYTES: usize = rondo_core::model::MAX_TEXT;
@@ -109,9 +109,9 @@ impl Handlers {
     }
 
     /// The names, sorted, comma-separated (the registry's `handlers` field).
-    pub(crate) fn names_csv(&self) -> String {
-        let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
-        names.join(",")
+    /// The handler names, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
     }
 }
 
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn valid_names_are_listed_sorted() {
         let handlers = Handlers::new(named(&["shell", "demo", "a.b-c_d"]), vec![]).unwrap();
-        assert_eq!(handlers.names_csv(), "a.b-c_d,demo,shell");
+        assert_eq!(handlers.names(), ["a.b-c_d", "demo", "shell"]);
         assert!(handlers.get("demo").is_some());
         assert!(handlers.get("nope").is_none());
     }

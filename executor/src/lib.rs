@@ -63,68 +63,55 @@
 //!   ordered drain.
 //! * [`Handler`], [`JobContext`], [`JobError`], [`Outcome`]: what a handler
 //!   is, receives, returns, and how a run ended.
-//! * [`Hook`], [`HookContext`] (`hooks`): a handler's `init` / `destroy`.
+//! * [`Hook`], [`HookContext`]: a handler's `init` / `destroy`.
 //! * [`control`]: the kill message and [`control::send_kill`] for senders.
 //! * [`builtin`]: the `shell`, `http` and `demo` handlers.
 //! * [`testing`]: run a handler as the executor would, without services.
 //!
-//! Inside, one concept a file:
-//! * `session`: the AMQP connection, consuming triggers and control
-//!   messages, reconnecting with backoff.
-//! * `delivery`: one queue message: decode or dead-letter, admit each
-//!   trigger, ack.
-//! * `runner`: one trigger from admission to confirmed result; explains the
-//!   dedupe and redelivery guarantees and the cap on handlers running at
-//!   once (`executor.prefetch`, counted in triggers; the AMQP prefetch of
-//!   the same value counts messages, each a batch of triggers).
-//! * `slots`: the trigger ids in flight here, their interrupts (kills) and
-//!   the `running_jobs` they add up to.
-//! * `jobs`, `worker`: the per-job workers (XXL-JOB's JobThread); `worker`
-//!   explains the block strategies, the bound on waiting triggers, the
-//!   hooks' timing and idle exit.
-//! * `interrupt`: stopping one trigger on purpose (kill, COVER_EARLY) as
-//!   opposed to by shutdown or timeout.
-//! * `dedupe`: the Redis marks behind "at most once per trigger id",
-//!   written in shared pipelines (group commit) with one answer per trigger.
-//! * `supervisor`: the handler in its own task, timeout, kill grace, panics.
-//! * `joblog`, `shipper`: a run's log lines, buffered and published.
-//! * `publisher`: confirmed publishes of events on the current channel;
-//!   results and last log lines of many triggers share messages (group
-//!   commit), each caller waiting for the confirm of its own.
-//! * `registration`: the Redis registry entry, heartbeat and prompt
-//!   `running_jobs` updates (the hash's fields are listed there).
-//! * `lifecycle`, `intake`: shutdown phases and the task set the drain waits for.
-//! * `handler`, `context`, `outcome`, `error`, `backoff`: the small types.
+//! Inside, by concern (one concept a file):
+//! * `transport/`: the outside links. `session` (the AMQP connection,
+//!   consuming triggers and control messages, reconnecting with backoff),
+//!   `delivery` (one queue message: decode or dead-letter, admit each
+//!   trigger, ack), `publisher` (confirmed publishes of events; results and
+//!   last log lines of many triggers share messages), `shipper` (a run's
+//!   log lines, published while it runs), `control` (kill messages),
+//!   `registration` (the Redis registry entry, heartbeat and prompt
+//!   `running_jobs` updates, in the format of `rondo_core::registry`).
+//! * `admission/`: from a trigger to its confirmed result. `runner`
+//!   (explains the dedupe and redelivery guarantees and the cap on
+//!   handlers running at once: `executor.prefetch`, counted in triggers;
+//!   the AMQP prefetch of the same value counts messages), `dedupe` (the
+//!   Redis marks behind "at most once per trigger id", in shared
+//!   pipelines), `slots` (trigger ids in flight, their interrupts, the
+//!   `running_jobs` they add up to), `intake` (the task set the drain
+//!   waits for).
+//! * `workers/`: running handlers. `jobs` (the map of per-job workers),
+//!   `worker` (one job's worker: the block strategies, the bound on
+//!   waiting triggers, the hooks' timing, idle exit), `shared` (what the
+//!   map and its workers share), `hooks`, `supervisor` (the handler in its
+//!   own task: timeout, kill grace, panics), `interrupt` (stopping one
+//!   trigger on purpose), `panic`.
+//! * at the root, the small types: `handler`, `context`, `outcome`,
+//!   `error`, `joblog` (a run's log lines), `lifecycle` (shutdown phases).
 
-mod backoff;
+mod admission;
 pub mod builtin;
 mod context;
-pub mod control;
-mod dedupe;
-mod delivery;
 mod error;
 mod executor;
 mod handler;
-mod hooks;
-mod intake;
-mod interrupt;
 mod joblog;
-mod jobs;
 mod lifecycle;
 mod outcome;
-mod publisher;
-mod registration;
-mod runner;
-mod session;
-mod shipper;
-mod slots;
-mod supervisor;
 pub mod testing;
-mod worker;
+pub(crate) mod transport;
+mod workers;
+
+pub use transport::control;
 
 pub use context::JobContext;
 pub use error::{ExecutorError, JobError};
 pub use executor::{Executor, ExecutorBuilder};
 pub use handler::Handler;
-pub use hooks::{Hook, HookContext};
 pub use outcome::Outcome;
+pub use workers::hooks::{Hook, HookContext};

@@ -27,10 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::JobContext;
 use crate::handler::Handler;
-use crate::interrupt::Interrupt;
 use crate::joblog::JobLog;
 use crate::outcome::Outcome;
-use crate::supervisor::supervise;
+use crate::workers::interrupt::Interrupt;
+use crate::workers::supervisor::supervise;
 
 /// Runs `handler` once with `params` (shard 0 of 1, no timeout).
 pub async fn run_handler<H: Handler>(
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(outcome.code, code::TIMEOUT);
         assert_eq!(
             started.elapsed(),
-            Duration::from_secs(2) + crate::supervisor::KILL_GRACE
+            Duration::from_secs(2) + crate::workers::supervisor::KILL_GRACE
         );
     }
 

@@ -9,7 +9,8 @@ use rondo_scheduler::store::{ClaimItem, Move, Store};
 
 #[tokio::test]
 async fn a_stale_term_cannot_claim_or_reassign() {
-    let config = testkit::config("fence");
+    let namespace = testkit::Namespace::new("fence");
+    let config = namespace.config.clone();
     let names = config.names();
     let pool = rondo_core::redis::pool(&config.redis).unwrap();
     let store = Store::new(pool.clone(), names.clone());
@@ -69,8 +70,6 @@ async fn a_stale_term_cannot_claim_or_reassign() {
     assert_eq!(moved, vec!["7:1000".to_owned()]);
     let owners: Vec<String> = conn.smembers(names.ring_owners(p)).await.unwrap();
     assert_eq!(owners, vec!["b".to_owned()]);
-
-    testkit::cleanup_redis(&config).await;
 }
 
 /// Retries and the reaper act under the same term as the claim: once a
@@ -78,7 +77,8 @@ async fn a_stale_term_cannot_claim_or_reassign() {
 /// read nor take a due retry, nor read or take an old in-flight trigger.
 #[tokio::test]
 async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
-    let config = testkit::config("fence-duties");
+    let namespace = testkit::Namespace::new("fence-duties");
+    let config = namespace.config.clone();
     let names = config.names();
     let pool = rondo_core::redis::pool(&config.redis).unwrap();
     let store = Store::new(pool.clone(), names.clone());
@@ -135,5 +135,4 @@ async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
         "taken once"
     );
     assert!(triggers.unlist(p, 2, "7-1000-0").await.unwrap());
-    testkit::cleanup_redis(&config).await;
 }

@@ -104,6 +104,8 @@ struct Fixture {
     pool: deadpool_redis::Pool,
     conn: lapin::Connection,
     ch: lapin::Channel,
+    /// Removes the test's keys, queues and exchanges when dropped.
+    _namespace: testkit::Namespace,
 }
 
 impl Fixture {
@@ -116,6 +118,7 @@ impl Fixture {
             config.monitor.prefetch = prefetch;
         }
         let names = config.names();
+        let namespace = testkit::Namespace::with_config(config.clone());
         let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
         let store = Store::new(pool.clone(), names.clone());
         let conn = amqp::connect(&config.amqp.url, "monitor-batch-test")
@@ -125,6 +128,7 @@ impl Fixture {
         // The monitor queue exists before anything is published to it.
         amqp::declare_topology(&ch, &names).await.expect("topology");
         Fixture {
+            _namespace: namespace,
             config,
             names,
             store,
@@ -268,10 +272,9 @@ impl Fixture {
         }
     }
 
+    /// Closes the test's connection; the namespace guard removes the rest.
     async fn cleanup(self) {
         let _ = self.conn.close(200, "bye".into()).await;
-        testkit::cleanup_redis(&self.config).await;
-        testkit::cleanup_amqp(&self.config, &[]).await;
     }
 }
 

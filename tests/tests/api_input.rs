@@ -1,10 +1,10 @@
 //! Bad input to the admin API gets a 4xx whose JSON body names the field,
-//! and changes nothing: no job stored, no id consumed.
+//! and changes nothing: no job stored, no id consumed. The API's router is
+//! called in-process, without starting a node.
 
 use reqwest::Method;
-use rondo_tests::{Api, Env};
+use rondo_testkit::{Api, World};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 fn good_job() -> Value {
     json!({
@@ -43,12 +43,12 @@ async fn expect_field(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
-    let env = Env::new("api").await;
-    let shutdown = CancellationToken::new();
-    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
-        .await
-        .expect("scheduler starts");
-    let api = Api::new(node.api_addr);
+    let world = World::new("api").await;
+    let parts =
+        rondo_scheduler::Parts::connect(world.config.clone(), "api-test".into(), "-".into())
+            .await
+            .expect("the node's parts connect");
+    let api = Api::in_process(rondo_scheduler::api::router(parts.app_state()));
 
     let (status, _) = api
         .post("/api/v1/groups", json!({ "app": "billing" }))
@@ -190,8 +190,4 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
         "params",
     )
     .await;
-
-    shutdown.cancel();
-    node.wait().await.expect("the node stops cleanly");
-    env.cleanup(&[]).await;
 }

@@ -9,30 +9,14 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use rondo_core::{Config, clock, testkit};
-use rondo_scheduler::NodeHandle;
 use rondo_scheduler::leader::bootstrap::rebuild_if_empty;
 use rondo_scheduler::store::Store;
-use rondo_tests::recorder::Recorder;
-use rondo_tests::{Api, Env, eventually};
+use rondo_testkit::recorder::Recorder;
+use rondo_testkit::{Api, Cluster, World, eventually};
 use serde_json::{Value, json};
 use sqlx::MySqlPool;
-use tokio_util::sync::CancellationToken;
 
 const REBUILD_TIMEOUT: Duration = Duration::from_secs(20);
-
-async fn start_node(config: &Config) -> (NodeHandle, Api, CancellationToken) {
-    let token = CancellationToken::new();
-    let node = rondo_scheduler::start(config.clone(), token.clone())
-        .await
-        .expect("scheduler node");
-    let api = Api::new(node.api_addr);
-    (node, api, token)
-}
-
-async fn stop_node(node: NodeHandle, token: CancellationToken) {
-    token.cancel();
-    node.wait().await.expect("the node stops cleanly");
-}
 
 async fn create_job(api: &Api, spec: Value) -> Value {
     let (status, job) = api.post("/api/v1/jobs", spec).await;
@@ -116,16 +100,15 @@ async fn is_due(conn: &mut redis::aio::MultiplexedConnection, config: &Config, i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
-    let mut env = Env::new("boot").await;
-    env.config.executor.app = "boot".into();
-    let services = CancellationToken::new();
-    let worker = tokio::spawn(rondo_persist_worker::run(
-        env.config.clone(),
-        services.clone(),
-    ));
+    let mut world = World::new("boot").await;
+    world.config.executor.app = "boot".into();
+    let mut cluster = Cluster::new(world);
+    cluster.start_persist_worker();
     let recorder = Recorder::default();
-    let (executor, queue) = recorder.start_executor(&env.config, "boot-1", services.clone());
-    let (node, api, token) = start_node(&env.config).await;
+    cluster.start_recording_executor("boot-1", &recorder);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    let (config, db) = (cluster.config().clone(), cluster.db().clone());
 
     let (status, body) = api.post("/api/v1/groups", json!({ "app": "boot" })).await;
     assert_eq!(status, 201, "{body}");
@@ -162,24 +145,24 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     let mut expected: Vec<(u64, bool)> = kept.iter().map(|j| (id_of(j), false)).collect();
     expected.push((id_of(&gone), true));
     expected.sort_unstable();
-    wait_for_mysql(&env.db, &expected).await;
+    wait_for_mysql(&db, &expected).await;
     // A row whose schedule no longer parses: restored, never scheduled.
     let broken = id_of(&gone) + 10;
-    insert_mysql_job(&env.db, broken, "boot", "not a cron").await;
+    insert_mysql_job(&db, broken, "boot", "not a cron").await;
     let mut before = Vec::new();
     for j in kept {
         before.push(definition(&api, id_of(j)).await.expect("defined"));
     }
 
     // Redis loses the namespace while no node runs.
-    stop_node(node, token).await;
-    testkit::cleanup_redis(&env.config).await;
-    let mut conn = redis(&env.config).await;
-    let left: u64 = conn.scard(env.config.names().job_index()).await.unwrap();
+    cluster.stop_node(node).await;
+    testkit::cleanup_redis(&config).await;
+    let mut conn = redis(&config).await;
+    let left: u64 = conn.scard(config.names().job_index()).await.unwrap();
     assert_eq!(left, 0, "the namespace was flushed");
     // The executor's registration went with it; its next heartbeat (1 s)
     // brings it back. Wait, so the FIRE_ONCE_NOW fire finds it.
-    let registry = env.config.names().registry("boot");
+    let registry = config.names().registry("boot");
     eventually("the executor to register again", REBUILD_TIMEOUT, || {
         let (mut conn, registry) = (conn.clone(), registry.clone());
         async move {
@@ -189,7 +172,8 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     })
     .await;
     let restart_ms = clock::now_ms();
-    let (node, api, token) = start_node(&env.config).await;
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
 
     eventually("the rebuild from mysql", REBUILD_TIMEOUT, || async {
         definition(&api, id_of(&manual)).await
@@ -212,13 +196,10 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
 
     // Due sets: every enabled scheduled job, and only those.
     for j in [&cron, &rate, &once] {
-        assert!(is_due(&mut conn, &env.config, id_of(j)).await, "{j} is due");
+        assert!(is_due(&mut conn, &config, id_of(j)).await, "{j} is due");
     }
     for id in [id_of(&stopped), id_of(&manual), broken] {
-        assert!(
-            !is_due(&mut conn, &env.config, id).await,
-            "job {id} is not due"
-        );
+        assert!(!is_due(&mut conn, &config, id).await, "job {id} is not due");
         assert_eq!(next_fire(&api, id).await, None);
     }
     let cron_next = next_fire(&api, id_of(&cron)).await.expect("cron next");
@@ -228,7 +209,7 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     );
     // At most one period ahead, plus the pre-read: a fire due within it is
     // claimed at once and the score moves to the one after.
-    let ahead = 60_000 + env.config.scheduler.preread_ms;
+    let ahead = 60_000 + config.scheduler.preread_ms;
     assert!(cron_next <= clock::now_ms() + ahead, "{cron_next}");
 
     // The FIX_RATE job fires again; the FIRE_ONCE_NOW one fires once now.
@@ -257,47 +238,37 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     assert!(once_next >= restart_ms + 3_600_000, "{once_next}");
 
     // The sequence is past every id MySQL has seen: a new job gets a fresh id.
-    let seq: u64 = conn.get(env.config.names().job_seq()).await.unwrap();
+    let seq: u64 = conn.get(config.names().job_seq()).await.unwrap();
     assert!(seq >= broken, "seq:job {seq} below the highest id {broken}");
     let fresh = create_job(&api, job("NONE", "", json!({}))).await;
     assert!(id_of(&fresh) > broken, "{fresh}");
 
-    stop_node(node, token).await;
-    services.cancel();
-    let _ = executor.await;
-    let _ = worker.await;
-    env.cleanup(&[queue]).await;
+    cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
-    let env = Env::new("boot-keep").await;
-    let services = CancellationToken::new();
-    let worker = tokio::spawn(rondo_persist_worker::run(
-        env.config.clone(),
-        services.clone(),
-    ));
-    let (node, api, token) = start_node(&env.config).await;
+    let mut cluster = Cluster::new(World::new("boot-keep").await);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    let (config, db) = (cluster.config().clone(), cluster.db().clone());
     let (status, body) = api.post("/api/v1/groups", json!({ "app": "keep" })).await;
     assert_eq!(status, 201, "{body}");
     let spec = json!({ "group": "keep", "handler": "record", "schedule_type": "NONE" });
     let job = create_job(&api, spec.clone()).await;
-    wait_for_mysql(&env.db, &[(id_of(&job), false)]).await;
+    wait_for_mysql(&db, &[(id_of(&job), false)]).await;
     // A job only MySQL knows: a rebuild would bring it into Redis.
     let only_in_mysql = 900;
-    insert_mysql_job(&env.db, only_in_mysql, "keep", "0 * * * * ?").await;
+    insert_mysql_job(&db, only_in_mysql, "keep", "0 * * * * ?").await;
 
-    let pool = rondo_core::redis::pool(&env.config.redis).expect("redis pool");
-    let store = Store::new(pool, env.config.names());
-    let mut conn = redis(&env.config).await;
-    let term: u64 = conn.get(env.config.names().term(0)).await.unwrap();
-    let outcome = rebuild_if_empty(
-        &store,
-        &rondo_history::History::from_pool(env.db.clone()),
-        term,
-    )
-    .await
-    .unwrap();
+    let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
+    let store = Store::new(pool, config.names());
+    let mut conn = redis(&config).await;
+    let term: u64 = conn.get(config.names().term(0)).await.unwrap();
+    let outcome = rebuild_if_empty(&store, &rondo_history::History::from_pool(db.clone()), term)
+        .await
+        .unwrap();
     assert_eq!(outcome, None, "redis has a job: no rebuild");
 
     // The user deletes every job: the sequence remains, still no rebuild,
@@ -305,16 +276,13 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
     let path = format!("/api/v1/jobs/{}", id_of(&job));
     let (status, _) = api.call(reqwest::Method::DELETE, &path, None).await;
     assert_eq!(status, 204);
-    let outcome = rebuild_if_empty(
-        &store,
-        &rondo_history::History::from_pool(env.db.clone()),
-        term,
-    )
-    .await
-    .unwrap();
+    let outcome = rebuild_if_empty(&store, &rondo_history::History::from_pool(db.clone()), term)
+        .await
+        .unwrap();
     assert_eq!(outcome, None, "redis has a sequence: no rebuild");
-    stop_node(node, token).await;
-    let (node, api, token) = start_node(&env.config).await;
+    cluster.stop_node(node).await;
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
     eventually("the new leader to claim", REBUILD_TIMEOUT, || async {
         let (_, cluster) = api.get("/api/v1/cluster").await;
         (cluster["last_claim_ms"].as_i64() > Some(0)).then_some(())
@@ -326,8 +294,5 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
     let next = create_job(&api, spec).await;
     assert_eq!(id_of(&next), id_of(&job) + 1, "the sequence was not raised");
 
-    stop_node(node, token).await;
-    services.cancel();
-    let _ = worker.await;
-    env.cleanup(&[]).await;
+    cluster.stop().await;
 }

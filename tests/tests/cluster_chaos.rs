@@ -11,11 +11,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use rondo_core::clock;
-use rondo_tests::procs::{NodeProc, log_dir};
-use rondo_tests::recorder::Recorder;
-use rondo_tests::{Env, eventually, stats};
+use rondo_testkit::cluster::Node;
+use rondo_testkit::recorder::Recorder;
+use rondo_testkit::{Cluster, World, eventually, stats};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const JOBS: usize = 200;
 const WINDOW_S: i64 = 60;
@@ -26,12 +25,16 @@ fn is_leader(status: &Value) -> bool {
     status["role"]["leader"] == true
 }
 
+/// The nodes still running (not killed or terminated), with their indexes.
+fn live(nodes: &[Node]) -> impl Iterator<Item = (usize, &Node)> {
+    nodes.iter().enumerate().filter(|(_, n)| n.is_running())
+}
+
 /// Waits for a live node that leads with a term above `old_term` and has
 /// claimed after `since_ms`; returns (node index, term, claim time).
-async fn next_claim(nodes: &[Option<NodeProc>], old_term: u64, since_ms: i64) -> (usize, u64, i64) {
+async fn next_claim(nodes: &[Node], old_term: u64, since_ms: i64) -> (usize, u64, i64) {
     eventually("a leader that claims", Duration::from_secs(20), || async {
-        for (i, n) in nodes.iter().enumerate() {
-            let Some(n) = n else { continue };
+        for (i, n) in live(nodes) {
             let Some(s) = n.status().await else { continue };
             let term = s["role"]["term"].as_u64().unwrap_or(0);
             let claimed = s["last_claim_ms"].as_i64().unwrap_or(0);
@@ -53,10 +56,9 @@ async fn sleep_until(ms: i64) {
 
 /// Index of a live node that is not the leader (and not `except`); waits
 /// for one to answer (a busy machine may be slow to).
-async fn a_follower(nodes: &[Option<NodeProc>], except: Option<usize>) -> usize {
+async fn a_follower(nodes: &[Node], except: Option<usize>) -> usize {
     eventually("a live follower", Duration::from_secs(20), || async {
-        for (i, n) in nodes.iter().enumerate() {
-            let Some(n) = n else { continue };
+        for (i, n) in live(nodes) {
             if Some(i) == except {
                 continue;
             }
@@ -74,26 +76,24 @@ async fn a_follower(nodes: &[Option<NodeProc>], except: Option<usize>) -> usize 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
-    let mut env = Env::new("chaos").await;
-    env.config.zookeeper.session_timeout_ms = SESSION_MS;
-    env.config.scheduler.misfire_threshold_ms = MISFIRE_MS;
-    env.config.executor.app = "chaos".into();
-    let dir = log_dir(&env.config.namespace);
-    let shutdown = CancellationToken::new();
+    let mut world = World::new("chaos").await;
+    world.config.zookeeper.session_timeout_ms = SESSION_MS;
+    world.config.scheduler.misfire_threshold_ms = MISFIRE_MS;
+    world.config.executor.app = "chaos".into();
+    let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
-    let (e1, q1) = recorder.start_executor(&env.config, "chaos-1", shutdown.clone());
-    let (e2, q2) = recorder.start_executor(&env.config, "chaos-2", shutdown.clone());
+    cluster.start_recording_executor("chaos-1", &recorder);
+    cluster.start_recording_executor("chaos-2", &recorder);
 
-    let mut nodes: Vec<Option<NodeProc>> = ["n1", "n2", "n3"]
-        .iter()
-        .map(|id| Some(NodeProc::spawn(&env.config, id, &dir)))
-        .collect();
-    let api = nodes[0].as_ref().unwrap().api();
+    for id in ["n1", "n2", "n3"] {
+        cluster.spawn_node(id);
+    }
+    let api = cluster.api(0);
     eventually(
         "three nodes and a leader",
         Duration::from_secs(30),
         || async {
-            let s = nodes[0].as_ref().unwrap().status().await?;
+            let s = cluster.nodes[0].status().await?;
             (s["nodes"].as_array()?.len() == 3 && s["leader"]["term"].as_u64().is_some())
                 .then_some(())
         },
@@ -125,12 +125,12 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
 
     // 1. kill -9 the leader.
     sleep_until(w0 + 8_000).await;
-    let (leader, term, _) = next_claim(&nodes, 0, 0).await;
+    let (leader, term, _) = next_claim(&cluster.nodes, 0, 0).await;
     let t = clock::now_ms();
-    nodes[leader].as_mut().unwrap().kill9().await;
-    let killed = nodes[leader].take().unwrap().id;
+    cluster.node_proc(leader).kill9().await;
+    let killed = cluster.nodes[leader].id().to_owned();
     disruptions.push((format!("kill -9 leader {killed}"), t));
-    let (_, new_term, claimed) = next_claim(&nodes, term + 1, t).await;
+    let (_, new_term, claimed) = next_claim(&cluster.nodes, term + 1, t).await;
     assert!(new_term > term);
     claims_after_kill.push((
         format!("kill -9 leader {killed} → first claim of term {new_term}"),
@@ -139,12 +139,12 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
 
     // 2. kill -9 a follower.
     sleep_until(w0 + 20_000).await;
-    let follower = a_follower(&nodes, None).await;
+    let follower = a_follower(&cluster.nodes, None).await;
     let t = clock::now_ms();
-    nodes[follower].as_mut().unwrap().kill9().await;
-    let killed = nodes[follower].take().unwrap().id;
+    cluster.node_proc(follower).kill9().await;
+    let killed = cluster.nodes[follower].id().to_owned();
     disruptions.push((format!("kill -9 follower {killed}"), t));
-    let (_, _, claimed) = next_claim(&nodes, new_term, t).await;
+    let (_, _, claimed) = next_claim(&cluster.nodes, new_term, t).await;
     claims_after_kill.push((
         format!("kill -9 follower {killed} → next claim"),
         claimed - t,
@@ -152,28 +152,24 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
 
     // 3. A replacement node joins.
     sleep_until(w0 + 28_000).await;
-    nodes.push(Some(NodeProc::spawn(&env.config, "n4", &dir)));
+    cluster.spawn_node("n4");
 
     // 4. Freeze a follower past its session, then thaw it.
     sleep_until(w0 + 38_000).await;
-    let frozen = a_follower(&nodes, None).await;
+    let frozen = a_follower(&cluster.nodes, None).await;
     let t = clock::now_ms();
-    nodes[frozen].as_ref().unwrap().signal("STOP");
-    disruptions.push((format!("SIGSTOP {}", nodes[frozen].as_ref().unwrap().id), t));
+    cluster.node_proc(frozen).signal("STOP");
+    disruptions.push((format!("SIGSTOP {}", cluster.nodes[frozen].id()), t));
     tokio::time::sleep(Duration::from_millis(SESSION_MS * 5 / 2)).await;
-    nodes[frozen].as_ref().unwrap().signal("CONT");
+    cluster.node_proc(frozen).signal("CONT");
 
     // 5. A follower leaves gracefully.
     sleep_until(w0 + 50_000).await;
-    let leaving = a_follower(&nodes, None).await;
+    let leaving = a_follower(&cluster.nodes, None).await;
     let t = clock::now_ms();
-    disruptions.push((
-        format!("SIGTERM {}", nodes[leaving].as_ref().unwrap().id),
-        t,
-    ));
-    let status = nodes[leaving]
-        .as_mut()
-        .unwrap()
+    disruptions.push((format!("SIGTERM {}", cluster.nodes[leaving].id()), t));
+    let status = cluster
+        .node_proc(leaving)
         .terminate(Duration::from_secs(15))
         .await;
     assert!(
@@ -181,7 +177,6 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
         "a SIGTERM'd node exits 0 within its grace: {status:?}"
     );
     let left_after = clock::now_ms() - t;
-    nodes[leaving] = None;
 
     // Let the window's last fires run.
     sleep_until(w1 + 5_000).await;
@@ -250,12 +245,5 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
         &unexcused[..unexcused.len().min(10)]
     );
 
-    for n in nodes.iter_mut().flatten() {
-        let _ = n.terminate(Duration::from_secs(15)).await;
-    }
-    shutdown.cancel();
-    let _ = e1.await;
-    let _ = e2.await;
-    env.cleanup(&[q1, q2]).await;
-    let _ = std::fs::remove_dir_all(dir);
+    cluster.stop().await;
 }

@@ -16,7 +16,7 @@ use rondo_core::event::decode_events;
 use rondo_core::trigger::code;
 use rondo_core::{Event, JobSpec, TriggerBatch, amqp, clock};
 use rondo_dispatcher::{Dispatcher, Fire};
-use rondo_tests::Env;
+use rondo_testkit::World;
 
 fn job(id: u64, routing: &str) -> Arc<rondo_core::Job> {
     let spec = JobSpec {
@@ -32,12 +32,12 @@ fn fire(job: &Arc<rondo_core::Job>, fire_ms: i64) -> Fire {
     Fire::scheduled(job.clone(), fire_ms)
 }
 
-async fn register(env: &Env, executor: &str) {
-    let pool = rondo_core::redis::pool(&env.config.redis).unwrap();
+async fn register(world: &World, executor: &str) {
+    let pool = rondo_core::redis::pool(&world.config.redis).unwrap();
     let mut conn = pool.get().await.unwrap();
     let _: () = conn
         .zadd(
-            env.config.names().registry("grp"),
+            world.config.names().registry("grp"),
             executor,
             clock::now_ms(),
         )
@@ -47,19 +47,20 @@ async fn register(env: &Env, executor: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_are_recorded_and_round_is_fair() {
-    let env = Env::new("dispatch").await;
-    let names = env.config.names();
-    let pool = rondo_core::redis::pool(&env.config.redis).unwrap();
-    let dispatcher = Dispatcher::connect(&env.config, pool)
+    let world = World::new("dispatch").await;
+    let names = world.config.names();
+    let pool = rondo_core::redis::pool(&world.config.redis).unwrap();
+    let dispatcher = Dispatcher::connect(&world.config, pool)
         .await
         .expect("dispatcher");
 
     // Watch the trigger events.
-    let conn = amqp::connect(&env.config.amqp.url, "dispatch-test")
+    let conn = amqp::connect(&world.config.amqp.url, "dispatch-test")
         .await
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
     let events_q = format!("{}.test-trigger-events", names.namespace());
+    world.track_queue(&events_q);
     let opts = QueueDeclareOptions {
         auto_delete: true,
         ..QueueDeclareOptions::default()
@@ -86,7 +87,7 @@ async fn failures_are_recorded_and_round_is_fair() {
 
     // 2. A registered executor whose queue does not exist: the mandatory
     // message comes back and the trigger fails, naming the executor.
-    register(&env, "ghost").await;
+    register(&world, "ghost").await;
     let out = dispatcher.dispatch(&fire(&first, 2_000)).await.unwrap();
     assert_eq!(out.records[0].code, code::FAIL, "{:?}", out.records);
     assert!(
@@ -94,7 +95,7 @@ async fn failures_are_recorded_and_round_is_fair() {
         "{}",
         out.records[0].msg
     );
-    let _: () = pool_conn(&env)
+    let _: () = pool_conn(&world)
         .await
         .zrem(names.registry("grp"), "ghost")
         .await
@@ -120,12 +121,13 @@ async fn failures_are_recorded_and_round_is_fair() {
     let publisher = amqp::confirm_channel(&conn).await.unwrap();
     let mut queues = Vec::new();
     for e in ["ex-a", "ex-b", "ex-c"] {
+        world.executor_queue("grp", e);
         queues.push(
             amqp::declare_executor_queue(&publisher, &names, "grp", e)
                 .await
                 .unwrap(),
         );
-        register(&env, e).await;
+        register(&world, e).await;
     }
     let round = job(2, "ROUND");
     for i in 0..30 {
@@ -172,11 +174,10 @@ async fn failures_are_recorded_and_round_is_fair() {
 
     dispatcher.close().await;
     let _ = conn.close(200, "bye".into()).await;
-    env.cleanup(&queues).await;
 }
 
-async fn pool_conn(env: &Env) -> deadpool_redis::Connection {
-    rondo_core::redis::pool(&env.config.redis)
+async fn pool_conn(world: &World) -> deadpool_redis::Connection {
+    rondo_core::redis::pool(&world.config.redis)
         .unwrap()
         .get()
         .await

@@ -8,11 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rondo_core::clock;
-use rondo_executor::{Executor, JobContext, JobError};
-use rondo_tests::{Api, Env, eventually, stats};
+use rondo_executor::{JobContext, JobError};
+use rondo_testkit::{Cluster, World, eventually, stats};
 use serde_json::json;
 use sqlx::Row;
-use tokio_util::sync::CancellationToken;
 
 /// What the handler saw: (trigger id, scheduled fire, handler start).
 type Runs = Arc<Mutex<Vec<(String, i64, i64)>>>;
@@ -21,10 +20,9 @@ const WINDOW_S: i64 = 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_second_for_ten_seconds_runs_once_each_and_is_stored() {
-    let mut env = Env::new("e2e").await;
-    env.config.executor.app = "e2e".into();
-    env.config.executor.id = "e2e-1".into();
-    let shutdown = CancellationToken::new();
+    let mut world = World::new("e2e").await;
+    world.config.executor.app = "e2e".into();
+    let mut cluster = Cluster::new(world);
 
     let runs: Runs = Arc::default();
     let seen = runs.clone();
@@ -40,20 +38,10 @@ async fn every_second_for_ten_seconds_runs_once_each_and_is_stored() {
             Ok::<(), JobError>(())
         }
     };
-    let executor = Executor::builder(env.config.clone())
-        .handler("record", record)
-        .build()
-        .expect("executor");
-    let queue = executor.queue();
-    let executor_task = tokio::spawn(executor.run(shutdown.clone()));
-    let worker_task = tokio::spawn(rondo_persist_worker::run(
-        env.config.clone(),
-        shutdown.clone(),
-    ));
-    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
-        .await
-        .expect("scheduler");
-    let api = Api::new(node.api_addr);
+    cluster.start_executor("e2e-1", |b| b.handler("record", record));
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
 
     assert_eq!(
         api.post("/api/v1/groups", json!({ "app": "e2e" })).await.0,
@@ -140,7 +128,7 @@ async fn every_second_for_ten_seconds_runs_once_each_and_is_stored() {
         .map(|r| r.0.clone())
         .collect();
     let rows = eventually("the log rows in MySQL", Duration::from_secs(20), || {
-        let db = env.db.clone();
+        let db = cluster.db().clone();
         let window_ids = window_ids.clone();
         async move {
             let rows = sqlx::query(
@@ -175,7 +163,7 @@ async fn every_second_for_ten_seconds_runs_once_each_and_is_stored() {
     );
     let lines: i64 = sqlx::query("SELECT COUNT(*) AS n FROM job_log_line WHERE trigger_id = ?")
         .bind(&want[0])
-        .fetch_one(&env.db)
+        .fetch_one(cluster.db())
         .await
         .unwrap()
         .get("n");
@@ -212,15 +200,5 @@ async fn every_second_for_ten_seconds_runs_once_each_and_is_stored() {
         handler_lateness.len()
     );
 
-    shutdown.cancel();
-    node.wait().await.expect("the node stops cleanly");
-    executor_task
-        .await
-        .unwrap()
-        .expect("executor stops cleanly");
-    worker_task
-        .await
-        .unwrap()
-        .expect("persist worker stops cleanly");
-    env.cleanup(&[queue]).await;
+    cluster.stop().await;
 }

@@ -1,30 +1,22 @@
 //! The result monitor on the real services: retries with their count and
 //! backoff, child jobs, lost triggers, a dead executor's queued triggers
-//! routed again, and kill.
+//! routed again, kill, and alarms.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use rondo_core::{TriggerBatch, TriggerType, amqp, clock};
-use rondo_executor::{Executor, JobContext, JobError};
-use rondo_tests::{Api, Env, eventually};
+use rondo_executor::{ExecutorBuilder, JobContext, JobError};
+use rondo_testkit::{Api, Cluster, World, eventually};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// (trigger id, trigger type, retry count, executor, start ms)
 type Seen = Arc<Mutex<Vec<(String, TriggerType, u32, String, i64)>>>;
 
-/// An executor whose handlers record every run: `ok` succeeds, `fail`
-/// fails, `hang` waits until cancelled.
-fn start_executor(
-    env: &Env,
-    id: &str,
-    seen: &Seen,
-    shutdown: &CancellationToken,
-) -> (tokio::task::JoinHandle<()>, String) {
-    let mut config = env.config.clone();
-    config.executor.id = id.into();
+/// The handlers of an executor that record every run in `seen`: `ok` and
+/// `demo` succeed, `fail` fails, `hang` waits until cancelled.
+fn handlers(builder: ExecutorBuilder, seen: &Seen) -> ExecutorBuilder {
     let record = |seen: Seen| {
         move |ctx: &JobContext| {
             let entry = (
@@ -43,7 +35,7 @@ fn start_executor(
         record(seen.clone()),
         record(seen.clone()),
     );
-    let executor = Executor::builder(config)
+    builder
         .handler("ok", move |ctx: JobContext| {
             r1(&ctx);
             async { Ok::<(), JobError>(()) }
@@ -63,14 +55,6 @@ fn start_executor(
                 Err::<(), JobError>(JobError::fail("cancelled"))
             }
         })
-        .build()
-        .expect("executor");
-    let queue = executor.queue();
-    let token = shutdown.clone();
-    (
-        tokio::spawn(async move { executor.run(token).await.expect("executor runs") }),
-        queue,
-    )
 }
 
 async fn job(api: &Api, spec: Value) -> u64 {
@@ -92,12 +76,12 @@ async fn trigger(api: &Api, id: u64) -> String {
 
 /// The handle side of a trigger's log row, once the persistence worker has
 /// stored a result for it.
-async fn stored_result(c: &Cluster, trigger_id: &str, what: &str) -> (Option<i32>, Option<String>) {
+async fn stored_result(c: &Mon, trigger_id: &str, what: &str) -> (Option<i32>, Option<String>) {
     eventually(what, Duration::from_secs(15), || async {
         let row: Option<(Option<i32>, Option<String>)> =
             sqlx::query_as("SELECT handle_code, handle_msg FROM job_log WHERE trigger_id = ?")
                 .bind(trigger_id)
-                .fetch_optional(&c.env.db)
+                .fetch_optional(c.cluster.db())
                 .await
                 .ok()?;
         row.filter(|r| r.0.is_some())
@@ -114,43 +98,27 @@ fn runs_of(seen: &Seen, prefix: &str) -> Vec<(String, TriggerType, u32, String, 
         .collect()
 }
 
-struct Cluster {
-    env: Env,
+/// A monitor test's cluster: executors of group `mon` with the recording
+/// handlers, the persistence worker and a node, and what the handlers saw.
+struct Mon {
+    cluster: Cluster,
     api: Api,
-    node: rondo_scheduler::NodeHandle,
-    shutdown: CancellationToken,
     seen: Seen,
-    queues: Vec<String>,
-    executors: Vec<tokio::task::JoinHandle<()>>,
-    persist: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
-async fn cluster(
-    tag: &str,
-    executors: &[&str],
-    tune: impl FnOnce(&mut rondo_core::Config),
-) -> Cluster {
-    let mut env = Env::new(tag).await;
-    env.config.executor.app = "mon".into();
-    env.config.monitor.scan_interval_ms = 500;
-    tune(&mut env.config);
-    let shutdown = CancellationToken::new();
+async fn cluster(tag: &str, executors: &[&str], tune: impl FnOnce(&mut rondo_core::Config)) -> Mon {
+    let mut world = World::new(tag).await;
+    world.config.executor.app = "mon".into();
+    world.config.monitor.scan_interval_ms = 500;
+    tune(&mut world.config);
+    let mut cluster = Cluster::new(world);
     let seen: Seen = Arc::default();
-    let mut queues = Vec::new();
-    let mut tasks = Vec::new();
     for id in executors {
-        let (task, queue) = start_executor(&env, id, &seen, &shutdown);
-        tasks.push(task);
-        queues.push(queue);
+        cluster.start_executor(id, |b| handlers(b, &seen));
     }
-    let persist = tokio::spawn(rondo_persist_worker::run(
-        env.config.clone(),
-        shutdown.clone(),
-    ));
-    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
-        .await
-        .expect("scheduler");
-    let api = Api::new(node.api_addr);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
     assert_eq!(
         api.post("/api/v1/groups", json!({ "app": "mon" })).await.0,
         201
@@ -161,28 +129,7 @@ async fn cluster(
         (live.as_array()?.len() == want).then_some(())
     })
     .await;
-    Cluster {
-        env,
-        api,
-        node,
-        shutdown,
-        seen,
-        queues,
-        executors: tasks,
-        persist,
-    }
-}
-
-impl Cluster {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.node.wait().await.expect("the node stops cleanly");
-        for e in self.executors {
-            let _ = e.await;
-        }
-        let _ = self.persist.await;
-        self.env.cleanup(&self.queues).await;
-    }
+    Mon { cluster, api, seen }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -221,7 +168,7 @@ async fn failures_are_retried_with_their_count_and_backoff() {
             "backoff of 1 s between runs: {runs:?}"
         );
     }
-    c.stop().await;
+    c.cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -253,7 +200,7 @@ async fn a_success_triggers_the_child_jobs() {
         1,
         "a failed parent triggers no child"
     );
-    c.stop().await;
+    c.cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -291,19 +238,18 @@ async fn a_kill_cancels_the_run_and_is_not_retried() {
         .post(&format!("/api/v1/logs/{trigger_id}/kill"), json!({}))
         .await;
     assert_eq!(status, 409, "a finished trigger cannot be killed");
-    c.stop().await;
+    c.cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
-    let c = cluster("lost", &["b-exec"], |config| {
+    let mut c = cluster("lost", &["b-exec"], |config| {
         config.monitor.lost_after_ms = 2000;
     })
     .await;
     // a-exec is a real rondo-executor process; FIRST routes to it (sorted
     // ids), and its built-in demo handler sleeps for ten minutes.
-    let dir = rondo_tests::procs::log_dir(&c.env.config.namespace);
-    let mut dying = rondo_tests::procs::spawn_executor(&c.env.config, "a-exec", &dir);
+    c.cluster.spawn_executor("a-exec");
     eventually("a-exec to register", Duration::from_secs(20), || async {
         let (_, live) = c.api.get("/api/v1/groups/mon/executors").await;
         (live.as_array()?.len() == 2).then_some(())
@@ -312,8 +258,8 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
     let spec = json!({ "group": "mon", "handler": "demo", "params": "600000", "routing": "FIRST", "retries": 1 });
     let id = job(&c.api, spec).await;
     let trigger_id = trigger(&c.api, id).await;
-    let pool = rondo_core::redis::pool(&c.env.config.redis).unwrap();
-    let mark = c.env.config.names().dedupe(&trigger_id);
+    let pool = rondo_core::redis::pool(&c.cluster.config().redis).unwrap();
+    let mark = c.cluster.config().names().dedupe(&trigger_id);
     eventually(
         "the run to start on a-exec",
         Duration::from_secs(10),
@@ -327,8 +273,7 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
     )
     .await;
     // a-exec dies without answering.
-    dying.start_kill().expect("kill -9 a-exec");
-    let _ = dying.wait().await;
+    c.cluster.kill_executor("a-exec").await;
     let retry = format!("{trigger_id}-retry1");
     let runs = eventually("the retry on b-exec", Duration::from_secs(40), || async {
         let runs = runs_of(&c.seen, &retry);
@@ -343,27 +288,24 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
     assert_eq!(row.0, Some(500));
     let msg = row.1.unwrap_or_default();
     assert!(msg.starts_with("lost: executor a-exec"), "{msg}");
-    let mut c = c;
-    c.queues
-        .push(c.env.config.names().executor_queue("mon", "a-exec"));
-    c.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
+    c.cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn triggers_queued_on_a_dead_executor_are_routed_again() {
     let c = cluster("reroute", &["live-exec"], |_| {}).await;
     let id = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
-    let names = c.env.config.names();
+    let names = c.cluster.config().names();
     // A dead executor: registered long ago, its queue holding two triggers.
-    let conn = amqp::connect(&c.env.config.amqp.url, "reroute-test")
+    let conn = amqp::connect(&c.cluster.config().amqp.url, "reroute-test")
         .await
         .unwrap();
     let ch = amqp::confirm_channel(&conn).await.unwrap();
-    let dead_queue = amqp::declare_executor_queue(&ch, &names, "mon", "dead-exec")
+    c.cluster.world.executor_queue("mon", "dead-exec");
+    amqp::declare_executor_queue(&ch, &names, "mon", "dead-exec")
         .await
         .unwrap();
-    let pool = rondo_core::redis::pool(&c.env.config.redis).unwrap();
+    let pool = rondo_core::redis::pool(&c.cluster.config().redis).unwrap();
     let mut redis = pool.get().await.unwrap();
     let _: () = redis
         .zadd(names.registry("mon"), "dead-exec", clock::now_ms() - 60_000)
@@ -424,9 +366,7 @@ async fn triggers_queued_on_a_dead_executor_are_routed_again() {
     )
     .await;
     let _ = conn.close(200, "bye".into()).await;
-    let mut c = c;
-    c.queues.push(dead_queue);
-    c.stop().await;
+    c.cluster.stop().await;
 }
 
 /// A one-purpose HTTP receiver: records each POSTed JSON body, answers 204.
@@ -518,7 +458,7 @@ async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
                 let row: Option<(i32,)> =
                     sqlx::query_as("SELECT alarm_status FROM job_log WHERE trigger_id = ?")
                         .bind(tid)
-                        .fetch_optional(&c.env.db)
+                        .fetch_optional(c.cluster.db())
                         .await
                         .ok()?;
                 (row?.0 == want).then_some(())
@@ -526,5 +466,5 @@ async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
         )
         .await;
     }
-    c.stop().await;
+    c.cluster.stop().await;
 }

@@ -8,7 +8,6 @@
 //! not acked, deliveries taken but not written) is redelivered by RabbitMQ;
 //! the idempotent upserts must turn that into the same rows.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -18,10 +17,8 @@ use lapin::types::FieldTable;
 use rondo_core::event::{LogLine, LogLines, TriggerRecord};
 use rondo_core::trigger::code;
 use rondo_core::{BlockStrategy, Config, Event, ExecResult, Trigger, TriggerType, amqp};
-use rondo_tests::procs::{log_dir, spawn_persist_worker};
-use rondo_tests::{Env, eventually};
+use rondo_testkit::{Cluster, World, eventually};
 use sqlx::MySqlPool;
-use tokio::process::Child;
 
 /// Triggers in the stream; each has a trigger, a result and a log event.
 const TRIGGERS: usize = 10_000;
@@ -40,25 +37,24 @@ const FIRST_FIRE_MS: i64 = 1_700_000_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_mid_stream_then_restart_stores_every_event_exactly_once() {
-    let env = Env::new("pcrash").await;
-    let logs = log_dir(&env.config.namespace);
-    let amqp_conn = amqp::connect(&env.config.amqp.url, "persist-crash-test")
+    let mut cluster = Cluster::new(World::new("pcrash").await);
+    let (config, db) = (cluster.config().clone(), cluster.db().clone());
+    let amqp_conn = amqp::connect(&config.amqp.url, "persist-crash-test")
         .await
         .expect("amqp");
     let channel = amqp::confirm_channel(&amqp_conn).await.expect("channel");
-    let names = env.config.names();
+    let names = config.names();
     amqp::declare_topology(&channel, &names)
         .await
         .expect("topology");
 
-    let mut worker = spawn_persist_worker(&env.config, &logs);
+    cluster.spawn_persist_worker();
     let published = Arc::new(AtomicUsize::new(0));
-    let publisher = tokio::spawn(publish_stream(env.config.clone(), published.clone()));
+    let publisher = tokio::spawn(publish_stream(config.clone(), published.clone()));
 
     // Kill -9 once the worker is well into the stream, before its end.
-    let stored_at_kill = wait_for_rows(&env.db, &mut worker, &logs).await;
-    worker.start_kill().expect("kill -9 the worker");
-    let _ = worker.wait().await;
+    let stored_at_kill = wait_for_rows(&mut cluster).await;
+    cluster.kill_persist_worker().await;
     let published_at_kill = published.load(Ordering::SeqCst);
     assert!(
         published_at_kill < TRIGGERS,
@@ -66,7 +62,7 @@ async fn kill_9_mid_stream_then_restart_stores_every_event_exactly_once() {
     );
     eprintln!(
         "kill -9 after {stored_at_kill} rows stored, {published_at_kill} of {TRIGGERS} triggers published; {}",
-        counts(&env.db).await
+        counts(&db).await
     );
 
     // The stream goes on to its end with no worker; the backlog waits in
@@ -81,19 +77,19 @@ async fn kill_9_mid_stream_then_restart_stores_every_event_exactly_once() {
     );
     let persist = names.persist_queue();
     let backlog = queue_depth(&amqp_conn, &persist).await;
-    let before_restart = counts(&env.db).await;
+    let before_restart = counts(&db).await;
     assert!(
         before_restart.complete < TRIGGERS as i64,
         "the killed worker cannot have stored everything: {before_restart}"
     );
     let restarted = Instant::now();
-    let mut worker = spawn_persist_worker(&env.config, &logs);
-    let done = wait_until_complete(&env.db, &mut worker, &logs).await;
+    cluster.spawn_persist_worker();
+    let done = wait_until_complete(&mut cluster).await;
     eprintln!(
         "restarted with {backlog} messages queued ({before_restart}); drained in {:?}; {done}",
         restarted.elapsed()
     );
-    assert_exactly_once(&env.db).await;
+    assert_exactly_once(&db).await;
 
     eventually(
         "the persist queue to drain",
@@ -108,27 +104,32 @@ async fn kill_9_mid_stream_then_restart_stores_every_event_exactly_once() {
     let dead = queue_depth(&amqp_conn, &names.dead_queue()).await;
     assert_eq!(dead, 0, "nothing is dead-lettered");
 
-    terminate(&mut worker).await;
+    // SIGTERM (the graceful drain), then wait for the exit.
+    let exit = cluster
+        .terminate_persist_worker(Duration::from_secs(20))
+        .await
+        .expect("the worker exits within 20 s of SIGTERM");
+    assert!(exit.success(), "the worker exits cleanly: {exit}");
     let _ = amqp_conn.close(200, "bye".into()).await;
-    env.cleanup(&[]).await;
-    let _ = std::fs::remove_dir_all(&logs);
+    cluster.stop().await;
 }
 
 /// Fails at once, with the worker's log, if it exited.
-fn assert_running(worker: &mut Child, logs: &Path) {
-    if let Ok(Some(exit)) = worker.try_wait() {
-        let log = std::fs::read_to_string(logs.join("persist-worker.log")).unwrap_or_default();
+fn assert_running(cluster: &mut Cluster) {
+    if let Some(exit) = cluster.persist_worker_exit() {
+        let log = cluster.log_dir.join("persist-worker.log");
+        let log = std::fs::read_to_string(log).unwrap_or_default();
         panic!("the persist worker exited ({exit}):\n{log}");
     }
 }
 
 /// Waits until [`KILL_AFTER_ROWS`] rows are stored; fails at once, with
 /// its log, if the worker exits (say, a binary older than the schema).
-async fn wait_for_rows(db: &MySqlPool, worker: &mut Child, logs: &Path) -> i64 {
+async fn wait_for_rows(cluster: &mut Cluster) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        assert_running(worker, logs);
-        let rows = counts(db).await.rows;
+        assert_running(cluster);
+        let rows = counts(cluster.db()).await.rows;
         if rows >= KILL_AFTER_ROWS {
             return rows;
         }
@@ -281,22 +282,23 @@ async fn counts(db: &MySqlPool) -> Counts {
 
 /// Waits until every trigger is complete and every line stored; fails if
 /// the counts stop moving for 20 s before that.
-async fn wait_until_complete(db: &MySqlPool, worker: &mut Child, logs: &Path) -> Counts {
+async fn wait_until_complete(cluster: &mut Cluster) -> Counts {
     const STALL: Duration = Duration::from_secs(20);
     let lines = (TRIGGERS * LINES_PER_TRIGGER) as i64;
-    let mut last = counts(db).await;
+    let db = cluster.db().clone();
+    let mut last = counts(&db).await;
     let mut last_change = Instant::now();
     loop {
         if last.complete >= TRIGGERS as i64 && last.lines >= lines {
             return last;
         }
-        assert_running(worker, logs);
+        assert_running(cluster);
         assert!(
             last_change.elapsed() < STALL,
             "the worker stopped making progress: {last}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let now = counts(db).await;
+        let now = counts(&db).await;
         if now != last {
             last = now;
             last_change = Instant::now();
@@ -345,20 +347,4 @@ async fn queue_depth(conn: &lapin::Connection, queue: &str) -> u32 {
         .expect("queue exists");
     let _ = ch.close(200, "ok".into()).await;
     q.message_count()
-}
-
-/// SIGTERM (the graceful drain), then wait for the exit.
-async fn terminate(worker: &mut Child) {
-    let pid = worker.id().expect("worker running");
-    let status = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(pid.to_string())
-        .status()
-        .expect("kill -TERM");
-    assert!(status.success(), "kill -TERM {pid}");
-    let exit = tokio::time::timeout(Duration::from_secs(20), worker.wait())
-        .await
-        .expect("the worker exits within 20 s of SIGTERM")
-        .expect("wait for the worker");
-    assert!(exit.success(), "the worker exits cleanly: {exit}");
 }

@@ -7,32 +7,27 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
-use rondo_core::{Config, amqp};
-use rondo_tests::recorder::Recorder;
-use rondo_tests::{Api, Env, eventually, stats};
+use rondo_core::Config;
+use rondo_testkit::recorder::Recorder;
+use rondo_testkit::{Api, Cluster, World, eventually, queue_depth, stats};
 use serde_json::json;
 use sqlx::MySqlPool;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// Fires of the window watched while MySQL is out of reach.
 const WINDOW_S: i64 = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
-    let mut env = Env::new("poutage").await;
-    env.config.executor.app = "poutage".into();
-    let shutdown = CancellationToken::new();
+    let mut world = World::new("poutage").await;
+    world.config.executor.app = "poutage".into();
+    let mut cluster = Cluster::new(world);
+    let (config, db) = (cluster.config().clone(), cluster.db().clone());
 
-    let (outage_worker, outage_stop) = start_worker(closed_port_config(&env.config));
+    cluster.start_persist_worker_with(out_of_reach);
     let recorder = Recorder::default();
-    let (executor, queue) = recorder.start_executor(&env.config, "poutage-1", shutdown.clone());
-    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
-        .await
-        .expect("scheduler");
-    let api = Api::new(node.api_addr);
+    cluster.start_recording_executor("poutage-1", &recorder);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
     let (job_id, first) = create_job(&api).await;
 
     // Scheduling while no event can reach MySQL: every fire runs, on time.
@@ -69,8 +64,8 @@ async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
         missed.len()
     );
     assert!(missed.is_empty(), "fires that never ran: {missed:?}");
-    assert_eq!(count_rows(&env.db).await, 0, "nothing reached MySQL");
-    let waiting = persist_depth(&env.config).await;
+    assert_eq!(count_rows(&db).await, 0, "nothing reached MySQL");
+    let waiting = persist_depth(&config).await;
     eprintln!("{waiting} event messages waiting in the persist queue");
     assert!(waiting > 0, "the events wait in the persist queue");
 
@@ -79,18 +74,15 @@ async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
         .post(&format!("/api/v1/jobs/{job_id}/stop"), json!({}))
         .await;
     assert_eq!(status, 200, "{body}");
-    outage_stop.cancel();
-    outage_worker
-        .await
-        .expect("worker task")
-        .expect("the outage worker stops cleanly");
+    // Asserts the outage worker stops cleanly.
+    cluster.stop_persist_worker().await;
     let recovered = Instant::now();
-    let (worker, worker_stop) = start_worker(env.config.clone());
+    cluster.start_persist_worker();
 
     let stored = eventually(
         "every fire's trigger and result in job_log",
         Duration::from_secs(30),
-        || async { all_stored(&env.db, &recorder, job_id).await },
+        || async { all_stored(&db, &recorder, job_id).await },
     )
     .await;
     eprintln!(
@@ -100,42 +92,24 @@ async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
     eventually(
         "the persist queue to drain",
         Duration::from_secs(30),
-        || async { (persist_depth(&env.config).await == 0).then_some(()) },
+        || async { (persist_depth(&config).await == 0).then_some(()) },
     )
     .await;
 
-    shutdown.cancel();
-    node.wait().await.expect("the node stops cleanly");
-    executor
-        .await
-        .expect("executor task")
-        .expect("executor stops cleanly");
-    // Stopped last: the executor's final results are stored too.
-    worker_stop.cancel();
-    worker
-        .await
-        .expect("worker task")
-        .expect("the worker stops cleanly");
-    env.cleanup(&[queue]).await;
+    // The node, then the executor, then the worker, each asserted to stop
+    // cleanly: the worker last, so the executor's final results are stored
+    // too.
+    cluster.stop().await;
 }
 
-/// The config with `mysql.url` pointing at a port nobody listens on.
-fn closed_port_config(config: &Config) -> Config {
-    let mut closed = config.clone();
+/// Points `mysql.url` at a port nobody listens on.
+fn out_of_reach(config: &mut Config) {
     let url = &config.mysql.url;
     let host_start = url.find('@').map_or("mysql://".len(), |at| at + 1);
     let host_end = url[host_start..]
         .find('/')
         .map_or(url.len(), |slash| host_start + slash);
-    closed.mysql.url = format!("{}127.0.0.1:1{}", &url[..host_start], &url[host_end..]);
-    closed
-}
-
-/// An in-process persistence worker and its own shutdown.
-fn start_worker(config: Config) -> (JoinHandle<anyhow::Result<()>>, CancellationToken) {
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(rondo_persist_worker::run(config, stop.clone()));
-    (task, stop)
+    config.mysql.url = format!("{}127.0.0.1:1{}", &url[..host_start], &url[host_end..]);
 }
 
 /// A group, its executor registered, and a job firing every second:
@@ -194,19 +168,9 @@ async fn all_stored(db: &MySqlPool, recorder: &Recorder, job_id: u64) -> Option<
 
 /// Ready messages in the namespace's persist queue.
 async fn persist_depth(config: &Config) -> u32 {
-    let conn = amqp::connect(&config.amqp.url, "persist-outage-test")
-        .await
-        .expect("amqp");
-    let ch = conn.create_channel().await.expect("channel");
-    let opts = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
     let queue = config.names().persist_queue();
-    let q = ch
-        .queue_declare(queue.as_str().into(), opts, FieldTable::default())
+    let (ready, _consumers) = queue_depth(config, &queue)
         .await
         .expect("persist queue exists");
-    let _ = conn.close(200, "bye".into()).await;
-    q.message_count()
+    ready
 }

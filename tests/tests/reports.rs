@@ -3,10 +3,9 @@
 
 use reqwest::Method;
 use rondo_history::partitions::{DAY_MS, date_of_day, day_of};
-use rondo_tests::{Api, Env};
+use rondo_testkit::{Api, Cluster, World};
 use serde_json::{Value, json};
 use sqlx::MySqlPool;
-use tokio_util::sync::CancellationToken;
 
 /// A trigger log row and one log line, as the persistence worker stores them.
 async fn insert(db: &MySqlPool, id: &str, fire_ms: i64, trigger: i32, handle: Option<i32>) {
@@ -45,20 +44,26 @@ async fn expect_days_refused(api: &Api, method: Method, path: &str, body: Option
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_and_retention_answer_through_the_api() {
-    let env = Env::new("reports").await;
+    let world = World::new("reports").await;
     let now = rondo_core::clock::now_ms();
     let today = day_of(now);
     // Today: one running, one success, one failure; 40 days ago: one success.
-    insert(&env.db, "1-run", now, 200, None).await;
-    insert(&env.db, "1-ok", now, 200, Some(200)).await;
-    insert(&env.db, "1-bad", now, 500, None).await;
-    insert(&env.db, "1-old", (today - 40) * DAY_MS + 1, 200, Some(200)).await;
+    insert(&world.db, "1-run", now, 200, None).await;
+    insert(&world.db, "1-ok", now, 200, Some(200)).await;
+    insert(&world.db, "1-bad", now, 500, None).await;
+    insert(
+        &world.db,
+        "1-old",
+        (today - 40) * DAY_MS + 1,
+        200,
+        Some(200),
+    )
+    .await;
 
-    let shutdown = CancellationToken::new();
-    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
-        .await
-        .expect("scheduler starts");
-    let api = Api::new(node.api_addr);
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    let db = cluster.db().clone();
 
     let (status, report) = api.get("/api/v1/reports?days=3").await;
     assert_eq!(status, 200, "{report}");
@@ -91,7 +96,7 @@ async fn reports_and_retention_answer_through_the_api() {
     ] {
         expect_days_refused(&api, Method::POST, retention, Some(bad)).await;
     }
-    assert_eq!(trigger_ids(&env.db, "job_log").await.len(), 4);
+    assert_eq!(trigger_ids(&db, "job_log").await.len(), 4);
 
     // No body: the configured 30 days.
     let (status, applied) = api.call(Method::POST, retention, None).await;
@@ -100,12 +105,12 @@ async fn reports_and_retention_answer_through_the_api() {
     assert_eq!(applied["enabled"], true);
     assert_eq!(applied["dropped"][0]["rows"], 1, "{applied}");
     let kept = ["1-bad", "1-ok", "1-run"];
-    assert_eq!(trigger_ids(&env.db, "job_log").await, kept);
-    assert_eq!(trigger_ids(&env.db, "job_log_line").await, kept);
+    assert_eq!(trigger_ids(&db, "job_log").await, kept);
+    assert_eq!(trigger_ids(&db, "job_log_line").await, kept);
     // Report rows are kept by retention (as in XXL-JOB).
     let old_day: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM log_report WHERE day = ?")
         .bind(date_of_day(today - 40))
-        .fetch_one(&env.db)
+        .fetch_one(&db)
         .await
         .unwrap();
     assert_eq!(old_day, 1);
@@ -113,9 +118,7 @@ async fn reports_and_retention_answer_through_the_api() {
     let (status, applied) = api.post(retention, json!({ "days": 7 })).await;
     assert_eq!(status, 200, "{applied}");
     assert_eq!(applied["days"], 7);
-    assert_eq!(trigger_ids(&env.db, "job_log").await, kept);
+    assert_eq!(trigger_ids(&db, "job_log").await, kept);
 
-    shutdown.cancel();
-    node.wait().await.expect("the node stops cleanly");
-    env.cleanup(&[]).await;
+    cluster.stop().await;
 }

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use futures_util::{StreamExt, stream};
 use redis::AsyncCommands;
 use rondo_core::trigger::code;
-use rondo_core::{Config, Job, JobSpec, Trigger, clock, testkit};
+use rondo_core::{Config, Job, JobSpec, Trigger, clock};
 use rondo_dispatcher::{Dispatched, Dispatcher, Fire};
-use rondo_tests::fake_executors::FakeExecutors;
+use rondo_testkit::World;
+use rondo_testkit::fake_executors::FakeExecutors;
 
 /// Triggers per distribution.
 const N: usize = 1000;
@@ -22,22 +23,24 @@ const CONCURRENCY: usize = 32;
 const GROUP: &str = "grp";
 const THREE: [&str; 3] = ["ex-a", "ex-b", "ex-c"];
 
-/// One test's namespace, fake executors and dispatcher.
-struct World {
-    config: Config,
+/// One test's fake executors and dispatcher, in its own [`World`] (which
+/// removes the namespace and the executors' queues when dropped).
+struct Routing {
     fakes: FakeExecutors,
     dispatcher: Arc<Dispatcher>,
+    // Dropped last, once nothing beats or dispatches.
+    world: World,
 }
 
-impl World {
-    async fn new(tag: &str, executors: &[&str]) -> World {
-        let config = testkit::config(tag);
-        let fakes = FakeExecutors::start(&config, GROUP, executors).await;
-        let dispatcher = Arc::new(another_dispatcher(&config).await);
-        World {
-            config,
+impl Routing {
+    async fn new(tag: &str, executors: &[&str]) -> Routing {
+        let world = World::new(tag).await;
+        let fakes = FakeExecutors::start(&world, GROUP, executors).await;
+        let dispatcher = Arc::new(another_dispatcher(&world.config).await);
+        Routing {
             fakes,
             dispatcher,
+            world,
         }
     }
 
@@ -45,14 +48,11 @@ impl World {
         for d in others.iter().chain([&self.dispatcher]) {
             d.close().await;
         }
-        let queues = self.fakes.queue_names();
         self.fakes.stop().await;
-        testkit::cleanup_redis(&self.config).await;
-        testkit::cleanup_amqp(&self.config, &queues).await;
     }
 
     async fn redis(&self) -> deadpool_redis::Connection {
-        let pool = rondo_core::redis::pool(&self.config.redis).unwrap();
+        let pool = rondo_core::redis::pool(&self.world.config.redis).unwrap();
         pool.get().await.unwrap()
     }
 }
@@ -151,7 +151,7 @@ fn picks(triggers: &[Trigger]) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_and_last_send_every_trigger_to_one_end() {
-    let w = World::new("route_ends", &THREE).await;
+    let w = Routing::new("route_ends", &THREE).await;
     let first = dispatch_all(&w.dispatcher, fires(&job(1, "FIRST"), N)).await;
     let last = dispatch_all(&w.dispatcher, fires(&job(2, "LAST"), N)).await;
     assert_eq!(per_executor(&first), BTreeMap::from([("ex-a".into(), N)]));
@@ -165,7 +165,7 @@ async fn first_and_last_send_every_trigger_to_one_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_is_exactly_even() {
-    let w = World::new("route_round", &THREE).await;
+    let w = Routing::new("route_round", &THREE).await;
     let n = N + 2; // a multiple of 3
     let triggers = dispatch_all(&w.dispatcher, fires(&job(1, "ROUND"), n)).await;
     let counts = per_executor(&triggers);
@@ -180,8 +180,8 @@ async fn round_is_exactly_even() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_is_fair_across_two_scheduler_nodes() {
-    let w = World::new("route_round2", &THREE).await;
-    let other = Arc::new(another_dispatcher(&w.config).await);
+    let w = Routing::new("route_round2", &THREE).await;
+    let other = Arc::new(another_dispatcher(&w.world.config).await);
     let triggers = dispatch_in_turn(&[&w.dispatcher, &other], fires(&job(1, "ROUND"), 300)).await;
     let seq = picks(&triggers);
     // One rotation for the cluster: node-local counters would give a, a, b, b, …
@@ -206,7 +206,7 @@ async fn round_is_fair_across_two_scheduler_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_is_roughly_even() {
-    let w = World::new("route_random", &THREE).await;
+    let w = Routing::new("route_random", &THREE).await;
     let triggers = dispatch_all(&w.dispatcher, fires(&job(1, "RANDOM"), N)).await;
     let counts = per_executor(&triggers);
     assert_eq!(counts.len(), 3, "{counts:?}");
@@ -224,7 +224,7 @@ async fn random_is_roughly_even() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_hash_is_stable_and_moves_few_jobs_when_an_executor_leaves() {
     let four = ["ex-a", "ex-b", "ex-c", "ex-d"];
-    let w = World::new("route_hash", &four).await;
+    let w = Routing::new("route_hash", &four).await;
     let jobs: Vec<Arc<Job>> = (1..=N as u64)
         .map(|id| job(id, "CONSISTENT_HASH"))
         .collect();
@@ -271,8 +271,8 @@ async fn consistent_hash_is_stable_and_moves_few_jobs_when_an_executor_leaves() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lfu_is_even_with_two_scheduler_nodes_routing_at_once() {
-    let w = World::new("route_lfu", &THREE).await;
-    let other = Arc::new(another_dispatcher(&w.config).await);
+    let w = Routing::new("route_lfu", &THREE).await;
+    let other = Arc::new(another_dispatcher(&w.world.config).await);
     let lfu = job(1, "LEAST_FREQUENTLY_USED");
     let total = N + 2; // a multiple of 3
     let (mine, theirs): (Vec<Fire>, Vec<Fire>) = fires(&lfu, total)
@@ -291,7 +291,7 @@ async fn lfu_is_even_with_two_scheduler_nodes_routing_at_once() {
     assert_queues_hold(&w.fakes, &counts).await;
 
     // The shared state: one count per live executor; a leaver is forgotten.
-    let key = format!("{}:lfu:1", w.config.namespace);
+    let key = format!("{}:lfu:1", w.world.config.namespace);
     let stored: HashMap<String, u64> = w.redis().await.hgetall(&key).await.unwrap();
     assert_eq!(stored.len(), 3, "{stored:?}");
     w.fakes.remove("ex-b").await;
@@ -305,8 +305,8 @@ async fn lfu_is_even_with_two_scheduler_nodes_routing_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lru_never_repeats_and_is_fair_across_two_scheduler_nodes() {
-    let w = World::new("route_lru", &THREE).await;
-    let other = Arc::new(another_dispatcher(&w.config).await);
+    let w = Routing::new("route_lru", &THREE).await;
+    let other = Arc::new(another_dispatcher(&w.world.config).await);
     let lru = job(1, "LEAST_RECENTLY_USED");
     // Sequential dispatches wait for each other's broker confirms: 300 of
     // them show the rotation, the thousand at once the fairness.
@@ -345,10 +345,10 @@ async fn lru_never_repeats_and_is_fair_across_two_scheduler_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_skips_executors_whose_heartbeat_is_stale() {
-    let w = World::new("route_failover", &THREE).await;
+    let w = Routing::new("route_failover", &THREE).await;
     let failover = job(1, "FAILOVER");
     // Three beats late: still live (dead after five) but not fresh (1.5 beats).
-    let stale_ms = 3 * w.config.registry.heartbeat_ms as i64;
+    let stale_ms = 3 * w.world.config.registry.heartbeat_ms as i64;
     w.fakes.set_heartbeat_lag("ex-a", stale_ms).await;
     registry_change_seen().await;
     let triggers = dispatch_all(&w.dispatcher, fires(&failover, N)).await;
@@ -382,7 +382,7 @@ async fn failover_skips_executors_whose_heartbeat_is_stale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busyover_skips_executors_busy_with_the_job() {
-    let w = World::new("route_busyover", &THREE).await;
+    let w = Routing::new("route_busyover", &THREE).await;
     w.fakes.set_running("ex-a", &[7, 9]).await;
     w.fakes.set_running("ex-b", &[70]).await;
     let triggers = dispatch_all(&w.dispatcher, fires(&job(7, "BUSYOVER"), N)).await;
@@ -415,7 +415,7 @@ async fn busyover_skips_executors_busy_with_the_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharding_broadcast_gives_every_executor_one_shard() {
-    let w = World::new("route_broadcast", &THREE).await;
+    let w = Routing::new("route_broadcast", &THREE).await;
     let broadcast = job(5, "SHARDING_BROADCAST");
     let out = w
         .dispatcher
@@ -460,8 +460,8 @@ async fn sharding_broadcast_gives_every_executor_one_shard() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sent_triggers_are_recorded_in_flight_and_failed_ones_are_not() {
-    let w = World::new("route_inflight", &THREE).await;
-    let names = w.config.names();
+    let w = Routing::new("route_inflight", &THREE).await;
+    let names = w.world.config.names();
     let mut redis = w.redis().await;
 
     let first = job(3, "FIRST");

@@ -15,11 +15,9 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use rondo_core::clock;
-use rondo_tests::procs::{NodeProc, log_dir};
-use rondo_tests::recorder::Recorder;
-use rondo_tests::{Api, Env, eventually};
+use rondo_testkit::recorder::Recorder;
+use rondo_testkit::{Api, Cluster, World, eventually};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const SESSION_MS: u64 = 2000;
 
@@ -62,49 +60,46 @@ fn assert_exactly_once(recorder: &Recorder, jobs: usize, from: i64, to: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_leader_steps_down_and_moves_nothing() {
-    let mut env = Env::new("stale").await;
-    env.config.zookeeper.session_timeout_ms = SESSION_MS;
-    env.config.executor.app = "stale".into();
-    let dir = log_dir(&env.config.namespace);
-    let shutdown = CancellationToken::new();
+    let mut world = World::new("stale").await;
+    world.config.zookeeper.session_timeout_ms = SESSION_MS;
+    world.config.executor.app = "stale".into();
+    let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
-    let (exec, queue) = recorder.start_executor(&env.config, "stale-1", shutdown.clone());
-    let mut nodes = vec![
-        NodeProc::spawn(&env.config, "a", &dir),
-        NodeProc::spawn(&env.config, "b", &dir),
-    ];
+    cluster.start_recording_executor("stale-1", &recorder);
+    let a = cluster.spawn_node("a");
+    let b = cluster.spawn_node("b");
     let leader = eventually("a leader", Duration::from_secs(30), || async {
-        let s = nodes[0].status().await?;
+        let s = cluster.nodes[a].status().await?;
         let id = s["leader"]["node"].as_str()?.to_owned();
         (s["nodes"].as_array()?.len() == 2).then_some(id)
     })
     .await;
-    let (old, other) = if leader == "a" { (0, 1) } else { (1, 0) };
-    let first = create_jobs(&nodes[other].api(), "stale", 20).await;
+    let (old, other) = if leader == "a" { (a, b) } else { (b, a) };
+    let first = create_jobs(&cluster.api(other), "stale", 20).await;
     let from = first + 2000;
     tokio::time::sleep(Duration::from_millis(
         (from - clock::now_ms()).max(0) as u64 + 2000,
     ))
     .await;
 
-    let old_term = nodes[old].status().await.unwrap()["role"]["term"]
+    let old_term = cluster.nodes[old].status().await.unwrap()["role"]["term"]
         .as_u64()
         .unwrap();
-    nodes[old].signal("STOP");
+    cluster.node_proc(old).signal("STOP");
     let new_term = eventually("a new leader", Duration::from_secs(20), || async {
-        let s = nodes[other].status().await?;
+        let s = cluster.nodes[other].status().await?;
         let term = s["role"]["term"].as_u64()?;
         (s["role"]["leader"] == true && term > old_term).then_some(term)
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    nodes[old].signal("CONT");
+    cluster.node_proc(old).signal("CONT");
     eventually(
         "the old leader to step down",
         Duration::from_secs(20),
         || async {
-            let s = nodes[old].status().await?;
-            (s["role"]["leader"] == false && s["leader"]["node"] == nodes[other].id.as_str())
+            let s = cluster.nodes[old].status().await?;
+            (s["role"]["leader"] == false && s["leader"]["node"] == cluster.nodes[other].id())
                 .then_some(())
         },
     )
@@ -112,7 +107,7 @@ async fn a_frozen_leader_steps_down_and_moves_nothing() {
     let to = clock::now_ms() + 3000;
     tokio::time::sleep(Duration::from_millis(6000)).await;
 
-    let log = nodes[old].log_text();
+    let log = cluster.node_proc(old).log_text();
     let refused = log.contains("claim refused");
     let noticed = log.contains("session state changed while leading")
         || log.contains("zookeeper session lost");
@@ -125,26 +120,18 @@ async fn a_frozen_leader_steps_down_and_moves_nothing() {
     );
     assert_exactly_once(&recorder, 20, from, to - to % 1000);
 
-    for n in &mut nodes {
-        let _ = n.terminate(Duration::from_secs(15)).await;
-    }
-    shutdown.cancel();
-    let _ = exec.await;
-    env.cleanup(&[queue]).await;
-    let _ = std::fs::remove_dir_all(dir);
+    cluster.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_term_makes_the_leader_resign_and_come_back_higher() {
-    let mut env = Env::new("resign").await;
-    env.config.executor.app = "resign".into();
-    let shutdown = CancellationToken::new();
+    let mut world = World::new("resign").await;
+    world.config.executor.app = "resign".into();
+    let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
-    let (exec, queue) = recorder.start_executor(&env.config, "resign-1", shutdown.clone());
-    let node = rondo_scheduler::start(env.config.clone(), shutdown.clone())
-        .await
-        .expect("node");
-    let api = Api::new(node.api_addr);
+    cluster.start_recording_executor("resign-1", &recorder);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
     let first = create_jobs(&api, "resign", 5).await;
     let term = eventually("leadership", Duration::from_secs(10), || async {
         let (_, s) = api.get("/api/v1/cluster").await;
@@ -154,8 +141,8 @@ async fn a_refused_term_makes_the_leader_resign_and_come_back_higher() {
 
     // A newer leader's fencing, behind this node's back.
     let fenced = term + 10;
-    let names = env.config.names();
-    let mut conn = rondo_core::redis::pool(&env.config.redis)
+    let names = cluster.config().names();
+    let mut conn = rondo_core::redis::pool(&cluster.config().redis)
         .unwrap()
         .get()
         .await
@@ -184,8 +171,5 @@ async fn a_refused_term_makes_the_leader_resign_and_come_back_higher() {
     assert!(first < from);
     assert_exactly_once(&recorder, 5, from, from + 2000);
 
-    shutdown.cancel();
-    node.wait().await.expect("the node stops cleanly");
-    let _ = exec.await;
-    env.cleanup(&[queue]).await;
+    cluster.stop().await;
 }

@@ -415,26 +415,16 @@ pub(crate) fn publish_lateness(status: &Value) -> Option<Latency> {
     Latency::from_json(&status["firing"]["publish_lateness_ms"])
 }
 
-/// Polls `f` every 100 ms until it answers `Some`, or fails after `timeout`.
-pub(crate) async fn eventually<T, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    mut f: F,
-) -> anyhow::Result<T>
+/// Polls `f` until it answers `Some`, or fails after `timeout`
+/// (`rondo_core::testkit::try_eventually`, as an `anyhow` error).
+pub(crate) async fn eventually<T, F, Fut>(what: &str, timeout: Duration, f: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    rondo_core::testkit::try_eventually(what, timeout, f)
+        .await
+        .map_err(anyhow::Error::msg)
 }
 
 /// Sleeps until the wall clock reads `ms`.

@@ -7,12 +7,15 @@
 //! * [`eventually`]: wait for a positive signal instead of sleeping.
 //! * [`queue_depth`], [`take_dead`]: what a queue holds.
 //! * [`fixtures`]: jobs, triggers and events with sensible defaults.
+//! * [`daemon`]: running a daemon binary to its end, and the shape every
+//!   daemon shares (`--help`, exit 64 on a bad config).
 //!
 //! Timing logic is tested on tokio's paused clock
 //! (`#[tokio::test(start_paused = true)]`): every rondo loop waits with
 //! `tokio::time`, so a paused test drives heartbeats, idle exits and
 //! backoffs without real sleeps.
 
+pub mod daemon;
 pub mod fixtures;
 
 use std::future::Future;
@@ -139,7 +142,25 @@ impl<T> Signal for Option<T> {
 /// Polls `f` every 50 ms until it signals (`true`, or `Some(value)`, which
 /// is returned); panics naming `what` after `timeout`. Tests wait for a
 /// positive signal this way instead of sleeping.
-pub async fn eventually<S, F, Fut>(what: &str, timeout: Duration, mut f: F) -> S::Output
+pub async fn eventually<S, F, Fut>(what: &str, timeout: Duration, f: F) -> S::Output
+where
+    S: Signal,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = S>,
+{
+    match try_eventually(what, timeout, f).await {
+        Ok(value) => value,
+        Err(timed_out) => panic!("{timed_out}"),
+    }
+}
+
+/// [`eventually`] for callers that report instead of panicking (the
+/// benchmark): `Err` naming `what` after `timeout`.
+pub async fn try_eventually<S, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut f: F,
+) -> Result<S::Output, String>
 where
     S: Signal,
     F: FnMut() -> Fut,
@@ -148,12 +169,11 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(v) = f().await.ready() {
-            return v;
+            return Ok(v);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("timed out after {timeout:?} waiting for {what}"));
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -210,22 +230,41 @@ pub async fn take_dead(config: &Config) -> Vec<(Vec<u8>, String)> {
     out
 }
 
-/// Deletes every Redis key of the namespace.
-pub async fn cleanup_redis(config: &Config) {
+/// Keys per SCAN step and per UNLINK.
+const KEYS_PER_BATCH: usize = 1_000;
+
+/// Deletes every Redis key of the namespace with SCAN and UNLINK batches
+/// (a million keys never make one giant command); how many it removed.
+pub async fn cleanup_redis(config: &Config) -> usize {
     let Ok(client) = redis::Client::open(config.redis.url.as_str()) else {
-        return;
+        return 0;
     };
     let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
-        return;
+        return 0;
     };
     let pattern = format!("{}:*", config.namespace);
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(&pattern)
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_default();
-    for chunk in keys.chunks(500) {
-        let _: Result<(), _> = redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
+    let (mut cursor, mut removed) = (0u64, 0);
+    loop {
+        let step: Result<(u64, Vec<String>), _> = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(KEYS_PER_BATCH)
+            .query_async(&mut conn)
+            .await;
+        let Ok((next, keys)) = step else {
+            return removed;
+        };
+        for chunk in keys.chunks(KEYS_PER_BATCH) {
+            let unlinked: Result<usize, _> =
+                redis::cmd("UNLINK").arg(chunk).query_async(&mut conn).await;
+            removed += unlinked.unwrap_or(0);
+        }
+        cursor = next;
+        if cursor == 0 {
+            return removed;
+        }
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Harness {
     seen: VecDeque<Event>,
     shutdown: CancellationToken,
     run: Option<JoinHandle<Result<(), ExecutorError>>>,
+    /// Removes the test's keys, queues and exchanges when dropped.
+    _namespace: testkit::Namespace,
 }
 
 /// A config in a fresh namespace, with a unique executor id and short timings.
@@ -67,6 +69,8 @@ impl Harness {
             .expect("valid executor");
         let executor_id = executor.id().to_owned();
         let queue = executor.queue();
+        let namespace = testkit::Namespace::with_config(config.clone());
+        namespace.track_queue(queue.clone());
         let conn = amqp::connect(&config.amqp.url, "rondo-executor-test")
             .await
             .expect("broker");
@@ -93,6 +97,7 @@ impl Harness {
             seen: VecDeque::new(),
             shutdown,
             run: Some(run),
+            _namespace: namespace,
         }
     }
 
@@ -228,20 +233,19 @@ impl Harness {
     /// Waits until the executor's registry hash exists.
     pub async fn registered(&self) {
         let hash = self.names.executor(&self.executor_id);
-        let mut redis = self.redis().await;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(&hash)
-                .query_async(&mut redis)
-                .await
-                .unwrap();
-            if exists {
-                return;
+        let redis = self.redis().await;
+        testkit::eventually("the executor to register", PATIENCE, || {
+            let (mut redis, hash) = (redis.clone(), hash.clone());
+            async move {
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(&hash)
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+                exists
             }
-            assert!(tokio::time::Instant::now() < deadline, "never registered");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await;
     }
 
     /// Waits for the result of `trigger_id`; returns it and the log lines
@@ -293,39 +297,19 @@ impl Harness {
 
     /// Messages ready in a queue (not counting unacked ones).
     pub async fn ready_messages(&self, queue: &str) -> u32 {
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
-        let q = self
-            .channel
-            .queue_declare(queue.into(), passive, FieldTable::default())
-            .await
-            .expect("queue exists");
-        q.message_count()
+        let depth = testkit::queue_depth(&self.config, queue).await;
+        depth.expect("the queue exists").0
     }
 
     /// Polls the dead queue for a message.
     pub async fn next_dead(&self) -> lapin::message::BasicGetMessage {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let got = self
-                .channel
-                .basic_get(
-                    self.names.dead_queue().as_str().into(),
-                    BasicGetOptions { no_ack: true },
-                )
-                .await
-                .expect("basic_get");
-            if let Some(message) = got {
-                return message;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "nothing reached the dead queue"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let dead = self.names.dead_queue();
+        testkit::eventually("a message in the dead queue", PATIENCE, || async {
+            let get = BasicGetOptions { no_ack: true };
+            let got = self.channel.basic_get(dead.as_str().into(), get).await;
+            got.expect("basic_get")
+        })
+        .await
     }
 
     pub async fn redis(&self) -> redis::aio::MultiplexedConnection {
@@ -348,12 +332,11 @@ impl Harness {
         }
     }
 
-    /// Stops the executor and removes what the test left behind.
+    /// Stops the executor and closes the test's connection; the
+    /// namespace guard removes what the test left behind when dropped.
     pub async fn stop(mut self) {
         self.shutdown().await;
         let _ = self.conn.close(200, "bye".into()).await;
-        testkit::cleanup_redis(&self.config).await;
-        testkit::cleanup_amqp(&self.config, std::slice::from_ref(&self.queue)).await;
     }
 }
 

@@ -2,9 +2,9 @@
 //! the tables back: fixtures for the MySQL tests of this crate and of the
 //! persistence worker.
 
-use rondo_core::event::{AlarmRecord, LogLine, LogLines, TriggerRecord, alarm_status};
+use rondo_core::event::alarm_status;
 use rondo_core::testkit::fixtures;
-use rondo_core::trigger::{ExecResult, Trigger};
+use rondo_core::trigger::Trigger;
 use rondo_core::{BlockStrategy, Event, Group, Job, Misfire, Routing};
 use sqlx::MySqlPool;
 
@@ -88,53 +88,20 @@ pub fn trigger(trigger_id: &str, job_id: u64, sent_ms: i64) -> Trigger {
 }
 
 pub fn triggered(trigger_id: &str, job_id: u64, code: i32, sent_ms: i64) -> Event {
-    Event::Triggered(TriggerRecord {
-        trigger: trigger(trigger_id, job_id, sent_ms),
-        code,
-        msg: format!("sent with {code}"),
-    })
+    fixtures::triggered(trigger(trigger_id, job_id, sent_ms), code)
 }
 
 pub fn result(trigger_id: &str, job_id: u64, code: i32, end_ms: i64) -> Event {
-    Event::Result(ExecResult {
-        trigger_id: trigger_id.into(),
-        job_id,
-        executor_id: "demo-host-1".into(),
-        fire_ms: T0,
-        start_ms: end_ms - 5,
-        end_ms,
-        code,
-        msg: format!("ended with {code}"),
-        retryable: true,
-    })
+    let trigger = trigger(trigger_id, job_id, T0);
+    Event::Result(fixtures::result(&trigger, code, end_ms))
 }
 
+/// Log lines of a trigger of job 1.
 pub fn log(trigger_id: &str, first_seq: u32, texts: &[&str]) -> Event {
-    Event::Log(LogLines {
-        trigger_id: trigger_id.into(),
-        job_id: 1,
-        first_seq,
-        lines: texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| LogLine {
-                ts_ms: T0 + i64::from(first_seq) + i as i64,
-                text: (*t).into(),
-            })
-            .collect(),
-    })
+    fixtures::log(trigger_id, 1, first_seq, texts)
 }
 
-/// The outcome of alarming for a failed trigger (fired at [`T0`]).
-pub fn alarm(trigger_id: &str, job_id: u64, status: i32, msg: &str) -> Event {
-    Event::Alarm(AlarmRecord {
-        trigger_id: trigger_id.into(),
-        job_id,
-        fire_ms: T0,
-        status,
-        msg: msg.into(),
-    })
-}
+pub use fixtures::alarm;
 
 /// A history touching every rule, in the order things happened.
 pub fn story() -> Vec<Event> {

@@ -32,7 +32,7 @@ use rondo_core::{Error, Event, Names};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::Backoff;
+use rondo_core::backoff::Backoff;
 
 /// One attempt waits this long for the broker's confirm at most.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(15);
@@ -95,7 +95,7 @@ impl Publisher {
         stop: &CancellationToken,
     ) -> bool {
         let key = event.routing_key();
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        let mut backoff = Backoff::jittered(Duration::from_millis(100), Duration::from_secs(5));
         let mut changes = self.target.channel.subscribe();
         loop {
             let attempt = tokio::select! {

@@ -38,8 +38,8 @@ use rondo_core::trigger::{Control, ControlAction};
 use rondo_core::{Error, Names};
 use serde::Deserialize;
 
-use crate::runner::Runner;
-use crate::slots::Kill;
+use crate::admission::runner::Runner;
+use crate::admission::slots::Kill;
 
 /// Control messages taken at once (they are handled in microseconds).
 const CONTROL_PREFETCH: u16 = 16;

@@ -2,10 +2,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use rondo_core::{Config, clock};
-use rondo_executor::{Executor, JobContext, JobError};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use rondo_core::clock;
+use rondo_executor::{ExecutorBuilder, JobContext, JobError};
 
 /// One run of the recording handler.
 #[derive(Debug, Clone)]
@@ -26,21 +24,10 @@ impl Recorder {
         self.0.lock().expect("runs lock").clone()
     }
 
-    /// Starts an in-process executor of `config.executor.app` with id `id`
-    /// whose handler `record` records runs. Returns its task and queue.
-    pub fn start_executor(
-        &self,
-        config: &Config,
-        id: &str,
-        shutdown: CancellationToken,
-    ) -> (
-        JoinHandle<Result<(), rondo_executor::ExecutorError>>,
-        String,
-    ) {
-        let mut config = config.clone();
-        config.executor.id = id.to_owned();
+    /// Registers the handler `record`, which records every run here.
+    pub fn register(&self, builder: ExecutorBuilder) -> ExecutorBuilder {
         let runs = self.0.clone();
-        let record = move |ctx: JobContext| {
+        builder.handler("record", move |ctx: JobContext| {
             let runs = runs.clone();
             async move {
                 let run = Run {
@@ -53,12 +40,6 @@ impl Recorder {
                 runs.lock().expect("runs lock").push(run);
                 Ok::<(), JobError>(())
             }
-        };
-        let executor = Executor::builder(config)
-            .handler("record", record)
-            .build()
-            .expect("executor builds");
-        let queue = executor.queue();
-        (tokio::spawn(executor.run(shutdown)), queue)
+        })
     }
 }

@@ -2,11 +2,9 @@
 //! heartbeat time and the `executor:<id>` hash, renewed every
 //! `registry.heartbeat_ms`, removed on graceful shutdown.
 //!
-//! The hash's fields: `app`, `host`, `handlers` (the handler names, sorted,
-//! comma-separated), `started_ms`, `pid`, `incarnation`, `heartbeat_ms`,
-//! and `running_jobs`: the ids of the jobs with a trigger running or
-//! waiting (SERIAL_EXECUTION) on this executor, ascending, comma-separated,
-//! empty when idle. The dispatcher's BUSYOVER routing reads it, so it is
+//! The hash's fields are `rondo_core::registry::Entry`'s; `running_jobs`
+//! lists the jobs with a trigger running or waiting (SERIAL_EXECUTION) on
+//! this executor. The dispatcher's BUSYOVER routing reads it, so it is
 //! written not only at each heartbeat but within [`CHANGE_COALESCE`] (plus
 //! a Redis round trip) of every run's start and end; changes inside that
 //! window are written together, and a set equal to the last one written is
@@ -19,12 +17,12 @@
 use std::time::Duration;
 
 use deadpool_redis::Pool;
-use rondo_core::{Error, Names};
+use rondo_core::{Error, Names, registry};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::Backoff;
+use rondo_core::backoff::Backoff;
 
 /// Changes of `running_jobs` within this window are written together.
 pub(crate) const CHANGE_COALESCE: Duration = Duration::from_millis(50);
@@ -36,7 +34,8 @@ pub(crate) struct Registration {
     pub(crate) app: String,
     pub(crate) executor_id: String,
     pub(crate) host: String,
-    pub(crate) handlers: String,
+    /// The handler names, sorted.
+    pub(crate) handlers: Vec<String>,
     pub(crate) started_ms: i64,
     pub(crate) incarnation: String,
     pub(crate) heartbeat: Duration,
@@ -48,42 +47,32 @@ impl Registration {
     /// Writes the registration (idempotent; also restores it after a Redis
     /// restart).
     pub(crate) async fn beat(&self, running_jobs: &[u64]) -> Result<(), Error> {
-        let now = rondo_core::clock::now_ms();
-        let running: Vec<String> = running_jobs.iter().map(u64::to_string).collect();
-        let hash = self.names.executor(&self.executor_id);
-        let fields = [
-            ("app", self.app.clone()),
-            ("host", self.host.clone()),
-            ("handlers", self.handlers.clone()),
-            ("started_ms", self.started_ms.to_string()),
-            ("pid", std::process::id().to_string()),
-            ("incarnation", self.incarnation.clone()),
-            ("heartbeat_ms", now.to_string()),
-            ("running_jobs", running.join(",")),
-        ];
-        let mut conn = self.pool.get().await?;
-        // Two keys in different hash slots: a plain pipeline, not MULTI.
-        let () = redis::pipe()
-            .zadd(self.names.registry(&self.app), &self.executor_id, now)
-            .ignore()
-            .hset_multiple(&hash, &fields)
-            .ignore()
-            .pexpire(&hash, self.hash_ttl.as_millis() as i64)
-            .ignore()
-            .query_async(&mut conn)
-            .await?;
+        let entry = registry::Entry {
+            app: self.app.clone(),
+            host: self.host.clone(),
+            handlers: self.handlers.clone(),
+            started_ms: self.started_ms,
+            pid: std::process::id(),
+            incarnation: self.incarnation.clone(),
+            heartbeat_ms: rondo_core::clock::now_ms(),
+            running_jobs: running_jobs.to_vec(),
+        };
+        let mut pipe = redis::pipe();
+        registry::beat(
+            &mut pipe,
+            &self.names,
+            &self.executor_id,
+            &entry,
+            self.hash_ttl,
+        );
+        let () = pipe.query_async(&mut self.pool.get().await?).await?;
         Ok(())
     }
 
     pub(crate) async fn deregister(&self) -> Result<(), Error> {
-        let mut conn = self.pool.get().await?;
-        let () = redis::pipe()
-            .zrem(self.names.registry(&self.app), &self.executor_id)
-            .ignore()
-            .del(self.names.executor(&self.executor_id))
-            .ignore()
-            .query_async(&mut conn)
-            .await?;
+        let mut pipe = redis::pipe();
+        registry::remove(&mut pipe, &self.names, &self.app, &self.executor_id);
+        let () = pipe.query_async(&mut self.pool.get().await?).await?;
         Ok(())
     }
 
@@ -101,7 +90,7 @@ impl Registration {
             () = ready.cancelled() => {}
             () = shutdown.cancelled() => return,
         }
-        let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+        let mut backoff = Backoff::jittered(Duration::from_millis(250), Duration::from_secs(5));
         let mut registered = false;
         let mut written: Option<Vec<u64>> = None;
         let mut next_beat = Instant::now();

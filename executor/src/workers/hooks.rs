@@ -22,7 +22,7 @@ use futures_util::future::BoxFuture;
 use tracing::Instrument;
 
 use crate::error::JobError;
-use crate::supervisor::panic_message;
+use crate::workers::panic::panic_message;
 
 /// How long one `init` or `destroy` call may take.
 pub(crate) const HOOK_TIMEOUT: Duration = Duration::from_secs(10);

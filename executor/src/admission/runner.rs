@@ -6,11 +6,11 @@
 //!    already in flight here waits for the first instead of running it. The
 //!    reservation holds the trigger's [`Interrupt`], so a kill finds the
 //!    trigger in whatever phase it is;
-//! 2. **enter** its job's worker ([`crate::worker`]), which applies the
+//! 2. **enter** its job's worker ([`crate::workers::worker`]), which applies the
 //!    block strategy: run now, wait for the running trigger
 //!    (SERIAL_EXECUTION), refuse (DISCARD_LATER), or replace the running
 //!    one (COVER_EARLY);
-//! 3. **claim** it in Redis ([`crate::dedupe`]) once it has its turn:
+//! 3. **claim** it in Redis ([`crate::admission::dedupe`]) once it has its turn:
 //!    exactly one executor gets to run an id; a mark left by an earlier
 //!    attempt says what to do instead. COVER_EARLY triggers claim before
 //!    step 2, so a redelivery of a trigger that already ran never stops
@@ -24,7 +24,7 @@
 //!
 //! Every Redis write of these steps (claim, result stored, confirmed) and
 //! every publish (last log lines, result) is group-committed with those of
-//! the other triggers in flight ([`crate::dedupe`], [`crate::publisher`]):
+//! the other triggers in flight ([`crate::admission::dedupe`], [`crate::transport::publisher`]):
 //! one pipeline or one message for many triggers, while each trigger still
 //! waits for *its* answer, so the guarantees below hold per trigger
 //! however many triggers a message carries.
@@ -58,19 +58,19 @@ use rondo_core::{BlockStrategy, Event, ExecResult, Trigger};
 use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::dedupe::{Claim, Dedupe, Mark};
+use crate::admission::slots::{Kill, Reservation, Settled, SlotGuard, Slots, wait_settled};
 use crate::context::JobContext;
-use crate::dedupe::{Claim, Dedupe, Mark};
 use crate::handler::{Handlers, SharedHandler};
-use crate::interrupt::{Interrupt, KILLED};
 use crate::joblog::JobLog;
-use crate::jobs::{Entry, Jobs};
 use crate::lifecycle::Lifecycle;
 use crate::outcome::Outcome;
-use crate::publisher::Publisher;
-use crate::shipper::LogShipper;
-use crate::slots::{Kill, Reservation, Settled, SlotGuard, Slots, wait_settled};
-use crate::supervisor::supervise;
-use crate::worker::Turn;
+use crate::transport::publisher::Publisher;
+use crate::transport::shipper::LogShipper;
+use crate::workers::interrupt::{Interrupt, KILLED};
+use crate::workers::jobs::{Entry, Jobs};
+use crate::workers::shared::Turn;
+use crate::workers::supervisor::supervise;
 
 /// What a runner needs; built by the executor.
 pub(crate) struct RunnerParts {
@@ -164,7 +164,7 @@ impl Runner {
                 "no handler named {:?} on executor {} (it has: {})",
                 trigger.handler,
                 self.executor_id,
-                self.handlers.names_csv()
+                self.handlers.names().join(",")
             ));
             return Box::pin(self.answer(trigger, false, outcome)).await;
         };

@@ -56,38 +56,14 @@ use rondo_core::BlockStrategy;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::hooks::{HookContext, HookKind, run_hook};
-use crate::interrupt::Interrupt;
-use crate::jobs::Shared;
+use super::shared::{Decision, Shared, Submit, Turn};
 use crate::outcome::Outcome;
+use crate::workers::hooks::{HookContext, HookKind, run_hook};
+use crate::workers::interrupt::Interrupt;
 
 /// The result of a DISCARD_LATER trigger that arrived while the job ran.
 pub(crate) const DISCARDED: &str =
     "block strategy DISCARD_LATER: job is running, trigger discarded";
-
-/// A trigger handed to its job's worker.
-pub(crate) struct Submit {
-    pub(crate) trigger_id: String,
-    pub(crate) handler: String,
-    pub(crate) block: BlockStrategy,
-    pub(crate) interrupt: Interrupt,
-    pub(crate) reply: oneshot::Sender<Decision>,
-}
-
-/// What the worker decided for a trigger.
-pub(crate) enum Decision {
-    /// Run it now.
-    Run(Turn),
-    /// Do not run it; answer with this outcome.
-    Refuse(Outcome),
-}
-
-/// The job's right to run, held while the handler runs; dropping it lets
-/// the job's next trigger start.
-#[derive(Debug)]
-pub(crate) struct Turn {
-    _ended: oneshot::Sender<()>,
-}
 
 /// The trigger holding the turn.
 struct Current {

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rondo_core::Trigger;
@@ -17,31 +17,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use super::shared::{Decision, Limits, Shared, Submit, Turn, WorkerEntry};
+use super::worker::Worker;
 use crate::handler::Handlers;
-use crate::interrupt::Interrupt;
 use crate::outcome::Outcome;
-use crate::worker::{Decision, Submit, Turn, Worker};
+use crate::workers::interrupt::Interrupt;
 
 /// XXL-JOB's JobThread exits after 30 empty polls of 3 s.
 pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// How many SERIAL_EXECUTION triggers may wait (see `worker`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
-    pub(crate) per_job: usize,
-    pub(crate) total: usize,
-}
-
-impl Limits {
-    /// A quarter of the prefetch window per job, half of it in all.
-    pub(crate) fn for_prefetch(prefetch: u16) -> Self {
-        let prefetch = usize::from(prefetch);
-        Limits {
-            per_job: (prefetch / 4).max(1),
-            total: (prefetch / 2).max(1),
-        }
-    }
-}
 
 /// What `enter` came back with.
 #[derive(Debug)]
@@ -52,35 +35,6 @@ pub(crate) enum Entry {
     Refuse(Outcome),
     /// The executor is shutting down before the trigger got its turn.
     Shutdown,
-}
-
-/// A job's worker as the map knows it.
-pub(crate) struct WorkerEntry {
-    /// `None` once the worker retired (it is running `destroy`).
-    pub(crate) inbox: Option<mpsc::UnboundedSender<Submit>>,
-    pub(crate) generation: u64,
-    /// Fires when the worker is gone.
-    pub(crate) exited: CancellationToken,
-}
-
-/// What the workers share.
-pub(crate) struct Shared {
-    pub(crate) executor_id: String,
-    pub(crate) handlers: Handlers,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) limits: Limits,
-    pub(crate) shutdown: CancellationToken,
-    /// SERIAL triggers waiting, over all workers.
-    pub(crate) waiting_total: AtomicUsize,
-    workers: Mutex<HashMap<u64, WorkerEntry>>,
-    generations: AtomicU64,
-    tracker: TaskTracker,
-}
-
-impl Shared {
-    pub(crate) fn workers(&self) -> MutexGuard<'_, HashMap<u64, WorkerEntry>> {
-        self.workers.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// What the executor builds its workers from.
@@ -218,6 +172,47 @@ impl Jobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handler::SharedHandler;
+    use crate::{JobContext, JobError};
+
+    async fn ok(_ctx: JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+
+    fn jobs(idle: Duration) -> Jobs {
+        let handlers = Handlers::new(vec![("h".into(), Arc::new(ok) as SharedHandler)], vec![]);
+        Jobs::new(JobsParts {
+            executor_id: "e".into(),
+            handlers: handlers.expect("valid handlers"),
+            idle_timeout: idle,
+            limits: Limits::for_prefetch(64),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// Idle exit on paused time: the worker outlives 89 s without a
+    /// trigger and is gone at 90 s (XXL-JOB's 30 × 3 s).
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_worker_exits_at_its_idle_timeout_and_not_before() {
+        let jobs = jobs(DEFAULT_IDLE_TIMEOUT);
+        let trigger = Trigger {
+            handler: "h".into(),
+            ..rondo_core::testkit::fixtures::trigger("7-1-0", 7)
+        };
+        let interrupt = Interrupt::new(CancellationToken::new());
+        let Entry::Run(turn) = jobs.enter(&trigger, &interrupt).await else {
+            panic!("the first trigger runs");
+        };
+        drop(turn);
+        let exited = jobs.shared.workers()[&7].exited.clone();
+        tokio::time::sleep(DEFAULT_IDLE_TIMEOUT - Duration::from_secs(1)).await;
+        assert!(
+            !exited.is_cancelled(),
+            "still there before the idle timeout"
+        );
+        let gone = tokio::time::timeout(Duration::from_secs(2), exited.cancelled()).await;
+        assert!(gone.is_ok(), "gone once the idle timeout passed");
+    }
 
     #[test]
     fn limits_keep_half_the_window_free() {

@@ -13,9 +13,9 @@ use rondo_core::{Names, TriggerBatch};
 use serde::Deserialize;
 use tracing::Instrument;
 
+use crate::admission::runner::Runner;
+use crate::admission::slots::Settled;
 use crate::lifecycle::Lifecycle;
-use crate::runner::Runner;
-use crate::slots::Settled;
 
 /// The longest trigger id accepted (it becomes part of a Redis key).
 const MAX_TRIGGER_ID_BYTES: usize = 512;

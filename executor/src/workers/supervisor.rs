@@ -10,7 +10,6 @@
 //! | an [`Interrupt`] with a reason (kill, COVER_EARLY) | 500 with the reason, not retryable, whatever the handler answers |
 //! | executor shutdown (no reason) | the handler's own answer if it comes within the grace, else 500 `killed: the executor shut down …` |
 
-use std::any::Any;
 use std::time::Duration;
 
 use tokio::task::JoinError;
@@ -19,8 +18,9 @@ use tracing::Instrument;
 use crate::context::JobContext;
 use crate::error::JobError;
 use crate::handler::SharedHandler;
-use crate::interrupt::Interrupt;
 use crate::outcome::Outcome;
+use crate::workers::interrupt::Interrupt;
+use crate::workers::panic::panic_message;
 
 /// How long a cancelled handler has to return before its task is aborted.
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(1);
@@ -54,7 +54,12 @@ pub(crate) async fn supervise(
         }
     };
     let stop = tokio::select! {
-        joined = &mut task => return outcome_of(joined),
+        // The handler may return because it saw its token: a kill or a
+        // replacement that fired meanwhile still decides the result.
+        joined = &mut task => return match interrupt.reason() {
+            Some(reason) => stopped(&log, reason),
+            None => outcome_of(joined),
+        },
         () = timeout => Stop::Timeout,
         () = token.cancelled() => Stop::Cancelled,
     };
@@ -68,13 +73,18 @@ pub(crate) async fn supervise(
         return Outcome::timeout(timeout_s);
     }
     if let Some(reason) = interrupt.reason() {
-        log.log(format!("[rondo] run stopped: {reason}"));
-        return Outcome::stopped(reason);
+        return stopped(&log, reason);
     }
     match joined {
         Ok(joined) => outcome_of(joined),
         Err(_) => Outcome::fail("killed: the executor shut down while the handler ran"),
     }
+}
+
+/// A run stopped on purpose (kill, COVER_EARLY), said in its log too.
+fn stopped(log: &JobContext, reason: &str) -> Outcome {
+    log.log(format!("[rondo] run stopped: {reason}"));
+    Outcome::stopped(reason)
 }
 
 fn outcome_of(joined: Result<Result<(), JobError>, JoinError>) -> Outcome {
@@ -86,15 +96,5 @@ fn outcome_of(joined: Result<Result<(), JobError>, JoinError>) -> Outcome {
             Outcome::fail(format!("handler panicked: {message}"))
         }
         Err(_) => Outcome::fail("handler task was cancelled"),
-    }
-}
-
-pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        return (*s).to_owned();
-    }
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(_) => "(a non-string panic payload)".to_owned(),
     }
 }

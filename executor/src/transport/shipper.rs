@@ -9,7 +9,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::joblog::JobLog;
-use crate::publisher::Publisher;
+use crate::transport::publisher::Publisher;
 
 pub(crate) struct LogShipper<'a> {
     log: &'a JobLog,

@@ -3,6 +3,7 @@
 //! hash, renewed every 200 ms) with a durable queue each, but nothing
 //! consuming it. A test can make one stale (FAILOVER), busy with jobs
 //! (BUSYOVER) or leave, then read how many triggers each queue holds.
+//! Their queues are removed with the [`World`] they start in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -12,9 +13,11 @@ use deadpool_redis::Pool;
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
-use rondo_core::{Config, Names, Trigger, TriggerBatch, amqp, clock};
+use rondo_core::{Names, Trigger, TriggerBatch, amqp, clock};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
+
+use crate::World;
 
 /// How often the fake executors beat.
 const BEAT_EVERY: Duration = Duration::from_millis(200);
@@ -28,7 +31,7 @@ struct Report {
     running_jobs: String,
 }
 
-/// A group of fake executors of one app.
+/// A group of fake executors of one app; they stop beating when dropped.
 pub struct FakeExecutors {
     names: Names,
     pool: Pool,
@@ -41,8 +44,10 @@ pub struct FakeExecutors {
 }
 
 impl FakeExecutors {
-    /// Declares a queue per executor, registers them and keeps them beating.
-    pub async fn start(config: &Config, app: &str, ids: &[&str]) -> FakeExecutors {
+    /// Declares a queue per executor (removed with `world`), registers them
+    /// and keeps them beating.
+    pub async fn start(world: &World, app: &str, ids: &[&str]) -> FakeExecutors {
+        let config = &world.config;
         let names = config.names();
         let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
         let conn = amqp::connect(&config.amqp.url, "fake-executors")
@@ -54,6 +59,7 @@ impl FakeExecutors {
             .expect("topology");
         let mut queues = BTreeMap::new();
         for id in ids {
+            world.executor_queue(app, id);
             let queue = amqp::declare_executor_queue(&channel, &names, app, id)
                 .await
                 .expect("executor queue");
@@ -81,11 +87,6 @@ impl FakeExecutors {
             channel,
             beat,
         }
-    }
-
-    /// Every executor queue (for cleanup).
-    pub fn queue_names(&self) -> Vec<String> {
-        self.queues.values().cloned().collect()
     }
 
     /// Makes an executor's heartbeat `lag_ms` old from now on.
@@ -163,6 +164,14 @@ impl FakeExecutors {
     pub async fn stop(self) {
         self.beat.abort();
         let _ = self.conn.close(200, "bye".into()).await;
+    }
+}
+
+impl Drop for FakeExecutors {
+    /// No beat outlives the fakes: none re-registers an executor once the
+    /// world removes the namespace.
+    fn drop(&mut self) {
+        self.beat.abort();
     }
 }
 

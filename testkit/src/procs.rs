@@ -1,6 +1,7 @@
-//! Scheduler nodes as separate OS processes (the real `rondo-scheduler`
-//! binary), for tests that kill, stop and restart them. A child is killed
-//! when its handle is dropped, so a failing test leaves no process behind.
+//! The real binaries as separate OS processes (`rondo-scheduler`,
+//! `rondo-executor`, `rondo-persist-worker`), for tests that kill, freeze,
+//! stop and restart them. A child is killed when its handle is dropped, so
+//! a failing test leaves no process behind.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -158,15 +159,13 @@ impl NodeProc {
 
     /// Sends a signal by name (`KILL`, `STOP`, `CONT`, `TERM`).
     pub fn signal(&self, name: &str) {
-        let status = std::process::Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.pid().to_string())
-            .status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "kill -{name} {}",
-            self.pid()
-        );
+        signal(&self.child, name);
+    }
+
+    /// Whether the process is known to have exited: it was killed or
+    /// terminated here, and reaped.
+    pub fn has_exited(&self) -> bool {
+        self.child.id().is_none()
     }
 
     /// `kill -9` and reap.
@@ -177,31 +176,53 @@ impl NodeProc {
 
     /// SIGTERM and wait up to `timeout` for the exit.
     pub async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        self.signal("TERM");
-        tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+        terminate(&mut self.child, timeout).await
     }
 
     /// The node's cluster status, if it answers.
     pub async fn status(&self) -> Option<Value> {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .ok()?;
-        let resp = client
-            .get(format!("http://{}/api/v1/cluster", self.addr))
-            .send()
-            .await
-            .ok()?;
-        resp.json().await.ok()
+        status(self.addr).await
     }
 
     /// The node's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// Sends a signal by name (`KILL`, `STOP`, `CONT`, `TERM`) to a running
+/// child.
+pub fn signal(child: &Child, name: &str) {
+    let pid = child.id().expect("running child");
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -{name} {pid}");
+}
+
+/// SIGTERM a child and wait up to `timeout` for its exit.
+pub async fn terminate(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    signal(child, "TERM");
+    tokio::time::timeout(timeout, child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
+
+/// The cluster status (`GET /api/v1/cluster`) of the node whose API is at
+/// `addr`, if it answers within 2 s (a killed or frozen node does not).
+pub async fn status(addr: SocketAddr) -> Option<Value> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    let resp = client
+        .get(format!("http://{addr}/api/v1/cluster"))
+        .send()
+        .await
+        .ok()?;
+    resp.json().await.ok()
 }
 
 /// A fresh directory for node logs.

@@ -22,16 +22,16 @@ use futures_util::StreamExt;
 use lapin::options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, Consumer};
-use rondo_core::{Error, Names, amqp};
+use rondo_core::{Error, ErrorKind, Names, amqp};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::backoff::Backoff;
-use crate::control::{self, ControlLink};
-use crate::delivery::Deliveries;
-use crate::intake::Intake;
+use crate::admission::intake::Intake;
 use crate::lifecycle::Lifecycle;
-use crate::publisher::Publisher;
+use crate::transport::control::{self, ControlLink};
+use crate::transport::delivery::Deliveries;
+use crate::transport::publisher::Publisher;
+use rondo_core::backoff::Backoff;
 
 /// How often the session double-checks that its connection is alive.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);
@@ -81,25 +81,30 @@ impl Link {
 }
 
 impl Session {
-    pub(crate) async fn run(self) {
-        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    /// Connects, consumes and reconnects with backoff until the close
+    /// phase. Broker outages are retried; `Err` only when the broker
+    /// refuses the executor's queue as declared (it exists with other
+    /// arguments), which no retry can fix.
+    pub(crate) async fn run(self) -> Result<(), Error> {
+        let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(10));
         while !self.lifecycle.close.is_cancelled() {
             let connected = tokio::select! {
                 link = self.connect() => link,
-                () = self.lifecycle.close.cancelled() => return,
+                () = self.lifecycle.close.cancelled() => return Ok(()),
             };
             match connected {
                 Ok(link) => {
                     backoff.reset();
                     self.serve(link).await;
                 }
+                Err(e) if e.kind == ErrorKind::Conflict => return Err(e),
                 Err(e) => tracing::warn!(error = %e, "cannot connect to the broker; retrying"),
             }
-            tokio::select! {
-                () = tokio::time::sleep(backoff.next_delay()) => {}
-                () = self.lifecycle.close.cancelled() => return,
+            if !backoff.wait(&self.lifecycle.close).await {
+                return Ok(());
             }
         }
+        Ok(())
     }
 
     async fn connect(&self) -> Result<Link, Error> {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::interrupt::{Interrupt, KILLED};
+use crate::workers::interrupt::{Interrupt, KILLED};
 
 /// Where a trigger ended up, as far as its delivery is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,176 @@
+//! rondo-testkit: the one harness of rondo's integration tests.
+//!
+//! Each test gets its own [`World`]: a namespace (Redis keys, AMQP names,
+//! the ZooKeeper chroot) and a MySQL database, removed when the world is
+//! dropped, also when the test panics, so tests run in parallel and twice
+//! in a row. A [`Cluster`] runs in a world whatever the test needs, against
+//! the real services: scheduler nodes, executors and the persistence
+//! worker, each in-process or as the real binary's process, and stops them
+//! when dropped.
+//!
+//! # Layout
+//!
+//! * [`World`] (here): a test's config, database and cleanup.
+//! * [`Api`] (here): a JSON client of the admin API, over TCP or on the
+//!   router in-process (no node started).
+//! * [`cluster`]: [`Cluster`], what runs in a world.
+//! * [`procs`]: the real binaries as processes (kill, stop, restart).
+//! * [`recorder`]: an executor handler that records every run.
+//! * [`fake_executors`]: executors registered in Redis without a process,
+//!   for routing tests.
+//! * [`stats`]: percentiles for lateness reports.
+//!
+//! Also re-exported from `rondo_core::testkit`: [`eventually`] (wait for a
+//! positive signal, never sleep-then-assert), [`fixtures`], [`queue_depth`],
+//! [`take_dead`].
+
+pub mod cluster;
+pub mod fake_executors;
+pub mod procs;
+pub mod recorder;
+pub mod stats;
+
+use axum::body::Body;
+use reqwest::Method;
+use rondo_core::Config;
+use rondo_core::testkit::Namespace;
+use rondo_history::testing::TestDatabase;
+use serde_json::Value;
+use sqlx::MySqlPool;
+use tower::ServiceExt;
+
+pub use cluster::Cluster;
+pub use rondo_core::testkit::{PATIENCE, eventually, fixtures, queue_depth, take_dead};
+
+/// One test's isolated world: its config (a fresh namespace, short
+/// timings, its own database), removed when dropped.
+pub struct World {
+    pub config: Config,
+    pub db: MySqlPool,
+    // Dropped last, in this order: the keys, queues and chroot, then the
+    // database.
+    namespace: Namespace,
+    _database: TestDatabase,
+}
+
+impl World {
+    pub async fn new(tag: &str) -> World {
+        init_tracing();
+        let namespace = Namespace::new(tag);
+        let mut config = namespace.config.clone();
+        let database = TestDatabase::migrated(&config.mysql.url).await;
+        config.mysql.url = database.url.clone();
+        World {
+            config,
+            db: database.pool.clone(),
+            namespace,
+            _database: database,
+        }
+    }
+
+    /// The durable queue of executor `id` of `app`, deleted with the world.
+    pub fn executor_queue(&self, app: &str, id: &str) -> String {
+        self.namespace.executor_queue(app, id)
+    }
+
+    /// Another queue the test declares (say, bound to an exchange to watch
+    /// it), deleted with the world.
+    pub fn track_queue(&self, queue: &str) {
+        self.namespace.track_queue(queue.to_owned());
+    }
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,rondo=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// A JSON client of the admin API: over TCP to a node, or in-process on a
+/// router (the API's handlers without a node around them).
+#[derive(Clone)]
+pub struct Api {
+    target: Target,
+}
+
+#[derive(Clone)]
+enum Target {
+    Http { base: String, http: reqwest::Client },
+    Router(axum::Router),
+}
+
+impl Api {
+    /// A node's API at `addr`.
+    pub fn new(addr: std::net::SocketAddr) -> Api {
+        Api {
+            target: Target::Http {
+                base: format!("http://{addr}"),
+                http: reqwest::Client::new(),
+            },
+        }
+    }
+
+    /// The API's router, called in-process.
+    pub fn in_process(router: axum::Router) -> Api {
+        Api {
+            target: Target::Router(router),
+        }
+    }
+
+    /// Sends a request; returns the status and the JSON body (Null if empty).
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let body = body.map(|b| b.to_string());
+        self.send(method, path, body).await
+    }
+
+    /// Sends a raw body (for malformed JSON).
+    pub async fn call_raw(&self, method: Method, path: &str, body: &str) -> (u16, Value) {
+        self.send(method, path, Some(body.to_owned())).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Option<String>) -> (u16, Value) {
+        let (status, text) = match &self.target {
+            Target::Http { base, http } => {
+                let mut req = http.request(method, format!("{base}{path}"));
+                if let Some(body) = body {
+                    req = req.header("content-type", "application/json").body(body);
+                }
+                let resp = req.send().await.expect("api reachable");
+                let status = resp.status().as_u16();
+                (status, resp.text().await.expect("api body"))
+            }
+            Target::Router(router) => {
+                let req = axum::http::Request::builder()
+                    .method(method.as_str())
+                    .uri(path)
+                    .header("content-type", "application/json")
+                    .body(body.map_or_else(Body::empty, Body::from))
+                    .expect("a valid request");
+                let resp = router.clone().oneshot(req).await.expect("infallible");
+                let status = resp.status().as_u16();
+                let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .expect("api body");
+                (status, String::from_utf8_lossy(&bytes).into_owned())
+            }
+        };
+        let json = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (status, json)
+    }
+}
