@@ -36,10 +36,10 @@ use lapin::{Channel, Connection, Consumer};
 use rondo_core::amqp::{self, Publish};
 use rondo_core::trigger::{Control, ControlAction};
 use rondo_core::{Error, Names};
-use serde::Deserialize;
 
 use crate::admission::runner::Runner;
 use crate::admission::slots::Kill;
+use crate::transport::delivery::probe_version;
 
 /// Control messages taken at once (they are handled in microseconds).
 const CONTROL_PREFETCH: u16 = 16;
@@ -199,14 +199,6 @@ fn unsupported(v: u64) -> String {
     format!(
         "unsupported control message version {v} (this executor reads version {CONTROL_VERSION})"
     )
-}
-
-fn probe_version(body: &[u8]) -> Option<u64> {
-    #[derive(Deserialize)]
-    struct Probe {
-        v: u64,
-    }
-    serde_json::from_slice::<Probe>(body).ok().map(|p| p.v)
 }
 
 #[cfg(test)]

@@ -145,8 +145,9 @@ fn unsupported(v: u64) -> String {
     )
 }
 
-/// The `v` of a body that did not decode as a whole, if it has one.
-fn probe_version(body: &[u8]) -> Option<u64> {
+/// The `v` of a body that did not decode as a whole, if it has one (a
+/// trigger batch or a control message).
+pub(crate) fn probe_version(body: &[u8]) -> Option<u64> {
     #[derive(Deserialize)]
     struct Probe {
         v: u64,
