@@ -95,7 +95,7 @@ pub struct Options {
     /// with `--smoke`).
     #[arg(long)]
     pub failover_runs: Option<usize>,
-    /// Failover: jobs firing every second. Defaults to 200 (50 with
+    /// Failover: jobs firing every second. Defaults to 500 (50 with
     /// `--smoke`).
     #[arg(long)]
     pub failover_jobs: Option<usize>,
@@ -168,14 +168,7 @@ impl Options {
 
     /// The executors' prefetch, if overridden.
     pub fn executor_prefetch(&self) -> Option<u16> {
-        match (self.executor_prefetch, self.smoke) {
-            (Some(p), _) => Some(p.max(1)),
-            // The failover smoke's burst of late fires (several per job)
-            // would otherwise meet the SERIAL_EXECUTION waiting bound of
-            // the default window; the full run keeps the default.
-            (None, true) => Some(256),
-            (None, false) => None,
-        }
+        self.executor_prefetch.map(|p| p.max(1))
     }
 
     pub fn scale_jobs(&self) -> usize {
@@ -198,7 +191,7 @@ impl Options {
     }
 
     pub fn failover_jobs(&self) -> usize {
-        let default = if self.smoke { 50 } else { 200 };
+        let default = if self.smoke { 50 } else { 500 };
         self.failover_jobs.unwrap_or(default).max(1)
     }
 }

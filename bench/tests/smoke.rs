@@ -244,6 +244,13 @@ async fn the_failover_scenario_measures_a_leader_kill() {
     let ms = kill["kill_to_claim_ms"].as_i64().expect("kill_to_claim_ms");
     assert!((1..60_000).contains(&ms), "{ms}");
     assert_eq!(json["kill_to_claim_ms_median"], ms);
+    // At the default prefetch, the dead leader's burst of late fires waits
+    // on the executor instead of being refused: nothing lost or doubled.
+    assert_eq!(
+        (json["lost"].as_u64(), json["duplicates"].as_u64()),
+        (Some(0), Some(0)),
+        "{json}"
+    );
     assert!(
         json["zookeeper_session_timeout_ms"]
             .as_u64()

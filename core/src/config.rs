@@ -144,11 +144,19 @@ impl Default for MysqlConfig {
     }
 }
 
-/// Executor registry timings (XXL-JOB: beat every 30 s, dead after 90 s).
+/// Executor registry timings (XXL-JOB: beat every 30 s, dead after 90 s),
+/// and the short liveness lease that routing goes by.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RegistryConfig {
+    /// The full registration (handlers, host, running jobs) is rewritten
+    /// this often.
     pub heartbeat_ms: u64,
+    /// An executor renews its registry score every `lease_ms / 4`; one
+    /// whose score is older than `lease_ms` gets no trigger, and the
+    /// leader moves what waits in its queue to a live executor.
+    pub lease_ms: u64,
+    /// An executor silent this long leaves the registry.
     pub dead_after_ms: u64,
 }
 
@@ -156,8 +164,16 @@ impl Default for RegistryConfig {
     fn default() -> Self {
         RegistryConfig {
             heartbeat_ms: 30_000,
+            lease_ms: 2_000,
             dead_after_ms: 90_000,
         }
+    }
+}
+
+impl RegistryConfig {
+    /// How often an executor renews its lease.
+    pub fn lease_renew(&self) -> std::time::Duration {
+        std::time::Duration::from_millis((self.lease_ms / 4).max(1))
     }
 }
 
@@ -211,9 +227,10 @@ pub struct MonitorConfig {
     /// A trigger without a result for this long whose executor is gone is
     /// marked failed ("lost") and retried per its job (XXL-JOB: 10 min).
     pub lost_after_ms: i64,
-    /// How often the leader looks for lost triggers and dead executors.
+    /// How often the leader looks for lost triggers (offline executors'
+    /// queues are checked every quarter of `registry.lease_ms`).
     pub scan_interval_ms: u64,
-    /// Triggers in a dead executor's queue wait this long for a live
+    /// Triggers in an offline executor's queue wait this long for a live
     /// executor of the group before they are failed.
     pub reroute_timeout_ms: i64,
     /// Result *messages* unacked at once per node (AMQP prefetch). One
@@ -378,6 +395,12 @@ impl Config {
                 "scheduler.preread_ms must be ≥ 1000 and claim_interval_ms > 0".into(),
             ));
         }
+        let r = &self.registry;
+        if r.lease_ms < 200 || r.lease_ms >= r.dead_after_ms || r.heartbeat_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "registry.lease_ms must be ≥ 200 and below registry.dead_after_ms, and registry.heartbeat_ms > 0".into(),
+            ));
+        }
         if usize::from(self.persist.prefetch) < self.persist.batch_size {
             return Err(ConfigError::Invalid(
                 "persist.prefetch must be at least persist.batch_size".into(),
@@ -512,6 +535,8 @@ mod tests {
         assert!(Config::load("[redis]\nurll = \"x\"", env(&[])).is_err());
         assert!(Config::load("", env(&[("RONDO_PARTITIONS", "zero")])).is_err());
         assert!(Config::load("partitions = 0", env(&[])).is_err());
+        assert!(Config::load("[registry]\nlease_ms = 100", env(&[])).is_err());
+        assert!(Config::load("[registry]\nlease_ms = 90000", env(&[])).is_err());
         assert!(Config::load("namespace = \"a b\"", env(&[])).is_err());
         assert!(Config::load("[log]\nformat = \"xml\"", env(&[])).is_err());
     }

@@ -21,7 +21,8 @@
 //! * [`names`]: every Redis key, AMQP exchange / queue and znode name.
 //! * The records two processes share, each written once with a round-trip
 //!   test: [`inflight`] (dispatcher → monitor, reaper), [`registry`]
-//!   (executor → scheduler), the dead-letter headers in [`amqp`].
+//!   (executor → scheduler), [`dedupe`] (executor, API kill → reaper), the
+//!   dead-letter headers in [`amqp`].
 //! * [`config`]: TOML + `RONDO_*` configuration, loaded by a pure function.
 //! * [`error`]: the closed error kind callers branch on.
 //! * [`amqp`], [`redis`]: connecting to the broker and to Redis the way every
@@ -43,6 +44,7 @@ pub mod batcher;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod dedupe;
 pub mod error;
 pub mod event;
 pub mod histogram;

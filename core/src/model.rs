@@ -336,6 +336,22 @@ impl JobSpec {
                 "a job cannot be its own child",
             ));
         }
+        if child_jobs.len() > MAX_CHILD_JOBS {
+            return Err(Error::invalid(
+                "child_jobs",
+                format!("names {} jobs; at most {MAX_CHILD_JOBS}", child_jobs.len()),
+            ));
+        }
+        if let Some(twice) = child_jobs
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| child_jobs[..i].contains(c).then_some(c))
+        {
+            return Err(Error::invalid(
+                "child_jobs",
+                format!("names job {twice} twice"),
+            ));
+        }
         Ok(Job {
             id,
             group,
@@ -363,6 +379,8 @@ impl JobSpec {
     }
 }
 
+/// The most child jobs a job may name.
+pub const MAX_CHILD_JOBS: usize = 64;
 /// The longest retry backoff (one day).
 pub const MAX_RETRY_BACKOFF_S: u32 = 24 * 3600;
 /// The longest alarm webhook URL.

@@ -2,9 +2,14 @@
 //! every heartbeat and what the scheduler reads back (routing, BUSYOVER,
 //! the reaper, the API).
 //!
-//! * `<ns>:registry:<app>` (ZSET): executor id scored by its last heartbeat
-//!   (ms, UTC). An executor is live while that score is younger than
-//!   `registry.dead_after_ms`.
+//! * `<ns>:registry:<app>` (ZSET): executor id scored by its last sign of
+//!   life (ms, UTC): every heartbeat, and every lease renewal in between
+//!   (`registry.lease_ms / 4`). An executor is *live* — routed to — while
+//!   that score is younger than `registry.lease_ms`; older, it is
+//!   *offline*, and the leader moves what waits in its queue; older than
+//!   `registry.dead_after_ms`, it leaves the registry.
+//!   An executor that stops gracefully [`retire`]s at once (score 1: offline
+//!   now) and, once its broker link is closed, [`leave`]s (its hash goes).
 //! * `<ns>:executor:<id>` (HASH): the [`Entry`] fields below, with a TTL so
 //!   the hash of a crashed executor goes away by itself.
 //!
@@ -116,6 +121,28 @@ pub fn beat(
         .ignore()
         .pexpire(&hash, hash_ttl.as_millis() as i64)
         .ignore();
+}
+
+/// Adds a lease renewal to `pipe`: only the registry score.
+pub fn renew(pipe: &mut redis::Pipeline, names: &Names, app: &str, executor_id: &str, now_ms: i64) {
+    pipe.zadd(names.registry(app), executor_id, now_ms).ignore();
+}
+
+/// The score of a retired executor: offline at once, whatever the lease.
+pub const RETIRED_SCORE: i64 = 1;
+
+/// Adds an executor's retirement to `pipe`: no more triggers for it, and
+/// the leader moves what waits in its queue. Its hash stays until it
+/// [`leave`]s, which says it holds no message any more.
+pub fn retire(pipe: &mut redis::Pipeline, names: &Names, app: &str, executor_id: &str) {
+    pipe.zadd(names.registry(app), executor_id, RETIRED_SCORE)
+        .ignore();
+}
+
+/// Adds an executor's leaving to `pipe`, after its broker link closed: its
+/// hash goes, so the leader may delete its queue once it is empty.
+pub fn leave(pipe: &mut redis::Pipeline, names: &Names, executor_id: &str) {
+    pipe.del(names.executor(executor_id)).ignore();
 }
 
 /// Adds the removal of an executor (score and hash) to `pipe`.

@@ -7,7 +7,7 @@
 //! | manual, or any fire without a given id | `<job>-<ms>-<shard>-<tag><8 hex>` (`m` manual, `r` retry, `p` parent, `c` other) |
 //! | one shard of a broadcast fired with a given id | `<id>-s<shard>` |
 //! | retry *n* of a failed trigger | `<first id>-retry<n>` |
-//! | a child job after its parent succeeded | `<child job>-p-<parent id>` |
+//! | a child job after its parent succeeded | `<child job>-p<parent job>-<32 hex>`: the hex is the first 128 bits of the parent id's SHA-256, so the id has a bounded length however long the chain |
 //!
 //! Every id starts with its job id, and ids that matter for exactly-once are
 //! deterministic: a scheduled fire, a retry and a child carry the same id
@@ -69,9 +69,15 @@ pub fn retry_count(id: &str) -> u32 {
 }
 
 /// A child job's id, derived from its parent's so a parent's result handled
-/// twice triggers the child once.
+/// twice triggers the child once. Its length is bounded (at most 20 + 2 +
+/// 20 + 1 + 32 characters) however long the chain of parents: each hop
+/// hashes its parent's id instead of appending it.
 pub fn child(child_job: u64, parent_id: &str) -> String {
-    format!("{child_job}-p-{parent_id}")
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(parent_id.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let parent_job = parent_id.split('-').next().unwrap_or_default();
+    format!("{child_job}-p{parent_job}-{hex}")
 }
 
 /// The job an id belongs to, checking its length and its leading job id:
@@ -136,6 +142,20 @@ mod tests {
             assert_eq!(job_of(&id).unwrap(), job, "{id}");
             assert_eq!(retry_count(&id), retries, "{id}");
         }
+    }
+
+    #[test]
+    fn child_ids_keep_a_bounded_length_along_any_chain() {
+        let mut id = scheduled(u64::MAX, i64::MAX, u32::MAX);
+        for hop in 0..1000u64 {
+            let next = child(u64::MAX - hop % 2, &id);
+            assert!(next.len() <= MAX_LEN - "-retry4294967295".len(), "{next}");
+            assert_eq!(next, child(u64::MAX - hop % 2, &id), "deterministic");
+            assert_eq!(job_of(&next).unwrap(), u64::MAX - hop % 2);
+            id = next;
+        }
+        assert_ne!(child(3, "1-1000-0"), child(3, "1-1000-1"));
+        assert!(child(3, "12-1000-0").starts_with("3-p12-"));
     }
 
     #[test]

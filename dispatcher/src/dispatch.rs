@@ -119,14 +119,14 @@ impl Dispatcher {
         lanes: LaneConfig,
     ) -> Result<Self, Error> {
         let names = config.names();
-        let registry = Registry::new(pool.clone(), names.clone(), config.registry.dead_after_ms);
+        let registry = Registry::new(pool.clone(), names.clone(), config.registry.lease_ms);
         let link = Arc::new(Link::new(&config.amqp.url, names.clone()));
         let dispatcher = Dispatcher {
             route_ctx: RouteContext::new(
                 pool.clone(),
                 names.clone(),
                 registry.clone(),
-                config.registry.heartbeat_ms,
+                config.registry.lease_ms,
             ),
             inflight: Inflight::new(pool, names.clone()),
             lanes: Lanes::new(lanes),

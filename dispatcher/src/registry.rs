@@ -1,6 +1,6 @@
 //! The executor registry as the dispatcher sees it (the format is
-//! [`rondo_core::registry`]): an executor is live while its heartbeat is
-//! younger than the dead timeout; of what an executor reports about
+//! [`rondo_core::registry`]): an executor is live while its registry score
+//! (heartbeat or lease renewal) is younger than `registry.lease_ms`; of what an executor reports about
 //! itself, routing reads `running_jobs` (BUSYOVER).
 
 use deadpool_redis::Pool;
@@ -13,7 +13,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveExecutor {
     pub id: String,
-    /// When its last heartbeat was written (ms, UTC).
+    /// When it last renewed its lease or heartbeated (ms, UTC).
     pub heartbeat_ms: i64,
 }
 
@@ -33,15 +33,15 @@ pub enum Activity {
 pub struct Registry {
     pool: Pool,
     names: Names,
-    dead_after_ms: i64,
+    lease_ms: i64,
 }
 
 impl Registry {
-    pub fn new(pool: Pool, names: Names, dead_after_ms: u64) -> Self {
+    pub fn new(pool: Pool, names: Names, lease_ms: u64) -> Self {
         Registry {
             pool,
             names,
-            dead_after_ms: dead_after_ms as i64,
+            lease_ms: lease_ms as i64,
         }
     }
 
@@ -55,7 +55,7 @@ impl Registry {
     /// Live executors of a group with their heartbeats, sorted by id.
     pub async fn live_executors(&self, app: &str) -> Result<Vec<LiveExecutor>, Error> {
         let mut conn = self.pool.get().await?;
-        let min = clock::now_ms() - self.dead_after_ms;
+        let min = clock::now_ms() - self.lease_ms;
         let scored: Vec<(String, f64)> = conn
             .zrangebyscore_withscores(self.names.registry(app), min, "+inf")
             .await?;

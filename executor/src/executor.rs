@@ -24,7 +24,6 @@ use crate::transport::registration::Registration;
 use crate::transport::session::Session;
 use crate::workers::hooks::{HOOK_TIMEOUT, Hook, HookKind};
 use crate::workers::jobs::{DEFAULT_IDLE_TIMEOUT, Jobs, JobsParts};
-use crate::workers::shared::Limits;
 use crate::workers::supervisor::KILL_GRACE;
 
 /// After the kill grace, results still get this long to reach the broker.
@@ -147,7 +146,8 @@ impl Executor {
     }
 
     /// Registers, consumes triggers and runs them until `shutdown` fires,
-    /// then drains: stops consuming and deregisters, lets in-flight runs end
+    /// then drains: retires (routing stops), stops consuming and hands back
+    /// the triggers that had not started, lets in-flight runs end
     /// within `executor.shutdown_grace_ms` (then cancels them), publishes
     /// their results, acks, runs the `destroy` hooks of the jobs' workers,
     /// and closes the connection. Triggers still waiting for their turn
@@ -171,7 +171,6 @@ impl Executor {
             executor_id: self.id.clone(),
             handlers: self.handlers.clone(),
             idle_timeout: self.idle_timeout,
-            limits: Limits::for_prefetch(self.config.executor.prefetch),
             shutdown: lifecycle.shutdown.clone(),
         });
         let changes = Arc::new(Notify::new());
@@ -246,8 +245,11 @@ impl Executor {
         if let Some(heartbeat) = heartbeat {
             let _ = heartbeat.await;
         }
-        if let Err(e) = registration.deregister().await {
-            tracing::warn!(error = %e, "deregistering failed; the registry entry will age out");
+        // Routing stops at once, and the leader moves what still waits in
+        // the queue (the session has cancelled the consumer) while the
+        // running triggers finish.
+        if let Err(e) = registration.retire().await {
+            tracing::warn!(error = %e, "retiring failed; routing stops when the lease runs out");
         }
         self.drain(&intake, &lifecycle).await;
         if !jobs.drain(HOOK_TIMEOUT + Duration::from_secs(1)).await {
@@ -256,6 +258,11 @@ impl Executor {
         lifecycle.close.cancel();
         if let Some(session) = session {
             let _ = session.await;
+        }
+        // The link is closed: every message this process held is back in
+        // the queue, which the leader may now empty and delete.
+        if let Err(e) = registration.leave().await {
+            tracing::warn!(error = %e, "leaving the registry failed; the entry will age out");
         }
         tracing::info!("executor stopped");
         failure.map_or(Ok(()), |why| Err(ExecutorError::Failed(why)))
@@ -299,6 +306,7 @@ impl Executor {
             started_ms: rondo_core::clock::now_ms(),
             incarnation: incarnation.to_owned(),
             heartbeat,
+            lease_renew: registry.lease_renew(),
             hash_ttl: (dead_after.max(heartbeat * 3)) * 2,
         }
     }

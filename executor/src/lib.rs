@@ -14,8 +14,10 @@
 //! results of concurrent triggers share Redis pipelines and AMQP messages,
 //! so a message of hundreds of triggers costs a few round trips, not
 //! hundreds. At most `executor.prefetch` handlers run at once. On shutdown
-//! it stops consuming, lets in-flight runs finish within a grace period,
-//! publishes their results, runs the `destroy` hooks, and deregisters.
+//! it retires from the registry (routing stops at once), stops consuming,
+//! hands back the triggers it had not started, lets running ones finish
+//! within a grace period, publishes their results, runs the `destroy`
+//! hooks, and leaves the registry.
 //! `README.md` next to this crate describes the control message, the block
 //! strategies, the hooks and the built-in handlers for operators.
 //!
@@ -86,8 +88,8 @@
 //!   `running_jobs` they add up to), `intake` (the task set the drain
 //!   waits for).
 //! * `workers/`: running handlers. `jobs` (the map of per-job workers),
-//!   `worker` (one job's worker: the block strategies, the bound on
-//!   waiting triggers, the hooks' timing, idle exit), `shared` (what the
+//!   `worker` (one job's worker: the block strategies, the hooks'
+//!   timing, idle exit), `shared` (what the
 //!   map and its workers share), `hooks`, `supervisor` (the handler in its
 //!   own task: timeout, kill grace, panics), `interrupt` (stopping one
 //!   trigger on purpose), `panic`.

@@ -1,7 +1,8 @@
 //! The phases of an executor's life after shutdown is requested, as tokens
 //! every task selects on.
 //!
-//! 1. `shutdown` (the caller's token): stop consuming, deregister.
+//! 1. `shutdown` (the caller's token): retire from the registry, stop
+//!    consuming, hand back the triggers that had not started.
 //! 2. `kill`, after `executor.shutdown_grace_ms`: cancel the handlers that
 //!    are still running (their contexts' tokens are children of it).
 //! 3. `abandon`, after the kill grace and a publishing grace: stop retrying

@@ -89,7 +89,7 @@ async fn malformed_messages_are_dead_lettered_with_a_reason() {
 }
 
 #[tokio::test]
-async fn registration_appears_in_redis_and_disappears_after_shutdown() {
+async fn registration_appears_in_redis_and_retires_after_shutdown() {
     let mut config = test_config("exec");
     config.executor.id = String::new(); // the default `<app>-<hostname>`
     let mut h = Harness::start_with(config, builtin::register).await;
@@ -120,8 +120,10 @@ async fn registration_appears_in_redis_and_disappears_after_shutdown() {
     let later: Option<i64> = redis.zscore(&registry, &h.executor_id).await.unwrap();
     assert!(later.unwrap() > score);
     h.shutdown().await;
-    let gone: Option<i64> = redis.zscore(&registry, &h.executor_id).await.unwrap();
-    assert_eq!(gone, None);
+    // Retired (offline at once: the leader moves its queue and then drops
+    // it from the registry) and left (its hash is gone).
+    let retired: Option<i64> = redis.zscore(&registry, &h.executor_id).await.unwrap();
+    assert_eq!(retired, Some(rondo_core::registry::RETIRED_SCORE));
     let exists: bool = redis.exists(&hash).await.unwrap();
     assert!(!exists);
     h.stop().await;
@@ -216,6 +218,48 @@ async fn a_trigger_still_waiting_for_a_handler_slot_at_shutdown_runs_after_the_r
         "t-running is not answered again: {extra:?}"
     );
     assert_eq!(next.ready_messages(&next.queue).await, 0);
+    drop(h);
+    next.stop().await;
+}
+
+/// A stopping executor hands back at once the triggers of a message that
+/// had not started (here: a SERIAL trigger waiting for its job's running
+/// one), instead of holding them until the message's last run ends.
+#[tokio::test]
+async fn a_stopping_executor_hands_back_triggers_that_had_not_started_at_once() {
+    let mut h = Harness::start("exec", builtin::register).await;
+    let running = h.trigger("t-running", "demo", "3000");
+    let waiting = h.trigger("t-waiting", "demo", "");
+    h.publish(vec![running, waiting]).await;
+    h.started("t-running").await;
+    h.begin_shutdown();
+    rondo_core::testkit::eventually(
+        "the waiting trigger back in the queue",
+        PATIENCE,
+        || async { (h.ready_messages(&h.queue).await == 1).then_some(()) },
+    )
+    .await;
+    assert!(
+        h.next_event(Duration::ZERO)
+            .await
+            .is_none_or(|e| !matches!(e, Event::Result(_))),
+        "handed back while the other trigger still runs"
+    );
+    h.shutdown().await;
+    assert_eq!(h.result_for("t-running").await.0.code, code::SUCCESS);
+    // The original message is acked; only the handed-back one is left, and
+    // it holds just the trigger that did not run.
+    let (ready, _) = rondo_core::testkit::queue_depth(&h.config, &h.queue)
+        .await
+        .expect("the queue");
+    assert_eq!(ready, 1);
+    let mut next = Harness::start_with(h.config.clone(), builtin::register).await;
+    assert_eq!(next.result_for("t-waiting").await.0.code, code::SUCCESS);
+    let extra = next.results_within(Duration::from_millis(500)).await;
+    assert!(
+        extra.is_empty(),
+        "t-running is not answered again: {extra:?}"
+    );
     drop(h);
     next.stop().await;
 }

@@ -1,5 +1,5 @@
 //! Per-job workers against the real RabbitMQ and Redis: block strategies,
-//! the bound on waiting triggers, init / destroy hooks, idle exit, and the
+//! back-pressure instead of refusals, init / destroy hooks, idle exit, and the
 //! registry's `running_jobs`.
 
 mod common;
@@ -135,37 +135,41 @@ async fn cover_early_stops_the_running_trigger_and_runs_the_new_one() {
     h.stop().await;
 }
 
+/// No SERIAL trigger is refused, however many wait: once every unacked
+/// message of the window holds a waiting trigger, the executor takes no
+/// more from its queue (the broker keeps the rest, ready), and every
+/// trigger runs, in order, once the runs ahead end.
 #[tokio::test]
-async fn serial_waiting_is_bounded_so_other_jobs_keep_their_share() {
+async fn serial_backlog_waits_in_the_broker_and_nothing_is_refused() {
+    const WAITING: usize = 10;
     let mut config = test_config("workers");
-    // Prefetch 4: one trigger may wait per job, two in all.
     config.executor.prefetch = 4;
     let mut h = Harness::start_with(config, naps).await;
-    h.publish(vec![trigger(&h, "b-1", 42, SerialExecution, 1000)])
+    h.publish(vec![trigger(&h, "b-0", 42, SerialExecution, 2500)])
         .await;
-    h.started("b-1").await;
-    h.publish(vec![trigger(&h, "b-2", 42, SerialExecution, 0)])
-        .await;
-    h.publish(vec![trigger(&h, "b-3", 42, SerialExecution, 0)])
-        .await;
-    let refused = h.result("b-3").await;
-    assert_eq!(refused.code, code::FAIL);
-    assert!(refused.retryable);
-    assert!(
-        refused.msg.starts_with(
-            "block strategy SERIAL_EXECUTION: 1 trigger(s) of job 42 already wait on executor"
-        ),
-        "{}",
-        refused.msg
-    );
+    h.started("b-0").await;
+    for i in 1..=WAITING {
+        h.publish(vec![trigger(&h, &format!("b-{i}"), 42, SerialExecution, 0)])
+            .await;
+    }
     h.publish(vec![trigger(&h, "b-other", 43, SerialExecution, 0)])
         .await;
-    let other = h.result("b-other").await;
-    let first = h.result("b-1").await;
-    assert!(other.end_ms < first.end_ms, "another job still ran at once");
-    let waited = h.result("b-2").await;
-    assert_eq!((first.code, waited.code), (code::SUCCESS, code::SUCCESS));
-    assert!(waited.start_ms >= first.end_ms);
+    // b-0 runs and three wait, holding the window of 4: the other
+    // WAITING - 3 + 1 messages stay ready in the broker.
+    let ready = (WAITING - 3 + 1) as u32;
+    rondo_core::testkit::eventually("the backlog held back in the broker", PATIENCE, || async {
+        (h.ready_messages(&h.queue).await == ready).then_some(())
+    })
+    .await;
+    let mut previous = h.result("b-0").await;
+    assert_eq!(previous.code, code::SUCCESS, "{previous:?}");
+    for i in 1..=WAITING {
+        let r = h.result(&format!("b-{i}")).await;
+        assert_eq!(r.code, code::SUCCESS, "nothing refused: {r:?}");
+        assert!(r.start_ms >= previous.end_ms, "in order, one at a time");
+        previous = r;
+    }
+    assert_eq!(h.result("b-other").await.code, code::SUCCESS);
     h.stop().await;
 }
 

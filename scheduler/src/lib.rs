@@ -175,6 +175,7 @@ impl Parts {
             firing: self.firing.clone(),
             claimer: self.claimer.clone(),
             retention_days: self.config.persist.retention_days,
+            dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
         }
     }
 }

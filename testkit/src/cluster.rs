@@ -201,16 +201,28 @@ impl Cluster {
     }
 
     /// Kills executor process `id` with SIGKILL and reaps it: it dies
-    /// without answering, deregistering or acking. Its queue stays (and is
+    /// without answering, retiring or acking. Its queue stays (and is
     /// removed with the world).
     pub async fn kill_executor(&mut self, id: &str) {
-        let (_, child) = self
-            .executor_procs
-            .iter_mut()
-            .find(|(e, _)| e == id)
-            .unwrap_or_else(|| panic!("no executor process {id}"));
+        let mut child = self.take_executor_proc(id);
         child.start_kill().expect("kill -9 the executor");
         let _ = child.wait().await;
+    }
+
+    /// Stops executor process `id` with SIGTERM and waits up to `timeout`
+    /// for its exit status (`None`: it did not exit in time, and is killed).
+    pub async fn terminate_executor(&mut self, id: &str, timeout: Duration) -> Option<ExitStatus> {
+        let mut child = self.take_executor_proc(id);
+        procs::terminate(&mut child, timeout).await
+    }
+
+    fn take_executor_proc(&mut self, id: &str) -> Child {
+        let i = self
+            .executor_procs
+            .iter()
+            .position(|(e, _)| e == id)
+            .unwrap_or_else(|| panic!("no executor process {id}"));
+        self.executor_procs.remove(i).1
     }
 
     /// Starts the persistence worker in-process (it migrates the schema).

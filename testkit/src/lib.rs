@@ -15,10 +15,13 @@
 //!   router in-process (no node started).
 //! * [`cluster`]: [`Cluster`], what runs in a world.
 //! * [`procs`]: the real binaries as processes (kill, stop, restart).
-//! * [`recorder`]: an executor handler that records every run.
+//! * [`recorder`]: an executor handler that records every run;
+//!   [`receiver`]: an HTTP receiver that records every run of the built-in
+//!   `http` handler, for executors that run as processes.
 //! * [`fake_executors`]: executors registered in Redis without a process,
 //!   for routing tests.
 //! * [`stats`]: percentiles for lateness reports.
+//! * [`witness`]: a broker-side count of the triggers sent to executors.
 //!
 //! Also re-exported from `rondo_core::testkit`: [`eventually`] (wait for a
 //! positive signal, never sleep-then-assert), [`fixtures`], [`queue_depth`],
@@ -27,8 +30,10 @@
 pub mod cluster;
 pub mod fake_executors;
 pub mod procs;
+pub mod receiver;
 pub mod recorder;
 pub mod stats;
+pub mod witness;
 
 use axum::body::Body;
 use reqwest::Method;

@@ -109,6 +109,22 @@ fn config_env(config: &Config) -> Vec<(String, String)> {
             config.registry.dead_after_ms.to_string(),
         ),
         (
+            "RONDO_REGISTRY_LEASE_MS".into(),
+            config.registry.lease_ms.to_string(),
+        ),
+        (
+            "RONDO_SCHEDULER_MISFIRE_THRESHOLD_MS".into(),
+            config.scheduler.misfire_threshold_ms.to_string(),
+        ),
+        (
+            "RONDO_MONITOR_SCAN_INTERVAL_MS".into(),
+            config.monitor.scan_interval_ms.to_string(),
+        ),
+        (
+            "RONDO_MONITOR_LOST_AFTER_MS".into(),
+            config.monitor.lost_after_ms.to_string(),
+        ),
+        (
             "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS".into(),
             config.scheduler.shutdown_grace_ms.to_string(),
         ),

@@ -26,8 +26,14 @@ impl Recorder {
 
     /// Registers the handler `record`, which records every run here.
     pub fn register(&self, builder: ExecutorBuilder) -> ExecutorBuilder {
+        self.register_as(builder, "record")
+    }
+
+    /// Registers a recording handler under another name (say `demo`, to
+    /// stand beside `rondo-executor` processes of the same group).
+    pub fn register_as(&self, builder: ExecutorBuilder, name: &str) -> ExecutorBuilder {
         let runs = self.0.clone();
-        builder.handler("record", move |ctx: JobContext| {
+        builder.handler(name, move |ctx: JobContext| {
             let runs = runs.clone();
             async move {
                 let run = Run {

@@ -180,6 +180,68 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     .await;
     let (_, stored) = api.get("/api/v1/jobs/1").await;
     assert_eq!(stored["schedule_conf"], "0 0 2 L * ?");
+    // Child jobs must exist and must not lead back to the job.
+    let child_cases: Vec<(&str, Value)> = vec![
+        ("a missing child job", with("child_jobs", json!([999]))),
+        ("a child named twice", with("child_jobs", json!([1, 1]))),
+        (
+            "too many child jobs",
+            with("child_jobs", json!((1..=65).collect::<Vec<u64>>())),
+        ),
+    ];
+    for (what, body) in child_cases {
+        expect_field(
+            &api,
+            what,
+            Method::POST,
+            "/api/v1/jobs",
+            body,
+            400,
+            "child_jobs",
+        )
+        .await;
+    }
+    let (status, second) = api
+        .post("/api/v1/jobs", with("child_jobs", json!([1])))
+        .await;
+    assert_eq!((status, second["id"].clone()), (201, json!(2)), "{second}");
+    let (status, third) = api
+        .post("/api/v1/jobs", with("child_jobs", json!([2])))
+        .await;
+    assert_eq!((status, third["id"].clone()), (201, json!(3)), "{third}");
+    for (what, body) in [
+        ("its own child", json!({ "child_jobs": [1] })),
+        ("a cycle 1 → 3 → 2 → 1", json!({ "child_jobs": [3] })),
+    ] {
+        expect_field(
+            &api,
+            what,
+            Method::PUT,
+            "/api/v1/jobs/1",
+            body,
+            400,
+            "child_jobs",
+        )
+        .await;
+    }
+    let (_, answer) = api
+        .call(
+            Method::PUT,
+            "/api/v1/jobs/1",
+            Some(json!({ "child_jobs": [3] })),
+        )
+        .await;
+    assert_eq!(
+        answer["error"]["message"], "would make a cycle of child jobs: 1 → 3 → 2 → 1",
+        "the cycle is named"
+    );
+    let (_, stored) = api.get("/api/v1/jobs/1").await;
+    assert_eq!(
+        stored["child_jobs"],
+        json!([]),
+        "the refused update changed nothing"
+    );
+
     expect_field(
         &api,
         "oversized trigger params",

@@ -1,5 +1,5 @@
 //! The result monitor on the real services: retries with their count and
-//! backoff, child jobs, lost triggers, a dead executor's queued triggers
+//! backoff, child jobs, lost triggers, an offline executor's queued triggers
 //! routed again, kill, and alarms.
 
 use std::sync::{Arc, Mutex};
@@ -89,6 +89,29 @@ async fn stored_result(c: &Mon, trigger_id: &str, what: &str) -> (Option<i32>, O
     .await
 }
 
+/// The positive signal that the monitor is done with a trigger's ending:
+/// its `handled` mark is set (after any retry was queued and any child
+/// dispatched), and no retry of the test's jobs is waiting for its backoff.
+async fn reacted_with_nothing_pending(c: &Mon, trigger_id: &str) {
+    let config = c.cluster.config().clone();
+    eventually("the monitor's reaction", Duration::from_secs(20), || {
+        let config = config.clone();
+        async move {
+            let names = config.names();
+            let pool = rondo_core::redis::pool(&config.redis).ok()?;
+            let mut redis = pool.get().await.ok()?;
+            let handled: bool = redis.exists(names.handled(trigger_id)).await.ok()?;
+            let mut waiting = 0;
+            for p in 0..names.partitions() {
+                let n: usize = redis.zcard(names.retry(p)).await.ok()?;
+                waiting += n;
+            }
+            (handled && waiting == 0).then_some(())
+        }
+    })
+    .await;
+}
+
 fn runs_of(seen: &Seen, prefix: &str) -> Vec<(String, TriggerType, u32, String, i64)> {
     seen.lock()
         .unwrap()
@@ -146,7 +169,9 @@ async fn failures_are_retried_with_their_count_and_backoff() {
         (runs.len() >= 3).then_some(runs)
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Its backoff (1 s) keeps a retry in the retry set long enough to be
+    // seen there, had one been decided.
+    reacted_with_nothing_pending(&c, &format!("{first}-retry2")).await;
     let runs_after = runs_of(&c.seen, &format!("{id}-"));
     assert_eq!(
         runs_after.len(),
@@ -191,13 +216,27 @@ async fn a_success_triggers_the_child_jobs() {
         (!runs.is_empty()).then_some(runs)
     })
     .await;
-    assert_eq!(child_runs[0].0, format!("{child}-p-{parent_trigger}"));
+    assert_eq!(
+        child_runs[0].0,
+        rondo_core::trigger_id::child(child, &parent_trigger)
+    );
     assert_eq!(child_runs[0].1, TriggerType::Parent);
-    trigger(&c.api, failing_parent).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let failed = trigger(&c.api, failing_parent).await;
+    reacted_with_nothing_pending(&c, &failed).await;
+    // A child of the failed parent would have been dispatched before its
+    // handled mark, so before this second parent's child, on the same
+    // executor queue: once that one ran, the other would have too.
+    let second = trigger(&c.api, parent).await;
+    let second_child = rondo_core::trigger_id::child(child, &second);
+    eventually(
+        "the second parent's child",
+        Duration::from_secs(15),
+        || async { (!runs_of(&c.seen, &second_child).is_empty()).then_some(()) },
+    )
+    .await;
     assert_eq!(
         runs_of(&c.seen, &format!("{child}-")).len(),
-        1,
+        2,
         "a failed parent triggers no child"
     );
     c.cluster.stop().await;
@@ -208,7 +247,7 @@ async fn a_kill_cancels_the_run_and_is_not_retried() {
     let c = cluster("kill", &["mon-1"], |_| {}).await;
     let id = job(
         &c.api,
-        json!({ "group": "mon", "handler": "hang", "retries": 3 }),
+        json!({ "group": "mon", "handler": "hang", "retries": 3, "retry_backoff_s": 1 }),
     )
     .await;
     let trigger_id = trigger(&c.api, id).await;
@@ -227,7 +266,7 @@ async fn a_kill_cancels_the_run_and_is_not_retried() {
         row.1.as_deref().is_some_and(|m| m.contains("killed")),
         "{row:?}"
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    reacted_with_nothing_pending(&c, &trigger_id).await;
     assert_eq!(
         runs_of(&c.seen, &format!("{id}-")).len(),
         1,
@@ -238,6 +277,60 @@ async fn a_kill_cancels_the_run_and_is_not_retried() {
         .post(&format!("/api/v1/logs/{trigger_id}/kill"), json!({}))
         .await;
     assert_eq!(status, 409, "a finished trigger cannot be killed");
+    c.cluster.stop().await;
+}
+
+/// A kill of a trigger still queued in the broker is remembered: when the
+/// trigger reaches its executor it is answered as killed and never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_of_a_queued_trigger_is_remembered_and_it_never_runs() {
+    // Prefetch 1: while `hang` runs, the executor takes nothing more.
+    let c = cluster("killq", &["mon-1"], |config| config.executor.prefetch = 1).await;
+    let hang = job(&c.api, json!({ "group": "mon", "handler": "hang" })).await;
+    let later = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
+    let running = trigger(&c.api, hang).await;
+    eventually(
+        "the hanging run to start",
+        Duration::from_secs(10),
+        || async { (!runs_of(&c.seen, &running).is_empty()).then_some(()) },
+    )
+    .await;
+    let queued = trigger(&c.api, later).await;
+    let queue = c.cluster.config().names().executor_queue("mon", "mon-1");
+    eventually(
+        "the second trigger waiting in the broker",
+        Duration::from_secs(10),
+        || async {
+            let (ready, _) = rondo_core::testkit::queue_depth(c.cluster.config(), &queue).await?;
+            (ready == 1).then_some(())
+        },
+    )
+    .await;
+    let (status, answer) = c
+        .api
+        .post(&format!("/api/v1/logs/{queued}/kill"), json!({}))
+        .await;
+    assert_eq!(
+        (status, answer["kill"].clone()),
+        (202, json!("queued")),
+        "{answer}"
+    );
+    // Free the window: the queued trigger reaches the executor now.
+    let (status, answer) = c
+        .api
+        .post(&format!("/api/v1/logs/{running}/kill"), json!({}))
+        .await;
+    assert_eq!(
+        (status, answer["kill"].clone()),
+        (202, json!("sent")),
+        "{answer}"
+    );
+    let row = stored_result(&c, &queued, "the queued trigger's killed result").await;
+    assert_eq!(row, (Some(500), Some("killed".to_owned())));
+    assert!(
+        runs_of(&c.seen, &queued).is_empty(),
+        "the killed trigger's handler never ran (its result is in, so it was delivered)"
+    );
     c.cluster.stop().await;
 }
 
@@ -291,47 +384,55 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
     c.cluster.stop().await;
 }
 
+/// Triggers waiting in an offline executor's queue are settled by their
+/// lateness: a fresh one is routed again (same id) to a live executor; a
+/// scheduled fire later than the misfire threshold gets its job's misfire
+/// rule (DO_NOTHING: answered as skipped, never run; FIRE_ONCE_NOW: one
+/// runs). The executor then leaves the registry and its queue is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn triggers_queued_on_a_dead_executor_are_routed_again() {
+async fn triggers_queued_on_an_offline_executor_are_routed_again_or_misfired() {
     let c = cluster("reroute", &["live-exec"], |_| {}).await;
-    let id = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
+    let skip = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
+    let once = job(
+        &c.api,
+        json!({ "group": "mon", "handler": "ok", "misfire": "FIRE_ONCE_NOW" }),
+    )
+    .await;
     let names = c.cluster.config().names();
-    // A dead executor: registered long ago, its queue holding two triggers.
+    // An offline executor: silent for a minute, its queue holding triggers.
     let conn = amqp::connect(&c.cluster.config().amqp.url, "reroute-test")
         .await
         .unwrap();
     let ch = amqp::confirm_channel(&conn).await.unwrap();
     c.cluster.world.executor_queue("mon", "dead-exec");
+    let queue = names.executor_queue("mon", "dead-exec");
     amqp::declare_executor_queue(&ch, &names, "mon", "dead-exec")
         .await
         .unwrap();
     let pool = rondo_core::redis::pool(&c.cluster.config().redis).unwrap();
-    let mut redis = pool.get().await.unwrap();
-    let _: () = redis
-        .zadd(names.registry("mon"), "dead-exec", clock::now_ms() - 60_000)
-        .await
-        .unwrap();
-    let mut ids = Vec::new();
-    for i in 0..2 {
-        let (_, jobv) = c.api.get(&format!("/api/v1/jobs/{id}")).await;
-        let t = rondo_core::Trigger {
-            trigger_id: format!("{id}-{}-0", 1_000 + i),
-            job_id: id,
-            group: "mon".into(),
-            executor_id: "dead-exec".into(),
-            handler: jobv["handler"].as_str().unwrap().into(),
-            params: String::new(),
-            trigger_type: TriggerType::Cron,
-            fire_ms: 1_000 + i,
-            sent_ms: clock::now_ms(),
-            shard_index: 0,
-            shard_total: 1,
-            timeout_s: 0,
-            block: rondo_core::BlockStrategy::SerialExecution,
-            retry_count: 0,
-        };
-        ids.push(t.trigger_id.clone());
-        let body = serde_json::to_vec(&TriggerBatch::new(vec![t])).unwrap();
+    let stranded = |job_id: u64, fire_ms: i64| rondo_core::Trigger {
+        trigger_id: rondo_core::trigger_id::scheduled(job_id, fire_ms, 0),
+        job_id,
+        group: "mon".into(),
+        executor_id: "dead-exec".into(),
+        handler: "ok".into(),
+        params: String::new(),
+        trigger_type: TriggerType::Cron,
+        fire_ms,
+        sent_ms: fire_ms,
+        shard_index: 0,
+        shard_total: 1,
+        timeout_s: 0,
+        block: rondo_core::BlockStrategy::SerialExecution,
+        retry_count: 0,
+    };
+    let now = clock::now_ms();
+    let old = now - 60_000;
+    let fresh = [stranded(skip, now), stranded(skip, now + 1)];
+    let skipped = [stranded(skip, old), stranded(skip, old + 1000)];
+    let folded = [stranded(once, old), stranded(once, old + 1000)];
+    for t in fresh.iter().chain(&skipped).chain(&folded) {
+        let body = serde_json::to_vec(&TriggerBatch::new(vec![t.clone()])).unwrap();
         let exchange = names.trigger_exchange();
         let publish = amqp::Publish {
             exchange: &exchange,
@@ -341,9 +442,16 @@ async fn triggers_queued_on_a_dead_executor_are_routed_again() {
         };
         assert!(amqp::publish_confirmed(&ch, publish, &body).await.unwrap());
     }
-    for tid in &ids {
+    let _: () = pool
+        .get()
+        .await
+        .unwrap()
+        .zadd(names.registry("mon"), "dead-exec", now - 60_000)
+        .await
+        .unwrap();
+    for t in &fresh {
         let run = eventually("the rerouted run", Duration::from_secs(20), || async {
-            runs_of(&c.seen, tid).into_iter().next()
+            runs_of(&c.seen, &t.trigger_id).into_iter().next()
         })
         .await;
         assert_eq!(
@@ -351,16 +459,47 @@ async fn triggers_queued_on_a_dead_executor_are_routed_again() {
             "same trigger id, run on the live executor"
         );
     }
+    for t in &skipped {
+        let (code, msg) = stored_result(&c, &t.trigger_id, "the skipped misfire's result").await;
+        let msg = msg.unwrap_or_default();
+        assert_eq!(code, Some(500));
+        assert!(
+            msg.starts_with("misfire:") && msg.contains("DO_NOTHING"),
+            "{msg}"
+        );
+    }
+    let (code, msg) = stored_result(&c, &folded[1].trigger_id, "the folded misfire's result").await;
+    assert_eq!(code, Some(500));
+    assert!(msg.unwrap_or_default().contains("FIRE_ONCE_NOW"));
+    let run = eventually(
+        "FIRE_ONCE_NOW's one run",
+        Duration::from_secs(20),
+        || async { runs_of(&c.seen, &folded[0].trigger_id).into_iter().next() },
+    )
+    .await;
+    assert_eq!(run.3, "live-exec");
+    // Every answer is in: nothing skipped or folded ran.
+    for t in skipped.iter().chain(&folded[1..]) {
+        assert!(
+            runs_of(&c.seen, &t.trigger_id).is_empty(),
+            "{} ran",
+            t.trigger_id
+        );
+    }
     eventually(
-        "the dead executor to leave the registry",
+        "the offline executor to leave the registry and its queue to go",
         Duration::from_secs(10),
         || {
             let pool = pool.clone();
             let key = names.registry("mon");
+            let (config, queue) = (c.cluster.config().clone(), queue.clone());
             async move {
                 let mut redis = pool.get().await.ok()?;
                 let gone: Option<f64> = redis.zscore(key, "dead-exec").await.ok()?;
-                gone.is_none().then_some(())
+                let queue_gone = rondo_core::testkit::queue_depth(&config, &queue)
+                    .await
+                    .is_none();
+                (gone.is_none() && queue_gone).then_some(())
             }
         },
     )

@@ -64,6 +64,10 @@ async fn mysql_out_of_reach_loses_nothing_and_does_not_slow_scheduling() {
         missed.len()
     );
     assert!(missed.is_empty(), "fires that never ran: {missed:?}");
+    assert!(
+        p99 < 1000,
+        "MySQL out of reach does not slow scheduling: handler-start p99 {p99} ms"
+    );
     assert_eq!(count_rows(&db).await, 0, "nothing reached MySQL");
     let waiting = persist_depth(&config).await;
     eprintln!("{waiting} event messages waiting in the persist queue");

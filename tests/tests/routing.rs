@@ -347,8 +347,9 @@ async fn lru_never_repeats_and_is_fair_across_two_scheduler_nodes() {
 async fn failover_skips_executors_whose_heartbeat_is_stale() {
     let w = Routing::new("route_failover", &THREE).await;
     let failover = job(1, "FAILOVER");
-    // Three beats late: still live (dead after five) but not fresh (1.5 beats).
-    let stale_ms = 3 * w.world.config.registry.heartbeat_ms as i64;
+    // Three quarters of a lease late: still live (the lease) but not fresh
+    // (half the lease).
+    let stale_ms = 3 * w.world.config.registry.lease_ms as i64 / 4;
     w.fakes.set_heartbeat_lag("ex-a", stale_ms).await;
     registry_change_seen().await;
     let triggers = dispatch_all(&w.dispatcher, fires(&failover, N)).await;

@@ -116,6 +116,10 @@ pub(crate) fn config_env(config: &Config) -> Vec<(String, String)> {
             "RONDO_REGISTRY_DEAD_AFTER_MS",
             config.registry.dead_after_ms.to_string(),
         ),
+        (
+            "RONDO_REGISTRY_LEASE_MS",
+            config.registry.lease_ms.to_string(),
+        ),
         ("RONDO_SCHEDULER_PREREAD_MS", s.preread_ms.to_string()),
         (
             "RONDO_SCHEDULER_MISFIRE_THRESHOLD_MS",

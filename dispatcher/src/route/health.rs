@@ -2,7 +2,7 @@
 //! (FAILOVER) or not busy with this job (BUSYOVER).
 //!
 //! XXL-JOB asks each executor in turn over RPC (`beat`, `idleBeat`). rondo's
-//! executors write the same facts to the registry (heartbeat score, the
+//! executors write the same facts to the registry (lease score, the
 //! `running_jobs` field of their hash, kept fresh within ~100 ms), so routing
 //! reads Redis instead: no RPC, one round trip at most, and no slow
 //! executor can hold the dispatch up.
@@ -12,12 +12,12 @@ use rondo_core::{Error, Job, clock};
 use super::{RouteContext, Routed, Target};
 use crate::registry::{Activity, LiveExecutor};
 
-/// FAILOVER's freshness bound: one and a half heartbeat intervals. An
-/// executor whose last beat is older has missed at least one beat; it may
-/// still be "live" for the registry (whose dead timeout is three intervals),
-/// but FAILOVER prefers one that is surely up.
-pub fn fresh_within_ms(heartbeat_ms: u64) -> i64 {
-    (heartbeat_ms as i64).saturating_mul(3) / 2
+/// FAILOVER's freshness bound: half the lease, two lease renewals. An
+/// executor whose score is older has missed a renewal; it is still live
+/// (routing drops it only after four), but FAILOVER prefers one that is
+/// surely up.
+pub fn fresh_within_ms(lease_ms: u64) -> i64 {
+    (lease_ms as i64) / 2
 }
 
 /// FAILOVER: the first executor whose heartbeat is at most
@@ -96,9 +96,9 @@ mod tests {
     }
 
     #[test]
-    fn freshness_is_one_and_a_half_beats() {
-        assert_eq!(fresh_within_ms(30_000), 45_000);
-        assert_eq!(fresh_within_ms(1_000), 1_500);
+    fn freshness_is_half_the_lease() {
+        assert_eq!(fresh_within_ms(2_000), 1_000);
+        assert_eq!(fresh_within_ms(3_000), 1_500);
     }
 
     #[test]

@@ -69,22 +69,22 @@ pub struct RouteContext {
     pub pool: Pool,
     pub names: Names,
     pub registry: Registry,
-    /// FAILOVER takes an executor whose heartbeat is at most this old.
+    /// FAILOVER takes an executor whose registry score is at most this old.
     pub fresh_within_ms: i64,
     /// CONSISTENT_HASH rings of recently seen executor lists.
     pub rings: Arc<hash::RingCache>,
 }
 
 impl RouteContext {
-    /// The context of a dispatcher: FAILOVER's freshness is one and a half
-    /// heartbeat intervals, so one late beat is tolerated and a missed one
-    /// is not.
-    pub fn new(pool: Pool, names: Names, registry: Registry, heartbeat_ms: u64) -> Self {
+    /// The context of a dispatcher: FAILOVER's freshness is half the
+    /// liveness lease, so one late renewal is tolerated and two missed ones
+    /// are not.
+    pub fn new(pool: Pool, names: Names, registry: Registry, lease_ms: u64) -> Self {
         RouteContext {
             pool,
             names,
             registry,
-            fresh_within_ms: health::fresh_within_ms(heartbeat_ms),
+            fresh_within_ms: health::fresh_within_ms(lease_ms),
             rings: Arc::new(hash::RingCache::default()),
         }
     }

@@ -1,8 +1,9 @@
 //! The dedupe marks in Redis that make a trigger id run at most once, and let
 //! a redelivered trigger find the result of a run that already happened.
 //!
-//! `<ns>:dedupe:<trigger id>` holds a JSON [`Mark`] and lives
-//! `executor.dedupe_ttl_s`. It moves through three states:
+//! `<ns>:dedupe:<trigger id>` holds a JSON [`Mark`] (its format is
+//! [`rondo_core::dedupe`]) and lives `executor.dedupe_ttl_s`. An executor
+//! moves it through three states:
 //!
 //! 1. `running`: set with `SET NX` before the handler starts, naming the
 //!    executor and its *incarnation* (a random id per `Executor::run`).
@@ -21,6 +22,7 @@
 //! | `running`, older incarnation | the process died mid-run: publish a 500 "restarted" result, never re-run | skip |
 //! | `finished` | publish the stored result | skip |
 //! | `confirmed` | ack only | skip |
+//! | `killed` (by the API, before any executor took it) | answer 500 "killed", never run | the same |
 //!
 //! "Skip" means: do not run, publish nothing, ack; the executor that holds
 //! the mark answers for the trigger (or the scheduler marks it lost). A
@@ -33,8 +35,9 @@
 
 use deadpool_redis::Pool;
 use rondo_core::batcher::{Batcher, Limits};
-use rondo_core::{Error, ExecResult, Names};
-use serde::{Deserialize, Serialize};
+pub(crate) use rondo_core::dedupe::Mark;
+use rondo_core::{Error, Names};
+
 use tokio::sync::oneshot;
 
 /// Mark writes per pipeline at most, and pipelines in flight at once.
@@ -42,35 +45,6 @@ pub(crate) const BATCH_LIMITS: Limits = Limits {
     max_items: 500,
     max_flushes: 2,
 };
-
-/// A trigger id's state, as stored in its dedupe key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub(crate) enum Mark {
-    Running {
-        executor: String,
-        incarnation: String,
-        since_ms: i64,
-    },
-    Finished {
-        executor: String,
-        result: ExecResult,
-    },
-    Confirmed {
-        executor: String,
-        code: i32,
-    },
-}
-
-impl Mark {
-    pub(crate) fn executor(&self) -> &str {
-        match self {
-            Mark::Running { executor, .. }
-            | Mark::Finished { executor, .. }
-            | Mark::Confirmed { executor, .. } => executor,
-        }
-    }
-}
 
 /// What `claim` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,9 +212,9 @@ fn claim_options(ttl_s: u64) -> redis::SetOptions {
 }
 
 fn parse(held: String) -> Claim {
-    match serde_json::from_str::<Mark>(&held) {
-        Ok(mark) => Claim::Held(mark),
-        Err(_) => Claim::Foreign(held),
+    match Mark::parse(&held) {
+        Some(mark) => Claim::Held(mark),
+        None => Claim::Foreign(held),
     }
 }
 
@@ -258,11 +232,6 @@ mod tests {
         let json = serde_json::to_string(&mark).unwrap();
         assert!(json.contains("\"state\":\"running\""));
         assert_eq!(parse(json), Claim::Held(mark));
-        let confirmed = Mark::Confirmed {
-            executor: "e1".into(),
-            code: 200,
-        };
-        assert_eq!(confirmed.executor(), "e1");
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl Runner {
     }
 
     /// Takes one trigger to the point where its delivery may be acked.
-    pub(crate) async fn admit(&self, trigger: Trigger) -> Settled {
+    pub(crate) async fn admit(&self, trigger: &Trigger) -> Settled {
         let guard = match self.slots.reserve(&trigger.trigger_id, trigger.job_id) {
             Reservation::Reserved(guard) => guard,
             Reservation::Joined(rx) => {
@@ -151,7 +151,7 @@ impl Runner {
                 return wait_settled(rx).await;
             }
         };
-        let settled = self.enter_and_run(&trigger, &guard).await;
+        let settled = self.enter_and_run(trigger, &guard).await;
         guard.settle(settled);
         settled
     }
@@ -293,10 +293,19 @@ impl Runner {
     /// A mark was there before us: decide without running the handler.
     async fn resume(&self, trigger: &Trigger, mark: Mark) -> Settled {
         let trigger_id = trigger.trigger_id.as_str();
-        if mark.executor() != self.executor_id {
+        if let Mark::Killed { by, .. } = &mark {
+            // Killed before any executor took it: answer, never run. Every
+            // executor that receives it answers the same; the first result
+            // counts.
+            tracing::info!(trigger_id, by = %by, "trigger was killed before it started; not running it");
+            let now = now_ms();
+            let result = Outcome::stopped(KILLED).into_result(trigger, &self.executor_id, now, now);
+            return self.publish_result(result).await;
+        }
+        if mark.executor() != Some(self.executor_id.as_str()) {
             tracing::info!(
                 trigger_id,
-                holder = mark.executor(),
+                holder = mark.executor().unwrap_or_default(),
                 "trigger already handled by another executor; not running it"
             );
             return Settled::Done;
@@ -329,7 +338,7 @@ impl Runner {
                 );
                 self.publish_result(result).await
             }
-            Mark::Confirmed { .. } => {
+            Mark::Confirmed { .. } | Mark::Killed { .. } => {
                 tracing::info!(
                     trigger_id,
                     "trigger already ran and its result is confirmed; not running it"

@@ -18,8 +18,11 @@
 //!
 //! `method` defaults to `GET`, `headers` to none, `body` to empty,
 //! `timeout_s` to 10 (0 = no limit of its own; the trigger's timeout and a
-//! kill still apply). No header is added except `User-Agent`; set
-//! `Content-Type` for a body yourself. Redirects are followed (10 at most).
+//! kill still apply). Two headers are added: `User-Agent` and
+//! [`TRIGGER_ID_HEADER`] with the trigger id, which a receiver can use as
+//! an idempotency key (a retry has an id of its own; a trigger id reaches
+//! the handler once). Set `Content-Type` for a body yourself. Redirects are
+//! followed (10 at most).
 //!
 //! # Result
 //!
@@ -46,6 +49,8 @@ use crate::error::JobError;
 
 /// How much of the response body goes to the job log.
 pub(crate) const BODY_PREVIEW_BYTES: usize = 1024;
+/// The header that carries the trigger id.
+pub const TRIGGER_ID_HEADER: &str = "X-Rondo-Trigger-Id";
 /// `timeout_s` when the params do not give one.
 const DEFAULT_TIMEOUT_S: u64 = 10;
 
@@ -75,7 +80,7 @@ fn default_timeout_s() -> u64 {
 /// The http handler (see the module doc).
 pub async fn http(ctx: JobContext) -> Result<(), JobError> {
     let spec = parse(ctx.params())?;
-    let request = build(&spec)?;
+    let request = build(&spec)?.header(TRIGGER_ID_HEADER, ctx.trigger_id());
     ctx.log(format!(
         "http: {} {}",
         spec.method.to_ascii_uppercase(),

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
@@ -40,17 +41,71 @@ impl Deliveries {
             Ok(batch) => batch,
             Err(reason) => return self.dead_letter(&channel, &delivery, &reason).await,
         };
-        let admissions = batch.triggers.into_iter().map(|trigger| {
-            let span = tracing::info_span!(
-                "trigger",
-                trigger_id = %trigger.trigger_id,
-                job_id = trigger.job_id,
-                executor_id = %self.executor_id,
-            );
-            self.runner.admit(trigger).instrument(span)
-        });
-        let settled = combine(&join_all(admissions).await);
+        let mut admissions: FuturesUnordered<_> = batch
+            .triggers
+            .iter()
+            .enumerate()
+            .map(|(i, trigger)| {
+                let span = tracing::info_span!(
+                    "trigger",
+                    trigger_id = %trigger.trigger_id,
+                    job_id = trigger.job_id,
+                    executor_id = %self.executor_id,
+                );
+                let runner = &self.runner;
+                async move { (i, runner.admit(trigger).await) }.instrument(span)
+            })
+            .collect();
+        let mut settled = Vec::with_capacity(batch.triggers.len());
+        while let Some((i, outcome)) = admissions.next().await {
+            if outcome != Settled::Abandoned || admissions.is_empty() {
+                settled.push(outcome);
+                continue;
+            }
+            // The executor is stopping and this trigger never started, but
+            // others of its message still run: hand it back now, not when
+            // the message is, with the others abandoned at the same moment.
+            let mut back = vec![i];
+            while let Some(Some((j, outcome))) = admissions.next().now_or_never() {
+                match outcome {
+                    Settled::Abandoned => back.push(j),
+                    other => settled.push(other),
+                }
+            }
+            let triggers = back.iter().map(|&j| batch.triggers[j].clone()).collect();
+            let handed = self.hand_back(&channel, triggers).await;
+            settled.extend(back.iter().map(|_| handed));
+        }
+        let settled = combine(&settled);
         self.finish(&delivery, settled).await;
+    }
+
+    /// Publishes triggers that will not run here back to this executor's
+    /// queue (confirmed), where the leader moves them to a live executor:
+    /// the executor has retired. `Done` when the broker took them (their
+    /// part of the message may be acked), else `Abandoned`. Should the
+    /// process die before the message is acked, the triggers come back
+    /// twice; their dedupe marks run each once.
+    async fn hand_back(&self, channel: &Channel, triggers: Vec<rondo_core::Trigger>) -> Settled {
+        let n = triggers.len();
+        let body = match serde_json::to_vec(&TriggerBatch::new(triggers)) {
+            Ok(body) => body,
+            Err(_) => return Settled::Abandoned,
+        };
+        let exchange = self.names.trigger_exchange();
+        let publish = rondo_core::amqp::Publish {
+            exchange: &exchange,
+            routing_key: &self.executor_id,
+            mandatory: true,
+            ..rondo_core::amqp::Publish::default()
+        };
+        match rondo_core::amqp::publish_confirmed(channel, publish, &body).await {
+            Ok(true) => {
+                tracing::info!(triggers = n, "handed back triggers that had not started");
+                Settled::Done
+            }
+            Ok(false) | Err(_) => Settled::Abandoned,
+        }
     }
 
     async fn dead_letter(&self, channel: &Channel, delivery: &Delivery, reason: &str) {

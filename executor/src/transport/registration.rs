@@ -1,6 +1,10 @@
 //! The executor's entry in the Redis registry: `ZADD registry:<app>` with the
-//! heartbeat time and the `executor:<id>` hash, renewed every
-//! `registry.heartbeat_ms`, removed on graceful shutdown.
+//! heartbeat time and the `executor:<id>` hash, rewritten every
+//! `registry.heartbeat_ms`; in between, the score alone is renewed every
+//! `registry.lease_ms / 4`, so routing stops within `registry.lease_ms` of
+//! a crash. On a graceful stop the executor retires at once (routing stops,
+//! the leader moves its queued triggers) and leaves once its broker link is
+//! closed (see `rondo_core::registry`).
 //!
 //! The hash's fields are `rondo_core::registry::Entry`'s; `running_jobs`
 //! lists the jobs with a trigger running or waiting (SERIAL_EXECUTION) on
@@ -39,6 +43,8 @@ pub(crate) struct Registration {
     pub(crate) started_ms: i64,
     pub(crate) incarnation: String,
     pub(crate) heartbeat: Duration,
+    /// How often the score alone is renewed.
+    pub(crate) lease_renew: Duration,
     /// The hash outlives a crashed executor by this much at most.
     pub(crate) hash_ttl: Duration,
 }
@@ -69,16 +75,34 @@ impl Registration {
         Ok(())
     }
 
-    pub(crate) async fn deregister(&self) -> Result<(), Error> {
+    async fn renew(&self) -> Result<(), Error> {
         let mut pipe = redis::pipe();
-        registry::remove(&mut pipe, &self.names, &self.app, &self.executor_id);
+        let now = rondo_core::clock::now_ms();
+        registry::renew(&mut pipe, &self.names, &self.app, &self.executor_id, now);
+        let () = pipe.query_async(&mut self.pool.get().await?).await?;
+        Ok(())
+    }
+
+    /// Stops routing to this executor, at once.
+    pub(crate) async fn retire(&self) -> Result<(), Error> {
+        let mut pipe = redis::pipe();
+        registry::retire(&mut pipe, &self.names, &self.app, &self.executor_id);
+        let () = pipe.query_async(&mut self.pool.get().await?).await?;
+        Ok(())
+    }
+
+    /// Says this executor holds no message any more (its link closed).
+    pub(crate) async fn leave(&self) -> Result<(), Error> {
+        let mut pipe = redis::pipe();
+        registry::leave(&mut pipe, &self.names, &self.executor_id);
         let () = pipe.query_async(&mut self.pool.get().await?).await?;
         Ok(())
     }
 
     /// Registers once `ready` fires, then beats until `shutdown`: every
     /// heartbeat, and soon after `changes` is notified when `running_jobs`
-    /// then differs from what was last written.
+    /// then differs from what was last written; the lease is renewed in
+    /// between.
     pub(crate) async fn run(
         &self,
         running_jobs: impl Fn() -> Vec<u64>,
@@ -94,10 +118,24 @@ impl Registration {
         let mut registered = false;
         let mut written: Option<Vec<u64>> = None;
         let mut next_beat = Instant::now();
+        let mut next_renew = Instant::now() + self.lease_renew;
+        let mut renew_failing = false;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep_until(next_beat) => {}
+                () = tokio::time::sleep_until(next_renew), if registered => {
+                    next_renew = Instant::now() + self.lease_renew;
+                    match self.renew().await {
+                        Ok(()) => renew_failing = false,
+                        Err(e) if !renew_failing => {
+                            renew_failing = true;
+                            tracing::warn!(error = %e, "lease renewal failed; routing skips this executor until it works again");
+                        }
+                        Err(_) => {}
+                    }
+                    continue;
+                }
                 () = changes.notified() => {
                     tokio::select! {
                         () = shutdown.cancelled() => return,
@@ -117,6 +155,7 @@ impl Registration {
                     }
                     written = Some(jobs);
                     backoff.reset();
+                    next_renew = Instant::now() + self.lease_renew;
                     Instant::now() + self.heartbeat
                 }
                 Err(e) => {

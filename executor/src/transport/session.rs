@@ -39,6 +39,9 @@ const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between attempts to (re)declare and consume the control queue.
 const CONTROL_RETRY: Duration = Duration::from_secs(5);
+/// After cancelling the consumer, how long to wait for each delivery the
+/// broker sent before the cancel.
+const UNTAKEN_WAIT: Duration = Duration::from_millis(300);
 
 pub(crate) struct Session {
     pub(crate) url: String,
@@ -249,25 +252,36 @@ impl Session {
             executor_id = %self.executor_id,
             delivery_tag = delivery.delivery_tag,
         );
+        let acker = delivery.acker.clone();
         let task = self
             .deliveries
             .clone()
             .handle(link.consume.clone(), delivery)
             .instrument(span);
         if !self.intake.spawn(task) {
-            tracing::debug!("delivery arrived while shutting down; leaving it for redelivery");
+            tracing::debug!("delivery arrived while shutting down; handing it back");
+            tokio::spawn(hand_back(acker));
         }
     }
 
+    /// Cancels the consumer, then hands back at once what the broker had
+    /// sent it but nobody took, instead of holding it until the link
+    /// closes: the leader moves it to a live executor meanwhile.
     async fn stop_consuming(&self, link: &Link, consumer: Option<Consumer>) {
-        let Some(consumer) = consumer else { return };
+        let Some(mut consumer) = consumer else { return };
         let cancel = link
             .consume
             .basic_cancel(consumer.tag(), BasicCancelOptions::default());
         if let Err(e) = cancel.await {
             tracing::warn!(error = %e, "cancelling the consumer failed");
         }
-        tracing::info!("stopped consuming");
+        let mut handed = 0;
+        while let Ok(Some(Ok(delivery))) = tokio::time::timeout(UNTAKEN_WAIT, consumer.next()).await
+        {
+            hand_back(delivery.acker).await;
+            handed += 1;
+        }
+        tracing::info!(handed_back = handed, "stopped consuming");
     }
 
     async fn drop_link(&self, link: Link) {
@@ -278,6 +292,17 @@ impl Session {
                 tracing::warn!("closing the connection timed out");
             }
         }
+    }
+}
+
+/// Sends an untaken delivery back to the queue.
+async fn hand_back(acker: lapin::Acker) {
+    let requeue = lapin::options::BasicNackOptions {
+        requeue: true,
+        ..lapin::options::BasicNackOptions::default()
+    };
+    if let Err(e) = acker.nack(requeue).await {
+        tracing::info!(error = %e, "could not hand a delivery back; the broker returns it when the link closes");
     }
 }
 

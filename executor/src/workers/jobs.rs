@@ -7,7 +7,7 @@
 //! shutdown (a trigger still waiting then is left for redelivery).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::shared::{Decision, Limits, Shared, Submit, Turn, WorkerEntry};
+use super::shared::{Decision, Shared, Submit, Turn, WorkerEntry};
 use super::worker::Worker;
 use crate::handler::Handlers;
 use crate::outcome::Outcome;
@@ -42,7 +42,6 @@ pub(crate) struct JobsParts {
     pub(crate) executor_id: String,
     pub(crate) handlers: Handlers,
     pub(crate) idle_timeout: Duration,
-    pub(crate) limits: Limits,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -58,9 +57,7 @@ impl Jobs {
                 executor_id: parts.executor_id,
                 handlers: parts.handlers,
                 idle_timeout: parts.idle_timeout,
-                limits: parts.limits,
                 shutdown: parts.shutdown,
-                waiting_total: AtomicUsize::new(0),
                 workers: Mutex::new(HashMap::new()),
                 generations: AtomicU64::new(0),
                 tracker: TaskTracker::new(),
@@ -185,7 +182,6 @@ mod tests {
             executor_id: "e".into(),
             handlers: handlers.expect("valid handlers"),
             idle_timeout: idle,
-            limits: Limits::for_prefetch(64),
             shutdown: CancellationToken::new(),
         })
     }
@@ -212,30 +208,5 @@ mod tests {
         );
         let gone = tokio::time::timeout(Duration::from_secs(2), exited.cancelled()).await;
         assert!(gone.is_ok(), "gone once the idle timeout passed");
-    }
-
-    #[test]
-    fn limits_keep_half_the_window_free() {
-        assert_eq!(
-            Limits::for_prefetch(64),
-            Limits {
-                per_job: 16,
-                total: 32
-            }
-        );
-        assert_eq!(
-            Limits::for_prefetch(1),
-            Limits {
-                per_job: 1,
-                total: 1
-            }
-        );
-        assert_eq!(
-            Limits::for_prefetch(6),
-            Limits {
-                per_job: 1,
-                total: 3
-            }
-        );
     }
 }

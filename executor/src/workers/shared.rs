@@ -1,10 +1,9 @@
 //! What a job's worker and the map of workers share: the messages between
-//! an admission and a worker ([`Submit`], [`Decision`], [`Turn`]), the
-//! bounds on waiting triggers, and the state every worker of the executor
-//! sees ([`Shared`]).
+//! an admission and a worker ([`Submit`], [`Decision`], [`Turn`]) and the
+//! state every worker of the executor sees ([`Shared`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -16,24 +15,6 @@ use tokio_util::task::TaskTracker;
 use super::interrupt::Interrupt;
 use crate::handler::Handlers;
 use crate::outcome::Outcome;
-
-/// How many SERIAL_EXECUTION triggers may wait (see `worker`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
-    pub(crate) per_job: usize,
-    pub(crate) total: usize,
-}
-
-impl Limits {
-    /// A quarter of the prefetch window per job, half of it in all.
-    pub(crate) fn for_prefetch(prefetch: u16) -> Self {
-        let prefetch = usize::from(prefetch);
-        Limits {
-            per_job: (prefetch / 4).max(1),
-            total: (prefetch / 2).max(1),
-        }
-    }
-}
 
 /// A trigger handed to its job's worker.
 pub(crate) struct Submit {
@@ -73,10 +54,7 @@ pub(crate) struct Shared {
     pub(crate) executor_id: String,
     pub(crate) handlers: Handlers,
     pub(crate) idle_timeout: Duration,
-    pub(crate) limits: Limits,
     pub(crate) shutdown: CancellationToken,
-    /// SERIAL triggers waiting, over all workers.
-    pub(crate) waiting_total: AtomicUsize,
     pub(crate) workers: Mutex<HashMap<u64, WorkerEntry>>,
     pub(crate) generations: AtomicU64,
     pub(crate) tracker: TaskTracker,

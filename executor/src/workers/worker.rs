@@ -12,21 +12,18 @@
 //! With a trigger running (or one waiting), a new trigger is handled by its
 //! own `block`:
 //!
-//! * `SERIAL_EXECUTION`: it waits, first in first out. Its delivery stays
-//!   unacked, so a crash loses nothing: it was not claimed yet and its
-//!   redelivery runs it. Waiting is bounded, because every waiting
-//!   trigger keeps its message unacked, which holds one of the consumer's
-//!   `executor.prefetch` slots: one job may keep at most
-//!   `max(1, prefetch / 4)` triggers waiting, all jobs together at most
-//!   `max(1, prefetch / 2)`. A trigger past either bound fails at once
-//!   (500 `block strategy SERIAL_EXECUTION: … already wait …`, retryable),
-//!   so at least half the window stays free for other jobs however far one
-//!   job falls behind, instead of one slow job starving the executor. The
-//!   bounds count triggers while the window counts messages; since
-//!   several waiting triggers may share one message (a batch), they are
-//!   on the safe side. (Keeping the overflow in the broker instead cannot
-//!   work: a requeued message returns to the head of the queue, so the
-//!   other jobs' messages behind it would still wait.)
+//! * `SERIAL_EXECUTION`: it waits, first in first out, however many wait:
+//!   a fire is never refused because of an internal bound. Its delivery
+//!   stays unacked, so a crash loses nothing (it was not claimed yet and
+//!   its redelivery runs it), and that is also the bound: every waiting
+//!   trigger keeps its message unacked, and the broker sends no more than
+//!   `executor.prefetch` unacked messages. When the window is full of
+//!   waiting triggers, the executor takes nothing more from its queue
+//!   (back-pressure) until a run ends; the triggers behind stay in the
+//!   broker, durable, in order. A job whose runs fall far behind its
+//!   schedule can so delay the executor's other jobs — the choice is the
+//!   user's: DISCARD_LATER or COVER_EARLY, or a timeout, keep a job's
+//!   backlog short.
 //! * `DISCARD_LATER`: it is refused at once: 500 `block strategy
 //!   DISCARD_LATER: job is running, trigger discarded`, not retryable.
 //! * `COVER_EARLY`: the running trigger is stopped (its token fires; it
@@ -50,7 +47,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use rondo_core::BlockStrategy;
 use tokio::sync::{mpsc, oneshot};
@@ -151,43 +147,14 @@ impl Worker {
     fn on_submit(&mut self, submit: Submit) {
         self.purge();
         if self.is_idle() {
-            self.shared.waiting_total.fetch_add(1, Ordering::Relaxed);
             self.waiting.push_back(submit);
             return;
         }
         match submit.block {
-            BlockStrategy::SerialExecution => self.wait_in_line(submit),
+            BlockStrategy::SerialExecution => self.waiting.push_back(submit),
             BlockStrategy::DiscardLater => refuse(submit, Outcome::stopped(DISCARDED)),
             BlockStrategy::CoverEarly => self.cover(submit),
         }
-    }
-
-    /// SERIAL_EXECUTION behind a running trigger, within the bounds.
-    fn wait_in_line(&mut self, submit: Submit) {
-        let limits = self.shared.limits;
-        let reserved = self.waiting.len() < limits.per_job
-            && self
-                .shared
-                .waiting_total
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                    (n < limits.total).then_some(n + 1)
-                })
-                .is_ok();
-        if reserved {
-            self.waiting.push_back(submit);
-            return;
-        }
-        let msg = format!(
-            "block strategy SERIAL_EXECUTION: {} trigger(s) of job {} already wait on executor {} \
-             (at most {} per job, {} in all); trigger discarded",
-            self.waiting.len(),
-            self.job_id,
-            self.shared.executor_id,
-            limits.per_job,
-            limits.total
-        );
-        tracing::warn!(trigger_id = %submit.trigger_id, "{msg}");
-        refuse(submit, Outcome::fail(msg));
     }
 
     /// COVER_EARLY: stop the running trigger and the waiting ones; the new
@@ -204,7 +171,6 @@ impl Worker {
         if let Some(current) = &self.current {
             current.interrupt.fire(&reason);
         }
-        self.shared.waiting_total.fetch_add(1, Ordering::Relaxed);
         self.waiting.push_back(submit);
     }
 
@@ -231,7 +197,6 @@ impl Worker {
     /// The next waiting trigger whose admission still waits for an answer.
     fn pop_waiting(&mut self) -> Option<Submit> {
         while let Some(submit) = self.waiting.pop_front() {
-            self.shared.waiting_total.fetch_sub(1, Ordering::Relaxed);
             if !submit.reply.is_closed() {
                 return Some(submit);
             }
@@ -241,12 +206,7 @@ impl Worker {
 
     /// Forgets waiting triggers that left (killed, executor shutting down).
     fn purge(&mut self) {
-        let before = self.waiting.len();
         self.waiting.retain(|w| !w.reply.is_closed());
-        let left = before - self.waiting.len();
-        if left > 0 {
-            self.shared.waiting_total.fetch_sub(left, Ordering::Relaxed);
-        }
     }
 
     /// Makes `handler` ready: `destroy` of the job's previous handler, then
@@ -315,9 +275,6 @@ impl Drop for Worker {
         drop(workers);
         // Only after a panic are triggers still waiting: their admissions
         // see the worker gone.
-        self.shared
-            .waiting_total
-            .fetch_sub(self.waiting.len(), Ordering::Relaxed);
         self.exited.cancel();
     }
 }

@@ -320,6 +320,11 @@ impl Harness {
             .expect("redis")
     }
 
+    /// Cancels the executor without waiting for its drain.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
     /// Cancels the executor and waits for its drain.
     pub async fn shutdown(&mut self) {
         self.shutdown.cancel();

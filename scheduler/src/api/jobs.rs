@@ -43,6 +43,63 @@ async fn check_group(s: &AppState, job: &Job) -> Result<(), Error> {
     }
 }
 
+/// Checks the job's `child_jobs`: every child exists, and the job does not
+/// reach itself through child jobs (A → B → A would trigger forever). The
+/// graph is walked breadth-first, one `get_jobs` per level.
+async fn check_children(s: &AppState, job: &Job) -> Result<(), Error> {
+    if job.child_jobs.is_empty() {
+        return Ok(());
+    }
+    let children = s.store.get_jobs(&job.child_jobs).await?;
+    if let Some(missing) = job.child_jobs.iter().find(|c| !children.contains_key(c)) {
+        return Err(Error::invalid(
+            "child_jobs",
+            format!("no job {missing}; create it first"),
+        ));
+    }
+    // How each job was first reached, to name the cycle.
+    let mut reached_from: HashMap<u64, u64> = job.child_jobs.iter().map(|c| (*c, job.id)).collect();
+    let mut level: Vec<Arc<Job>> = children.into_values().collect();
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for parent in &level {
+            for &child in &parent.child_jobs {
+                if child == job.id {
+                    let path = cycle_path(job.id, parent.id, &reached_from);
+                    return Err(Error::invalid(
+                        "child_jobs",
+                        format!("would make a cycle of child jobs: {path}"),
+                    ));
+                }
+                if let std::collections::hash_map::Entry::Vacant(v) = reached_from.entry(child) {
+                    v.insert(parent.id);
+                    next.push(child);
+                }
+            }
+        }
+        level = s.store.get_jobs(&next).await?.into_values().collect();
+    }
+    Ok(())
+}
+
+/// `root → … → last → root`, following `reached_from` back from `last`.
+fn cycle_path(root: u64, last: u64, reached_from: &HashMap<u64, u64>) -> String {
+    let mut path = vec![root, last];
+    let mut at = last;
+    while let Some(&from) = reached_from.get(&at) {
+        if from == root {
+            break;
+        }
+        path.push(from);
+        at = from;
+    }
+    path.push(root);
+    let last = path.len() - 1;
+    path[1..last].reverse();
+    let ids: Vec<String> = path.iter().map(u64::to_string).collect();
+    ids.join(" → ")
+}
+
 /// The first fire of an enabled job, computed from now.
 fn first_fire(job: &Job) -> Result<Option<i64>, Error> {
     if !job.enabled {
@@ -71,6 +128,9 @@ pub(super) async fn create_job(
     // Validate before taking an id, so bad input consumes nothing.
     let probe = spec.clone().validate(0, 0, None)?;
     check_group(&s, &probe).await?;
+    // A new job has no parents yet, so it cannot close a cycle; its
+    // children must exist.
+    check_children(&s, &probe).await?;
     let id = s.store.next_job_id().await?;
     let job = spec.validate(id, clock::now_ms(), None)?;
     let next = first_fire(&job)?;
@@ -128,6 +188,7 @@ pub(super) async fn update_job(
         .overlay(patch)
         .validate(id, clock::now_ms(), Some(old.created_ms))?;
     check_group(&s, &job).await?;
+    check_children(&s, &job).await?;
     let reschedule = job.schedule_type != old.schedule_type
         || job.schedule_conf != old.schedule_conf
         || job.enabled != old.enabled;
@@ -185,6 +246,19 @@ pub(super) async fn stop_job(
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
     Ok(Json(set_enabled(&s, &id, false).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cycle_is_named_from_the_job_back_to_it() {
+        // 1 → 2 → 3 → 1: reached 2 from 1, 3 from 2.
+        let reached = HashMap::from([(2, 1), (3, 2)]);
+        assert_eq!(cycle_path(1, 3, &reached), "1 → 2 → 3 → 1");
+        assert_eq!(cycle_path(1, 2, &reached), "1 → 2 → 1");
+    }
 }
 
 #[derive(serde::Deserialize, Default)]

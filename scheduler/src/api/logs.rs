@@ -35,8 +35,15 @@ pub(super) async fn trigger_log(
     }
 }
 
-/// Kills a running (or queued) trigger on its executor: a `kill` message on
-/// the control exchange; the executor cancels the run and answers "killed".
+/// Kills a trigger that has no result yet, wherever it is.
+///
+/// * Not started by any executor (queued in the broker, or waiting for its
+///   job's turn): the kill is remembered in its dedupe mark (`SET NX`), so
+///   the executor that receives it answers it as killed and never runs it
+///   — `"kill": "queued"`. A control message also tells its executor at
+///   once, in case it holds it waiting.
+/// * Running: a `kill` message on the control exchange; the executor
+///   cancels the run and answers "killed" — `"kill": "sent"`.
 pub(super) async fn kill_trigger(
     State(s): State<AppState>,
     Path(trigger_id): Path<String>,
@@ -46,17 +53,30 @@ pub(super) async fn kill_trigger(
         let msg = format!("trigger {trigger_id} is not running (no result is pending)");
         return Err(Error::new(rondo_core::ErrorKind::Conflict, msg).into());
     };
+    let queued = s
+        .triggers
+        .kill_unstarted(&trigger_id, s.dedupe_ttl_s)
+        .await?;
     let control = rondo_core::trigger::Control {
         v: 1,
         action: rondo_core::trigger::ControlAction::Kill,
         trigger_id: trigger_id.clone(),
         job_id,
     };
-    if !s
+    let delivered = s
         .dispatcher
         .publish_control(&trigger.executor_id, &control)
-        .await?
-    {
+        .await?;
+    if queued {
+        tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill remembered before the trigger started");
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(
+                json!({ "trigger_id": trigger_id, "executor_id": trigger.executor_id, "kill": "queued" }),
+            ),
+        ));
+    }
+    if !delivered {
         let msg = format!(
             "executor {} is not connected; the trigger will be found lost if it never answers",
             trigger.executor_id

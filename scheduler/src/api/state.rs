@@ -30,6 +30,9 @@ pub struct AppState {
     pub claimer: Arc<Claimer>,
     /// `persist.retention_days`, the retention endpoint's default.
     pub retention_days: u32,
+    /// `executor.dedupe_ttl_s`: how long a kill of a queued trigger is
+    /// remembered.
+    pub dedupe_ttl_s: u64,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

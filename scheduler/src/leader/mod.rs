@@ -7,7 +7,7 @@
 //!   the [`bootstrap`] of an empty Redis before it, and [`assign`]ment of
 //!   fires to live nodes;
 //! * [`retry`]: dispatching the retries whose backoff passed;
-//! * [`reaper`]: lost triggers and dead executors' queues.
+//! * [`reaper`]: offline executors' queues and lost triggers.
 //!
 //! Every write they make to Redis is fenced by *t* (the claim, reassign,
 //! retry and reaper scripts refuse a term the partition no longer accepts).

@@ -1,29 +1,45 @@
-//! The leader's reaper: lost triggers and dead executors' queues, every
-//! `monitor.scan_interval_ms`, under the leader's term.
+//! The leader's reaper: offline executors' queues every quarter of
+//! `registry.lease_ms`, lost triggers every `monitor.scan_interval_ms`,
+//! under the leader's term.
 //!
+//! * **Offline executors.** An executor whose registry score is older than
+//!   `registry.lease_ms` (it crashed, froze, or retired on a graceful stop)
+//!   gets no trigger from routing, and the reaper takes the messages
+//!   waiting in its durable queue (`basic.get`) and settles each trigger
+//!   in them by its dedupe mark ([`rondo_core::dedupe`]):
+//!   - no mark (never started), or a kill: routed again, same trigger id,
+//!     to a live executor of the group (which answers a kill as killed);
+//!     a scheduled fire later than `scheduler.misfire_threshold_ms` by
+//!     now gets the job's misfire rule first: `DO_NOTHING` answers it as
+//!     skipped, `FIRE_ONCE_NOW` sends one per job and answers the rest as
+//!     folded into it;
+//!   - `running` by the offline executor: its message came back unacked,
+//!     so the process died with the handler running — failed at once as
+//!     lost (retryable), not after `monitor.lost_after_ms`;
+//!   - `finished` by the offline executor: its stored result is published;
+//!   - anything else (another executor's mark, `confirmed`): someone else
+//!     answers; dropped.
+//!
+//!   When no executor of the group is alive, the messages wait; after
+//!   `monitor.reroute_timeout_ms` their triggers are failed with the
+//!   reason. A queue is deleted (only if empty and unused, which the broker
+//!   checks) and the executor leaves the registry once it is gone for good:
+//!   it left after a graceful stop (its hash is gone) or it has been silent
+//!   for `registry.dead_after_ms`. An executor that restarts under the
+//!   same id declares its queue again before it registers.
 //! * **Lost triggers.** A trigger in flight for longer than
 //!   `monitor.lost_after_ms` whose executor no longer heartbeats will never
 //!   answer: the reaper publishes a failed result for it ("lost"), which the
 //!   persistence worker stores and the monitor retries and alarms like any
 //!   failure. A trigger still running on a live executor is left alone.
-//! * **Dead executors.** An executor whose heartbeat is older than
-//!   `registry.dead_after_ms` leaves the registry, but not before the
-//!   triggers waiting in its durable queue are taken out (`basic.get`) and
-//!   routed again to a live executor of the group with the same trigger id
-//!   (so dedupe still holds). A trigger the dead executor had already
-//!   started (its dedupe mark exists) is not sent again: it is a lost
-//!   trigger, failed and retried by the scan above. When no executor of the group is alive, they
-//!   wait; after `monitor.reroute_timeout_ms` they are failed with the
-//!   reason (a `trigger.failed` event, which the monitor retries and
-//!   alarms). A queue someone still consumes is never drained: its
-//!   executor is alive, only late with its heartbeat.
 //!
 //! **Fencing.** Reading the old in-flight triggers and taking one off the
 //! scan are fenced scripts, like the claim, so a deposed leader fails no
 //! trigger. Draining a queue is broker work that Redis cannot fence; the
-//! reaper checks its term before each dead executor, and a drain raced by
-//! two leaders re-sends the same trigger ids, which executors run once.
+//! reaper checks its term before each offline executor, and a drain raced
+//! by two leaders re-sends the same trigger ids, which executors run once.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +49,15 @@ use lapin::options::{
 };
 use lapin::types::FieldTable;
 use rondo_core::config::Config;
+use rondo_core::dedupe::Mark;
 use rondo_core::event::TriggerRecord;
+use rondo_core::registry;
+use rondo_core::schedule::MisfireRule;
 use rondo_core::trigger::code;
-use rondo_core::{Error, Event, ExecResult, Names, Routing, Trigger, TriggerBatch, amqp, clock};
+use rondo_core::{
+    Error, ErrorKind, Event, ExecResult, Names, Routing, Trigger, TriggerBatch, TriggerType, amqp,
+    clock,
+};
 use rondo_dispatcher::Dispatcher;
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +82,8 @@ pub struct Reaper {
     dispatcher: Arc<Dispatcher>,
     config: Config,
     names: Names,
+    /// The broker link for draining queues, made when first needed.
+    link: tokio::sync::Mutex<Option<(lapin::Connection, Channel)>>,
 }
 
 impl Reaper {
@@ -75,25 +99,33 @@ impl Reaper {
             triggers,
             store,
             dispatcher,
+            link: tokio::sync::Mutex::new(None),
         })
     }
 
-    /// Reaps for `term` every `monitor.scan_interval_ms` until `stop`;
-    /// `Err` only for `StaleTerm`.
+    /// Reaps for `term` until `stop`: offline executors every quarter
+    /// lease, lost triggers every `monitor.scan_interval_ms`; `Err` only
+    /// for `StaleTerm`.
     pub async fn run(self: Arc<Self>, term: u64, stop: CancellationToken) -> Result<(), Error> {
-        let interval = Duration::from_millis(self.config.monitor.scan_interval_ms);
+        let scan = Duration::from_millis(self.config.monitor.scan_interval_ms);
+        let mut offline = tokio::time::interval(self.config.registry.lease_renew());
+        offline.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next_scan = tokio::time::Instant::now() + scan;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
-                () = tokio::time::sleep(interval) => {}
+                _ = offline.tick() => {}
             }
-            let dead = self.reap_dead_executors(term).await;
-            carry_on("reaping dead executors", term, dead)?;
-            carry_on(
-                "looking for lost triggers",
-                term,
-                self.reap_lost(term).await,
-            )?;
+            let moved = self.reap_offline_executors(term).await;
+            carry_on("moving offline executors' triggers", term, moved)?;
+            if tokio::time::Instant::now() >= next_scan {
+                next_scan = tokio::time::Instant::now() + scan;
+                carry_on(
+                    "looking for lost triggers",
+                    term,
+                    self.reap_lost(term).await,
+                )?;
+            }
         }
     }
 
@@ -141,17 +173,22 @@ impl Reaper {
             "lost: executor {} stopped answering; no result after {waited_s} s",
             t.executor_id
         );
-        tracing::warn!(trigger_id = %t.trigger_id, job_id = t.job_id, executor_id = %t.executor_id, "trigger lost");
+        tracing::warn!(trigger_id = %t.trigger_id, job_id = %t.job_id, executor_id = %t.executor_id, "trigger lost");
+        self.answer(t, msg, true).await
+    }
+
+    /// Publishes a failed result for `t` that no executor will send.
+    async fn answer(&self, t: &Trigger, msg: String, retryable: bool) -> Result<(), Error> {
         let result = ExecResult {
             trigger_id: t.trigger_id.clone(),
             job_id: t.job_id,
             executor_id: t.executor_id.clone(),
             fire_ms: t.fire_ms,
             start_ms: 0,
-            end_ms: now,
+            end_ms: clock::now_ms(),
             code: code::FAIL,
             msg,
-            retryable: true,
+            retryable,
         };
         self.dispatcher
             .events()
@@ -159,48 +196,120 @@ impl Reaper {
             .await
     }
 
-    /// Drains dead executors' queues, then drops them from the registry.
-    pub async fn reap_dead_executors(&self, term: u64) -> Result<(), Error> {
-        let before = clock::now_ms() - self.config.registry.dead_after_ms as i64;
-        let groups = self.store.list_groups().await?;
-        let mut link = None;
-        for group in groups {
-            for dead in self.triggers.dead_executors(&group.app, before).await? {
-                self.triggers.check_term(0, term).await?;
-                if link.is_none() {
-                    let conn = amqp::connect(&self.config.amqp.url, "rondo-reaper").await?;
-                    let ch = amqp::confirm_channel(&conn).await?;
-                    link = Some((conn, ch));
-                }
-                let Some((conn, ch)) = link.as_ref() else {
-                    continue;
-                };
-                if self.drain(conn, ch, &group.app, &dead).await?
-                    && self
-                        .triggers
-                        .drop_executor(&group.app, &dead, before)
-                        .await?
-                {
-                    tracing::info!(group = %group.app, executor_id = %dead, "dead executor removed from the registry");
-                }
+    /// Moves what waits in offline executors' queues; deletes the queue and
+    /// drops the executor from the registry once it is gone for good.
+    pub async fn reap_offline_executors(&self, term: u64) -> Result<(), Error> {
+        let now = clock::now_ms();
+        let offline_before = now - self.config.registry.lease_ms as i64;
+        let dead_before = now - self.config.registry.dead_after_ms as i64;
+        let mut offline = Vec::new();
+        for group in self.store.list_groups().await? {
+            for (executor, score) in self
+                .triggers
+                .offline_executors(&group.app, offline_before)
+                .await?
+            {
+                offline.push((group.app.clone(), executor, score));
             }
         }
-        if let Some((conn, _)) = link {
-            let _ = conn.close(200, "done".into()).await;
+        if offline.is_empty() {
+            return Ok(());
+        }
+        // One broker link, kept across ticks while it works.
+        let mut link = self.link.lock().await;
+        for (app, executor, score) in offline {
+            self.triggers.check_term(0, term).await?;
+            let usable = link
+                .as_ref()
+                .is_some_and(|(conn, ch)| conn.status().connected() && ch.status().connected());
+            if !usable {
+                let conn = amqp::connect(&self.config.amqp.url, "rondo-reaper").await?;
+                let ch = amqp::confirm_channel(&conn).await?;
+                *link = Some((conn, ch));
+            }
+            let Some((conn, ch)) = link.as_ref() else {
+                continue;
+            };
+            let gone = score > registry::RETIRED_SCORE && score < dead_before;
+            let moved = self
+                .move_queue(conn, ch, &app, &executor, gone, offline_before)
+                .await;
+            if let Err(e) = moved {
+                *link = None;
+                return Err(e);
+            }
         }
         Ok(())
     }
 
-    /// Moves a dead executor's waiting triggers; true when its queue is
-    /// empty (or gone) afterwards.
-    async fn drain(
+    /// Drains one offline executor's queue; once it is drained and the
+    /// executor gone for good, deletes the queue and drops the executor.
+    async fn move_queue(
         &self,
         conn: &lapin::Connection,
         ch: &Channel,
         app: &str,
-        dead: &str,
+        executor: &str,
+        silent: bool,
+        offline_before: i64,
+    ) -> Result<(), Error> {
+        let mut drain = Drain {
+            app,
+            offline: executor,
+            queue: self.names.executor_queue(app, executor),
+            fired_once_now: HashSet::new(),
+        };
+        if !self.drain(conn, ch, &mut drain).await? {
+            return Ok(());
+        }
+        // A retired executor may still hold messages it will hand back: it
+        // is gone once it left (its hash), or, had it crashed before
+        // leaving, once its hash expired; a crashed one also once silent
+        // for `registry.dead_after_ms`.
+        let gone = silent || !self.triggers.has_entry(executor).await?;
+        if gone
+            && self.delete_queue(conn, &drain.queue).await
+            && self
+                .triggers
+                .drop_executor(app, executor, offline_before)
+                .await?
+        {
+            tracing::info!(
+                group = app,
+                executor_id = executor,
+                "executor gone: queue deleted, removed from the registry"
+            );
+        }
+        Ok(())
+    }
+
+    /// Deletes an executor's queue if it is empty and unused (the broker
+    /// checks both); true when it is gone.
+    async fn delete_queue(&self, conn: &lapin::Connection, queue: &str) -> bool {
+        let delete = QueueDeleteOptions {
+            if_unused: true,
+            if_empty: true,
+            ..QueueDeleteOptions::default()
+        };
+        // A refused delete closes its channel: use a throw-away one.
+        let Ok(ch) = conn.create_channel().await else {
+            return false;
+        };
+        let deleted = ch.queue_delete(queue.into(), delete).await.is_ok();
+        if deleted {
+            let _ = ch.close(200, "deleted".into()).await;
+        }
+        deleted
+    }
+
+    /// Moves an offline executor's waiting triggers; true when its queue
+    /// is empty (or gone) afterwards.
+    async fn drain(
+        &self,
+        conn: &lapin::Connection,
+        ch: &Channel,
+        drain: &mut Drain<'_>,
     ) -> Result<bool, Error> {
-        let queue = self.names.executor_queue(app, dead);
         let passive = QueueDeclareOptions {
             passive: true,
             durable: true,
@@ -210,24 +319,20 @@ impl Reaper {
         // a throw-away one.
         let probe = conn.create_channel().await?;
         let declared = probe
-            .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+            .queue_declare(drain.queue.as_str().into(), passive, FieldTable::default())
             .await;
         let _ = probe.close(200, "probe".into()).await;
-        let Ok(q) = declared else { return Ok(true) };
-        if q.consumer_count() > 0 {
-            return Ok(false);
+        if declared.is_err() {
+            return Ok(true);
         }
         loop {
             let Some(msg) = ch
-                .basic_get(queue.as_str().into(), BasicGetOptions::default())
+                .basic_get(drain.queue.as_str().into(), BasicGetOptions::default())
                 .await?
             else {
-                break;
+                return Ok(true);
             };
-            match self
-                .reroute_message(ch, app, dead, &queue, &msg.delivery)
-                .await?
-            {
+            match self.reroute_message(ch, drain, &msg.delivery).await? {
                 Stranded::Done => {
                     msg.delivery.ack(BasicAckOptions::default()).await?;
                 }
@@ -239,21 +344,12 @@ impl Reaper {
                 }
             }
         }
-        let delete = QueueDeleteOptions {
-            if_unused: true,
-            if_empty: true,
-            ..QueueDeleteOptions::default()
-        };
-        let _ = ch.queue_delete(queue.as_str().into(), delete).await;
-        Ok(true)
     }
 
     async fn reroute_message(
         &self,
         ch: &Channel,
-        app: &str,
-        dead: &str,
-        queue: &str,
+        drain: &mut Drain<'_>,
         delivery: &lapin::message::Delivery,
     ) -> Result<Stranded, Error> {
         let Ok(batch) = serde_json::from_slice::<TriggerBatch>(&delivery.data) else {
@@ -261,7 +357,7 @@ impl Reaper {
                 ch,
                 &self.names,
                 delivery,
-                queue,
+                &drain.queue,
                 "reaper: stranded message is not a trigger batch",
             )
             .await?;
@@ -270,10 +366,10 @@ impl Reaper {
         let live: Vec<String> = self
             .dispatcher
             .registry()
-            .live(app)
+            .live(drain.app)
             .await?
             .into_iter()
-            .filter(|e| e != dead)
+            .filter(|e| e != drain.offline)
             .collect();
         let now = clock::now_ms();
         let oldest = batch
@@ -286,41 +382,116 @@ impl Reaper {
             return Ok(Stranded::Wait);
         }
         for trigger in batch.triggers {
-            if self.triggers.was_started(&trigger.trigger_id).await? {
-                tracing::info!(trigger_id = %trigger.trigger_id, executor_id = dead, "started on the dead executor; left to the lost-trigger scan");
-                continue;
-            }
-            if live.is_empty() {
-                let failed =
-                    stranded_failure(trigger, dead, self.config.monitor.reroute_timeout_ms);
-                let event = Event::Triggered(failed);
-                self.dispatcher.events().publish(&[event]).await?;
-            } else {
-                self.resend(trigger, &live).await?;
-            }
+            self.settle_stranded(trigger, drain, &live).await?;
         }
         Ok(Stranded::Done)
     }
 
+    /// Settles one trigger that came back from an offline executor's queue,
+    /// by its dedupe mark (see the module docs).
+    async fn settle_stranded(
+        &self,
+        trigger: Trigger,
+        drain: &mut Drain<'_>,
+        live: &[String],
+    ) -> Result<(), Error> {
+        let id = trigger.trigger_id.clone();
+        let mark = self.triggers.mark(&id).await?;
+        match mark.as_deref().map(|m| (m, Mark::parse(m))) {
+            None | Some((_, Some(Mark::Killed { .. }))) => {}
+            Some((_, Some(Mark::Running { executor, .. }))) if executor == drain.offline => {
+                let msg = format!(
+                    "lost: executor {} went offline while the handler ran (its message came back unacked); the run's outcome is unknown",
+                    drain.offline
+                );
+                tracing::warn!(trigger_id = %id, executor_id = drain.offline, "trigger lost with its executor");
+                return self.answer(&trigger, msg, true).await;
+            }
+            Some((_, Some(Mark::Finished { executor, result }))) if executor == drain.offline => {
+                tracing::info!(trigger_id = %id, executor_id = drain.offline, "publishing the stored result of an offline executor");
+                return self
+                    .dispatcher
+                    .events()
+                    .publish(&[Event::Result(result)])
+                    .await;
+            }
+            Some(_) => {
+                tracing::info!(trigger_id = %id, executor_id = drain.offline, "taken by another executor or already answered; dropped");
+                return Ok(());
+            }
+        }
+        if live.is_empty() {
+            let failed = stranded_failure(
+                trigger,
+                drain.offline,
+                self.config.monitor.reroute_timeout_ms,
+            );
+            return self
+                .dispatcher
+                .events()
+                .publish(&[Event::Triggered(failed)])
+                .await;
+        }
+        let job = match self.store.get_job(trigger.job_id).await {
+            Ok(job) => Some(job),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let late_ms = clock::now_ms() - trigger.fire_ms;
+        let scheduled = matches!(
+            trigger.trigger_type,
+            TriggerType::Cron | TriggerType::Misfire
+        );
+        if let Some(job) = &job
+            && scheduled
+            && late_ms > self.config.scheduler.misfire_threshold_ms
+        {
+            let folded = match job.misfire.rule() {
+                MisfireRule::DoNothing => Some("DO_NOTHING skips it".to_owned()),
+                MisfireRule::FireOnceNow if !drain.fired_once_now.insert(job.id) => {
+                    Some("FIRE_ONCE_NOW already fires this job once now".to_owned())
+                }
+                MisfireRule::FireOnceNow => None,
+            };
+            if let Some(why) = folded {
+                let msg = format!(
+                    "misfire: taken from offline executor {} {late_ms} ms after its fire time; {why}",
+                    drain.offline
+                );
+                tracing::info!(trigger_id = %id, late_ms, "stranded fire misfired");
+                return self.answer(&trigger, msg, false).await;
+            }
+        }
+        self.resend(trigger, job.map(|j| j.routing), live).await
+    }
+
     /// Sends a stranded trigger, same id, to a live executor, through the
     /// dispatcher's publish path (confirmed, recorded in flight, announced).
-    async fn resend(&self, trigger: Trigger, live: &[String]) -> Result<(), Error> {
-        let routing = self
-            .store
-            .get_job(trigger.job_id)
-            .await
-            .map(|j| j.routing)
-            .ok();
+    async fn resend(
+        &self,
+        trigger: Trigger,
+        routing: Option<Routing>,
+        live: &[String],
+    ) -> Result<(), Error> {
         let target = pick_live(&trigger, routing, live).to_owned();
         let record = self
             .dispatcher
-            .redeliver(trigger, &target, "rerouted from a dead executor")
+            .redeliver(trigger, &target, "rerouted from an offline executor")
             .await?;
         if record.code == code::SUCCESS {
             tracing::info!(trigger_id = %record.trigger.trigger_id, executor_id = %target, "stranded trigger rerouted");
         }
         Ok(())
     }
+}
+
+/// One offline executor's queue being drained.
+struct Drain<'a> {
+    app: &'a str,
+    offline: &'a str,
+    queue: String,
+    /// Jobs whose FIRE_ONCE_NOW misfire was sent in this drain.
+    fired_once_now: HashSet<u64>,
 }
 
 /// The live executor a stranded trigger goes to: a broadcast shard keeps
@@ -339,7 +510,7 @@ fn pick_live<'a>(trigger: &Trigger, routing: Option<Routing>, live: &'a [String]
 
 fn stranded_failure(trigger: Trigger, dead: &str, timeout_ms: i64) -> TriggerRecord {
     let msg = format!(
-        "executor {dead} died with this trigger queued and no executor of group {} came up within {} s",
+        "executor {dead} went offline with this trigger queued and no executor of group {} came up within {} s",
         trigger.group,
         timeout_ms / 1000
     );

@@ -20,7 +20,7 @@
 //! * The leader also reaps ([`crate::leader::reaper`]): triggers with no result after
 //!   `monitor.lost_after_ms` whose executor is gone become failed ("lost")
 //!   results, which this monitor then retries and alarms like any failure;
-//!   triggers waiting in a dead executor's queue are routed again to live
+//!   triggers waiting in an offline executor's queue are routed again to live
 //!   executors of the group, or failed after `monitor.reroute_timeout_ms`.
 
 pub mod decide;

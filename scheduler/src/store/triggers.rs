@@ -1,7 +1,8 @@
 //! What happens to a trigger after its dispatch, in Redis: in-flight
 //! records (written by the dispatcher, format in `rondo_core::inflight`),
-//! the monitor's "handled" marks, retries waiting for their backoff, and the
-//! registry's dead executors.
+//! the monitor's "handled" marks, retries waiting for their backoff, the
+//! registry's offline executors, and dedupe marks (read by the reaper,
+//! written by a kill of a trigger not started yet).
 //!
 //! The leader's reads and takes of retries and lost triggers are fenced by
 //! its term (`lua/due_members.lua`, `lua/take_members.lua`), like the claim:
@@ -12,7 +13,8 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 use redis::{AsyncCommands, Script};
-use rondo_core::{Error, Names, Trigger, inflight, registry};
+use rondo_core::dedupe::Mark;
+use rondo_core::{Error, Names, Trigger, clock, inflight, registry};
 use serde::{Deserialize, Serialize};
 
 use super::fenced;
@@ -212,10 +214,24 @@ impl TriggerStore {
     }
 
     /// Executors of a group whose last heartbeat is older than `before_ms`.
-    pub async fn dead_executors(&self, app: &str, before_ms: i64) -> Result<Vec<String>, Error> {
+    pub async fn offline_executors(
+        &self,
+        app: &str,
+        before_ms: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
         let mut conn = self.conn().await?;
-        Ok(conn
-            .zrangebyscore(self.names.registry(app), "-inf", before_ms)
+        let scored: Vec<(String, f64)> = conn
+            .zrangebyscore_withscores(self.names.registry(app), "-inf", before_ms)
+            .await?;
+        Ok(scored.into_iter().map(|(id, s)| (id, s as i64)).collect())
+    }
+
+    /// Whether an executor's registry hash exists (it has not left).
+    pub async fn has_entry(&self, executor_id: &str) -> Result<bool, Error> {
+        Ok(self
+            .conn()
+            .await?
+            .exists(self.names.executor(executor_id))
             .await?)
     }
 
@@ -359,14 +375,34 @@ impl TriggerStore {
 }
 
 impl TriggerStore {
-    /// Whether an executor already took this trigger (its dedupe mark
-    /// exists): such a trigger is not sent again; if it never answers, the
-    /// lost-trigger scan fails and retries it.
-    pub async fn was_started(&self, trigger_id: &str) -> Result<bool, Error> {
+    /// The trigger's dedupe mark as stored (see [`Mark::parse`]), if any.
+    pub async fn mark(&self, trigger_id: &str) -> Result<Option<String>, Error> {
         Ok(self
             .conn()
             .await?
-            .exists(self.names.dedupe(trigger_id))
+            .get(self.names.dedupe(trigger_id))
             .await?)
+    }
+
+    /// Remembers the kill of a trigger no executor has started: sets its
+    /// dedupe mark to `killed` unless it has one (`SET NX`, for
+    /// `ttl_s`). True when the kill won: every executor that receives the
+    /// trigger now answers it as killed without running it. False when an
+    /// executor took it first (or it has ended).
+    pub async fn kill_unstarted(&self, trigger_id: &str, ttl_s: u64) -> Result<bool, Error> {
+        let mark = Mark::Killed {
+            by: "api".into(),
+            at_ms: clock::now_ms(),
+        };
+        let value = serde_json::to_string(&mark)?;
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.names.dedupe(trigger_id))
+            .arg(value)
+            .arg("NX")
+            .arg("EX")
+            .arg(ttl_s)
+            .query_async(&mut self.conn().await?)
+            .await?;
+        Ok(set.is_some())
     }
 }

@@ -105,6 +105,12 @@ async fn a_json_request_sends_its_method_headers_and_body() {
         "{echoed}"
     );
     assert!(echoed.contains("user-agent: rondo-executor/"), "{echoed}");
+    assert!(
+        echoed
+            .to_ascii_lowercase()
+            .contains("x-rondo-trigger-id: test-trigger"),
+        "{echoed}"
+    );
     assert!(echoed.ends_with("payload-123"), "{echoed}");
 }
 
