@@ -7,7 +7,7 @@
 //! | manual, or any fire without a given id | `<job>-<ms>-<shard>-<tag><8 hex>` (`m` manual, `r` retry, `p` parent, `c` other) |
 //! | one shard of a broadcast fired with a given id | `<id>-s<shard>` |
 //! | retry *n* of a failed trigger | `<first id>-retry<n>` |
-//! | a child job after its parent succeeded | `<child job>-p<parent job>-<32 hex>`: the hex is the first 128 bits of the parent id's SHA-256, so the id has a bounded length however long the chain |
+//! | a child job after its parent succeeded | `<child job>-p<parent job>-<24 hex>-<depth>`: the hex is the first 96 bits of the parent id's SHA-256, so the id has a bounded length however long the chain; the depth counts the hops, at most [`MAX_CHAIN_DEPTH`] |
 //!
 //! Every id starts with its job id, and ids that matter for exactly-once are
 //! deterministic: a scheduled fire, a retry and a child carry the same id
@@ -68,16 +68,45 @@ pub fn retry_count(id: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// How many hops a chain of child jobs may take: a job's child's child …
+/// The API refuses cycles, but two updates racing, or jobs stored before
+/// the check, could still close one; the chain stops here then.
+pub const MAX_CHAIN_DEPTH: u32 = 32;
+
 /// A child job's id, derived from its parent's so a parent's result handled
-/// twice triggers the child once. Its length is bounded (at most 20 + 2 +
-/// 20 + 1 + 32 characters) however long the chain of parents: each hop
-/// hashes its parent's id instead of appending it.
+/// twice triggers the child once: `<child>-p<parent job>-<24 hex>-<depth>`,
+/// the hex the first 96 bits of the parent id's SHA-256, the depth the
+/// parent's plus one. Its length is bounded (at most 20 + 2 + 20 + 1 + 24 +
+/// 1 + 2 characters) however long the chain.
 pub fn child(child_job: u64, parent_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(parent_id.as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
     let parent_job = parent_id.split('-').next().unwrap_or_default();
-    format!("{child_job}-p{parent_job}-{hex}")
+    let depth = chain_depth(parent_id) + 1;
+    format!("{child_job}-p{parent_job}-{hex}-{depth}")
+}
+
+/// How many child hops led to this trigger (0 for any trigger that is not
+/// a child job's; a retry or a broadcast shard keeps its trigger's depth).
+pub fn chain_depth(id: &str) -> u32 {
+    let id = base(id);
+    let id = match id.rsplit_once("-s") {
+        Some((rest, shard)) if !shard.is_empty() && shard.bytes().all(|b| b.is_ascii_digit()) => {
+            rest
+        }
+        _ => id,
+    };
+    let parts: Vec<&str> = id.split('-').collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match parts.as_slice() {
+        [_, parent, hex, depth]
+            if parent.strip_prefix('p').is_some_and(digits) && hex.len() == 24 && digits(depth) =>
+        {
+            depth.parse().unwrap_or(0)
+        }
+        _ => 0,
+    }
 }
 
 /// The job an id belongs to, checking its length and its leading job id:
@@ -145,17 +174,23 @@ mod tests {
     }
 
     #[test]
-    fn child_ids_keep_a_bounded_length_along_any_chain() {
+    fn child_ids_keep_a_bounded_length_and_count_their_hops() {
         let mut id = scheduled(u64::MAX, i64::MAX, u32::MAX);
-        for hop in 0..1000u64 {
-            let next = child(u64::MAX - hop % 2, &id);
+        assert_eq!(chain_depth(&id), 0);
+        for hop in 1..=MAX_CHAIN_DEPTH + 5 {
+            let job = u64::MAX - u64::from(hop % 2);
+            let next = child(job, &id);
             assert!(next.len() <= MAX_LEN - "-retry4294967295".len(), "{next}");
-            assert_eq!(next, child(u64::MAX - hop % 2, &id), "deterministic");
-            assert_eq!(job_of(&next).unwrap(), u64::MAX - hop % 2);
+            assert_eq!(next, child(job, &id), "deterministic");
+            assert_eq!(job_of(&next).unwrap(), job);
+            assert_eq!(chain_depth(&next), hop, "{next}");
+            assert_eq!(chain_depth(&retry(&next, 3)), hop, "a retry keeps it");
+            assert_eq!(chain_depth(&shard(&next, 2)), hop, "a shard keeps it");
             id = next;
         }
         assert_ne!(child(3, "1-1000-0"), child(3, "1-1000-1"));
         assert!(child(3, "12-1000-0").starts_with("3-p12-"));
+        assert_eq!(chain_depth("7-1000-0-m0a1b2c3d"), 0);
     }
 
     #[test]

@@ -248,7 +248,9 @@ impl Executor {
         // Routing stops at once, and the leader moves what still waits in
         // the queue (the session has cancelled the consumer) while the
         // running triggers finish.
-        if let Err(e) = registration.retire().await {
+        let grace = Duration::from_millis(self.config.executor.shutdown_grace_ms);
+        let drain = grace + KILL_GRACE + PUBLISH_GRACE + ABANDON_WAIT + HOOK_TIMEOUT;
+        if let Err(e) = registration.retire(drain).await {
             tracing::warn!(error = %e, "retiring failed; routing stops when the lease runs out");
         }
         self.drain(&intake, &lifecycle).await;

@@ -83,10 +83,15 @@ impl Registration {
         Ok(())
     }
 
-    /// Stops routing to this executor, at once.
-    pub(crate) async fn retire(&self) -> Result<(), Error> {
+    /// Stops routing to this executor, at once; its hash (which tells the
+    /// leader the process may still hold messages) is kept for `drain`
+    /// more, however long the drain takes.
+    pub(crate) async fn retire(&self, drain: Duration) -> Result<(), Error> {
         let mut pipe = redis::pipe();
         registry::retire(&mut pipe, &self.names, &self.app, &self.executor_id);
+        let hold = (self.hash_ttl + drain).as_millis() as i64;
+        pipe.pexpire(self.names.executor(&self.executor_id), hold)
+            .ignore();
         let () = pipe.query_async(&mut self.pool.get().await?).await?;
         Ok(())
     }

@@ -149,7 +149,6 @@ impl Session {
     /// Serves one connection until it drops or the drain is over.
     async fn serve(&self, link: Link) {
         self.publisher.set_channel(Some(link.events.clone()));
-        self.ready.cancel();
         let mut consumer = None;
         if !self.lifecycle.shutdown.is_cancelled() {
             match self.start_consuming(&link).await {
@@ -161,6 +160,9 @@ impl Session {
             }
             tracing::info!(queue = %self.deliveries.queue, "consuming");
         }
+        // Registered (routed to) only once it consumes: a queue in use is
+        // one the leader never deletes.
+        self.ready.cancel();
         let mut events = link.conn.events_listener();
         let mut liveness = tokio::time::interval(LIVENESS_CHECK);
         let mut control = self.listen_control(&link).await;

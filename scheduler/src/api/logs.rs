@@ -66,8 +66,12 @@ pub(super) async fn kill_trigger(
     let delivered = s
         .dispatcher
         .publish_control(&trigger.executor_id, &control)
-        .await?;
+        .await;
     if queued {
+        // The kill is remembered: the control message only makes it quicker.
+        if let Err(e) = &delivered {
+            tracing::info!(error = %e, trigger_id = %trigger_id, "kill message not sent; the remembered kill stands");
+        }
         tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill remembered before the trigger started");
         return Ok((
             StatusCode::ACCEPTED,
@@ -76,7 +80,7 @@ pub(super) async fn kill_trigger(
             ),
         ));
     }
-    if !delivered {
+    if !delivered? {
         let msg = format!(
             "executor {} is not connected; the trigger will be found lost if it never answers",
             trigger.executor_id

@@ -39,7 +39,7 @@
 //! reaper checks its term before each offline executor, and a drain raced
 //! by two leaders re-sends the same trigger ids, which executors run once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,6 +84,9 @@ pub struct Reaper {
     names: Names,
     /// The broker link for draining queues, made when first needed.
     link: tokio::sync::Mutex<Option<(lapin::Connection, Channel)>>,
+    /// When this leader first saw a retired executor offline (a retired
+    /// executor's score says nothing of when it stopped).
+    first_seen: std::sync::Mutex<HashMap<String, i64>>,
 }
 
 impl Reaper {
@@ -100,6 +103,7 @@ impl Reaper {
             store,
             dispatcher,
             link: tokio::sync::Mutex::new(None),
+            first_seen: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -212,12 +216,13 @@ impl Reaper {
                 offline.push((group.app.clone(), executor, score));
             }
         }
+        let since = self.offline_since(&offline, now);
         if offline.is_empty() {
             return Ok(());
         }
         // One broker link, kept across ticks while it works.
         let mut link = self.link.lock().await;
-        for (app, executor, score) in offline {
+        for ((app, executor, score), offline_since) in offline.into_iter().zip(since) {
             self.triggers.check_term(0, term).await?;
             let usable = link
                 .as_ref()
@@ -230,9 +235,20 @@ impl Reaper {
             let Some((conn, ch)) = link.as_ref() else {
                 continue;
             };
-            let gone = score > registry::RETIRED_SCORE && score < dead_before;
+            let retired = score <= registry::RETIRED_SCORE;
+            let mut drain = Drain {
+                app: &app,
+                offline: &executor,
+                queue: self.names.executor_queue(&app, &executor),
+                retired,
+                offline_since,
+                crashed: false,
+                incarnation: self.triggers.incarnation(&executor).await?,
+                fired_once_now: HashSet::new(),
+            };
+            let silent = !retired && score < dead_before;
             let moved = self
-                .move_queue(conn, ch, &app, &executor, gone, offline_before)
+                .move_queue(conn, ch, &mut drain, silent, offline_before)
                 .await;
             if let Err(e) = moved {
                 *link = None;
@@ -242,32 +258,56 @@ impl Reaper {
         Ok(())
     }
 
+    /// Since when each offline executor's triggers are stranded: its last
+    /// score, or, for a retired one (whose score says nothing of when it
+    /// stopped), when this leader first saw it retired.
+    fn offline_since(&self, offline: &[(String, String, i64)], now: i64) -> Vec<i64> {
+        let mut first_seen = self
+            .first_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let keys: Vec<String> = offline.iter().map(|(a, e, _)| format!("{a}/{e}")).collect();
+        first_seen.retain(|key, _| keys.contains(key));
+        offline
+            .iter()
+            .zip(keys)
+            .map(|((_, _, score), key)| {
+                let seen = *first_seen.entry(key).or_insert(now);
+                if *score > registry::RETIRED_SCORE {
+                    *score
+                } else {
+                    seen
+                }
+            })
+            .collect()
+    }
+
     /// Drains one offline executor's queue; once it is drained and the
     /// executor gone for good, deletes the queue and drops the executor.
     async fn move_queue(
         &self,
         conn: &lapin::Connection,
         ch: &Channel,
-        app: &str,
-        executor: &str,
+        drain: &mut Drain<'_>,
         silent: bool,
         offline_before: i64,
     ) -> Result<(), Error> {
-        let mut drain = Drain {
-            app,
-            offline: executor,
-            queue: self.names.executor_queue(app, executor),
-            fired_once_now: HashSet::new(),
-        };
-        if !self.drain(conn, ch, &mut drain).await? {
+        if !self.drain(conn, ch, drain).await? {
             return Ok(());
         }
         // A retired executor may still hold messages it will hand back: it
         // is gone once it left (its hash), or, had it crashed before
         // leaving, once its hash expired; a crashed one also once silent
-        // for `registry.dead_after_ms`.
+        // for `registry.dead_after_ms`. The score is read again right
+        // before the delete, so one that came back under the same id keeps
+        // its fresh queue (the broker refuses to delete a queue in use).
+        let (app, executor) = (drain.app, drain.offline);
         let gone = silent || !self.triggers.has_entry(executor).await?;
         if gone
+            && !self
+                .triggers
+                .is_alive(app, executor, offline_before)
+                .await?
             && self.delete_queue(conn, &drain.queue).await
             && self
                 .triggers
@@ -322,9 +362,13 @@ impl Reaper {
             .queue_declare(drain.queue.as_str().into(), passive, FieldTable::default())
             .await;
         let _ = probe.close(200, "probe".into()).await;
-        if declared.is_err() {
+        let Ok(declared) = declared else {
             return Ok(true);
-        }
+        };
+        // Not retired, no lease and nobody consuming: the process is gone
+        // (a crash closes its connection; the broker took its consumer
+        // away and put its unacked messages back).
+        drain.crashed = !drain.retired && declared.consumer_count() == 0;
         loop {
             let Some(msg) = ch
                 .basic_get(drain.queue.as_str().into(), BasicGetOptions::default())
@@ -378,7 +422,8 @@ impl Reaper {
             .map(|t| t.sent_ms)
             .min()
             .unwrap_or(now);
-        if live.is_empty() && now - oldest < self.config.monitor.reroute_timeout_ms {
+        let stranded_since = oldest.max(drain.offline_since);
+        if live.is_empty() && now - stranded_since < self.config.monitor.reroute_timeout_ms {
             return Ok(Stranded::Wait);
         }
         for trigger in batch.triggers {
@@ -398,10 +443,31 @@ impl Reaper {
         let id = trigger.trigger_id.clone();
         let mark = self.triggers.mark(&id).await?;
         match mark.as_deref().map(|m| (m, Mark::parse(m))) {
-            None | Some((_, Some(Mark::Killed { .. }))) => {}
-            Some((_, Some(Mark::Running { executor, .. }))) if executor == drain.offline => {
+            None => {}
+            Some((_, Some(Mark::Killed { .. }))) => {
+                // Killed before anyone took it: answer it so, never run it.
+                return self.answer(&trigger, "killed".into(), false).await;
+            }
+            Some((
+                _,
+                Some(Mark::Running {
+                    executor,
+                    incarnation,
+                    ..
+                }),
+            )) if executor == drain.offline => {
+                // Its message came back unacked. Lost only if the process
+                // is surely gone: nobody consumes its queue, or it has
+                // restarted since (another incarnation). Otherwise it may
+                // still run the handler: the lost-trigger scan decides
+                // after `monitor.lost_after_ms`, if no result came.
+                let restarted = drain.incarnation.as_deref() != Some(incarnation.as_str());
+                if !drain.crashed && !restarted {
+                    tracing::info!(trigger_id = %id, executor_id = drain.offline, "running on an offline executor that may still be alive; left to the lost-trigger scan");
+                    return Ok(());
+                }
                 let msg = format!(
-                    "lost: executor {} went offline while the handler ran (its message came back unacked); the run's outcome is unknown",
+                    "lost: executor {} went away while the handler ran (its message came back unacked); the run's outcome is unknown",
                     drain.offline
                 );
                 tracing::warn!(trigger_id = %id, executor_id = drain.offline, "trigger lost with its executor");
@@ -437,7 +503,10 @@ impl Reaper {
             Err(e) if e.kind == ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let late_ms = clock::now_ms() - trigger.fire_ms;
+        // The lateness the outage caused: since the fire's instant, or since
+        // the executor went offline if the fire was waiting there already
+        // (a SERIAL backlog waits by the user's choice).
+        let late_ms = clock::now_ms() - trigger.fire_ms.max(drain.offline_since);
         let scheduled = matches!(
             trigger.trigger_type,
             TriggerType::Cron | TriggerType::Misfire
@@ -455,7 +524,7 @@ impl Reaper {
             };
             if let Some(why) = folded {
                 let msg = format!(
-                    "misfire: taken from offline executor {} {late_ms} ms after its fire time; {why}",
+                    "misfire: stranded {late_ms} ms on offline executor {}; {why}",
                     drain.offline
                 );
                 tracing::info!(trigger_id = %id, late_ms, "stranded fire misfired");
@@ -490,6 +559,15 @@ struct Drain<'a> {
     app: &'a str,
     offline: &'a str,
     queue: String,
+    /// It retired (a graceful stop) and may still be finishing runs.
+    retired: bool,
+    /// Since when its triggers are stranded: its last score, or when a
+    /// retired one was first seen.
+    offline_since: i64,
+    /// Nobody consumes its queue and it did not retire: the process is gone.
+    crashed: bool,
+    /// The incarnation its registry hash names, if the hash is there.
+    incarnation: Option<String>,
     /// Jobs whose FIRE_ONCE_NOW misfire was sent in this drain.
     fired_once_now: HashSet<u64>,
 }

@@ -326,6 +326,15 @@ impl Monitor {
     }
 
     async fn trigger_child(&self, child_id: u64, parent_trigger_id: &str) -> Result<(), Error> {
+        if trigger_id::chain_depth(parent_trigger_id) >= trigger_id::MAX_CHAIN_DEPTH {
+            tracing::warn!(
+                child_job = child_id,
+                parent = parent_trigger_id,
+                max = trigger_id::MAX_CHAIN_DEPTH,
+                "chain of child jobs too deep (a cycle?); child skipped"
+            );
+            return Ok(());
+        }
         let child = match self.store.get_job(child_id).await {
             Ok(job) => job,
             Err(e) if e.kind == ErrorKind::NotFound => {

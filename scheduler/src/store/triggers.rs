@@ -226,6 +226,18 @@ impl TriggerStore {
         Ok(scored.into_iter().map(|(id, s)| (id, s as i64)).collect())
     }
 
+    /// The incarnation an executor's registry hash names, if it has one.
+    pub async fn incarnation(&self, executor_id: &str) -> Result<Option<String>, Error> {
+        Ok(self
+            .conn()
+            .await?
+            .hget(
+                self.names.executor(executor_id),
+                registry::field::INCARNATION,
+            )
+            .await?)
+    }
+
     /// Whether an executor's registry hash exists (it has not left).
     pub async fn has_entry(&self, executor_id: &str) -> Result<bool, Error> {
         Ok(self
