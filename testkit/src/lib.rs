@@ -145,6 +145,28 @@ impl Api {
         self.call(Method::GET, path, None).await
     }
 
+    /// Creates a job (asserting 201) and returns its id.
+    pub async fn create_job(&self, spec: Value) -> u64 {
+        let (status, job) = self.post("/api/v1/jobs", spec).await;
+        assert_eq!(status, 201, "{job}");
+        job["id"].as_u64().expect("the job's id")
+    }
+
+    /// Fires a job once now (asserting 200) and returns its trigger id.
+    pub async fn trigger_now(&self, job_id: u64) -> String {
+        let (status, out) = self
+            .post(
+                &format!("/api/v1/jobs/{job_id}/trigger"),
+                serde_json::json!({}),
+            )
+            .await;
+        assert_eq!(status, 200, "{out}");
+        out["triggers"][0]["trigger"]["trigger_id"]
+            .as_str()
+            .expect("the trigger id")
+            .to_owned()
+    }
+
     async fn send(&self, method: Method, path: &str, body: Option<String>) -> (u16, Value) {
         let (status, text) = match &self.target {
             Target::Http { base, http } => {

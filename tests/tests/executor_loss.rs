@@ -54,23 +54,6 @@ async fn live_executors(api: &Api, n: usize) {
     .await;
 }
 
-async fn job(api: &Api, spec: serde_json::Value) -> u64 {
-    let (status, job) = api.post("/api/v1/jobs", spec).await;
-    assert_eq!(status, 201, "{job}");
-    job["id"].as_u64().unwrap()
-}
-
-async fn trigger(api: &Api, id: u64) -> String {
-    let (status, out) = api
-        .post(&format!("/api/v1/jobs/{id}/trigger"), json!({}))
-        .await;
-    assert_eq!(status, 200, "{out}");
-    out["triggers"][0]["trigger"]["trigger_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// The `handle_code` of a trigger once its result is stored.
 async fn stored_result(c: &Cluster, trigger_id: &str) -> i32 {
     eventually("the stored result", Duration::from_secs(20), || async {
@@ -93,12 +76,12 @@ fn next_second(ms: i64) -> i64 {
 async fn a_crashed_executor_stops_getting_triggers_within_its_lease_and_loses_none() {
     let (mut c, api, recorder, witness) = cluster("exloss_kill").await;
     let lease = c.config().registry.lease_ms as i64;
-    let id = job(
-        &api,
-        json!({ "group": "loss", "handler": "demo", "schedule_type": "CRON",
+    let id = api
+        .create_job(
+            json!({ "group": "loss", "handler": "demo", "schedule_type": "CRON",
                 "schedule_conf": "* * * * * ?", "routing": "FIRST" }),
-    )
-    .await;
+        )
+        .await;
     eventually(
         "a-exec taking the fires",
         Duration::from_secs(20),
@@ -172,14 +155,14 @@ async fn a_stopping_executor_hands_back_its_waiting_triggers_at_once_and_its_que
     let names = c.config().names();
     // SERIAL: the first trigger runs three seconds, the others wait for it
     // on a-exec.
-    let id = job(
-        &api,
-        json!({ "group": "loss", "handler": "demo", "params": "3000", "routing": "FIRST" }),
-    )
-    .await;
+    let id = api
+        .create_job(
+            json!({ "group": "loss", "handler": "demo", "params": "3000", "routing": "FIRST" }),
+        )
+        .await;
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(trigger(&api, id).await);
+        ids.push(api.trigger_now(id).await);
     }
     let pool = rondo_core::redis::pool(&c.config().redis).unwrap();
     eventually("the first trigger running on a-exec", Duration::from_secs(20), || async {
@@ -260,7 +243,7 @@ async fn a_stopping_executor_hands_back_its_waiting_triggers_at_once_and_its_que
     // Back under the same id: a fresh queue, and FIRST picks it again.
     c.spawn_executor("a-exec");
     live_executors(&api, 2).await;
-    let again = trigger(&api, id).await;
+    let again = api.trigger_now(id).await;
     assert_eq!(stored_result(&c, &again).await, 200);
     let sent_to: Vec<String> = witness
         .sent()

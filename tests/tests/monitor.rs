@@ -57,23 +57,6 @@ fn handlers(builder: ExecutorBuilder, seen: &Seen) -> ExecutorBuilder {
         })
 }
 
-async fn job(api: &Api, spec: Value) -> u64 {
-    let (status, job) = api.post("/api/v1/jobs", spec).await;
-    assert_eq!(status, 201, "{job}");
-    job["id"].as_u64().unwrap()
-}
-
-async fn trigger(api: &Api, id: u64) -> String {
-    let (status, out) = api
-        .post(&format!("/api/v1/jobs/{id}/trigger"), json!({}))
-        .await;
-    assert_eq!(status, 200, "{out}");
-    out["triggers"][0]["trigger"]["trigger_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// The handle side of a trigger's log row, once the persistence worker has
 /// stored a result for it.
 async fn stored_result(c: &Mon, trigger_id: &str, what: &str) -> (Option<i32>, Option<String>) {
@@ -158,12 +141,13 @@ async fn cluster(tag: &str, executors: &[&str], tune: impl FnOnce(&mut rondo_cor
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failures_are_retried_with_their_count_and_backoff() {
     let c = cluster("retry", &["mon-1"], |_| {}).await;
-    let id = job(
-        &c.api,
-        json!({ "group": "mon", "handler": "fail", "retries": 2, "retry_backoff_s": 1 }),
-    )
-    .await;
-    let first = trigger(&c.api, id).await;
+    let id = c
+        .api
+        .create_job(
+            json!({ "group": "mon", "handler": "fail", "retries": 2, "retry_backoff_s": 1 }),
+        )
+        .await;
+    let first = c.api.trigger_now(id).await;
     let runs = eventually("three runs", Duration::from_secs(20), || async {
         let runs = runs_of(&c.seen, &format!("{id}-"));
         (runs.len() >= 3).then_some(runs)
@@ -199,18 +183,19 @@ async fn failures_are_retried_with_their_count_and_backoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_success_triggers_the_child_jobs() {
     let c = cluster("child", &["mon-1"], |_| {}).await;
-    let child = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
-    let parent = job(
-        &c.api,
-        json!({ "group": "mon", "handler": "ok", "child_jobs": [child] }),
-    )
-    .await;
-    let failing_parent = job(
-        &c.api,
-        json!({ "group": "mon", "handler": "fail", "child_jobs": [child] }),
-    )
-    .await;
-    let parent_trigger = trigger(&c.api, parent).await;
+    let child = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok" }))
+        .await;
+    let parent = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok", "child_jobs": [child] }))
+        .await;
+    let failing_parent = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "fail", "child_jobs": [child] }))
+        .await;
+    let parent_trigger = c.api.trigger_now(parent).await;
     let child_runs = eventually("the child run", Duration::from_secs(15), || async {
         let runs = runs_of(&c.seen, &format!("{child}-"));
         (!runs.is_empty()).then_some(runs)
@@ -221,12 +206,12 @@ async fn a_success_triggers_the_child_jobs() {
         rondo_core::trigger_id::child(child, &parent_trigger)
     );
     assert_eq!(child_runs[0].1, TriggerType::Parent);
-    let failed = trigger(&c.api, failing_parent).await;
+    let failed = c.api.trigger_now(failing_parent).await;
     reacted_with_nothing_pending(&c, &failed).await;
     // A child of the failed parent would have been dispatched before its
     // handled mark, so before this second parent's child, on the same
     // executor queue: once that one ran, the other would have too.
-    let second = trigger(&c.api, parent).await;
+    let second = c.api.trigger_now(parent).await;
     let second_child = rondo_core::trigger_id::child(child, &second);
     eventually(
         "the second parent's child",
@@ -245,12 +230,13 @@ async fn a_success_triggers_the_child_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kill_cancels_the_run_and_is_not_retried() {
     let c = cluster("kill", &["mon-1"], |_| {}).await;
-    let id = job(
-        &c.api,
-        json!({ "group": "mon", "handler": "hang", "retries": 3, "retry_backoff_s": 1 }),
-    )
-    .await;
-    let trigger_id = trigger(&c.api, id).await;
+    let id = c
+        .api
+        .create_job(
+            json!({ "group": "mon", "handler": "hang", "retries": 3, "retry_backoff_s": 1 }),
+        )
+        .await;
+    let trigger_id = c.api.trigger_now(id).await;
     eventually("the run to start", Duration::from_secs(10), || async {
         (!runs_of(&c.seen, &trigger_id).is_empty()).then_some(())
     })
@@ -286,16 +272,22 @@ async fn a_kill_cancels_the_run_and_is_not_retried() {
 async fn a_kill_of_a_queued_trigger_is_remembered_and_it_never_runs() {
     // Prefetch 1: while `hang` runs, the executor takes nothing more.
     let c = cluster("killq", &["mon-1"], |config| config.executor.prefetch = 1).await;
-    let hang = job(&c.api, json!({ "group": "mon", "handler": "hang" })).await;
-    let later = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
-    let running = trigger(&c.api, hang).await;
+    let hang = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "hang" }))
+        .await;
+    let later = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok" }))
+        .await;
+    let running = c.api.trigger_now(hang).await;
     eventually(
         "the hanging run to start",
         Duration::from_secs(10),
         || async { (!runs_of(&c.seen, &running).is_empty()).then_some(()) },
     )
     .await;
-    let queued = trigger(&c.api, later).await;
+    let queued = c.api.trigger_now(later).await;
     let queue = c.cluster.config().names().executor_queue("mon", "mon-1");
     eventually(
         "the second trigger waiting in the broker",
@@ -349,8 +341,8 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
     })
     .await;
     let spec = json!({ "group": "mon", "handler": "demo", "params": "600000", "routing": "FIRST", "retries": 1 });
-    let id = job(&c.api, spec).await;
-    let trigger_id = trigger(&c.api, id).await;
+    let id = c.api.create_job(spec).await;
+    let trigger_id = c.api.trigger_now(id).await;
     let pool = rondo_core::redis::pool(&c.cluster.config().redis).unwrap();
     let mark = c.cluster.config().names().dedupe(&trigger_id);
     eventually(
@@ -392,12 +384,14 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn triggers_queued_on_an_offline_executor_are_routed_again_or_misfired() {
     let c = cluster("reroute", &["live-exec"], |_| {}).await;
-    let skip = job(&c.api, json!({ "group": "mon", "handler": "ok" })).await;
-    let once = job(
-        &c.api,
-        json!({ "group": "mon", "handler": "ok", "misfire": "FIRE_ONCE_NOW" }),
-    )
-    .await;
+    let skip = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok" }))
+        .await;
+    let once = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok", "misfire": "FIRE_ONCE_NOW" }))
+        .await;
     let names = c.cluster.config().names();
     // An offline executor: silent for a minute, its queue holding triggers.
     let conn = amqp::connect(&c.cluster.config().amqp.url, "reroute-test")
@@ -562,14 +556,16 @@ async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
 async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
     let c = cluster("alarm", &["mon-1"], |_| {}).await;
     let (url, bodies) = webhook_receiver().await;
-    let id = job(
-        &c.api,
-        json!({ "group": "mon", "handler": "fail", "alarm_webhook": url }),
-    )
-    .await;
-    let quiet = job(&c.api, json!({ "group": "mon", "handler": "fail" })).await;
-    let trigger_id = trigger(&c.api, id).await;
-    let quiet_trigger = trigger(&c.api, quiet).await;
+    let id = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "fail", "alarm_webhook": url }))
+        .await;
+    let quiet = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "fail" }))
+        .await;
+    let trigger_id = c.api.trigger_now(id).await;
+    let quiet_trigger = c.api.trigger_now(quiet).await;
     let body = eventually("the webhook POST", Duration::from_secs(15), || async {
         bodies
             .lock()
