@@ -49,7 +49,9 @@ start() {
   echo "started $name (pid $!, log $STATE/$name.log)"
 }
 start persist-worker "$BIN/rondo-persist-worker"
-start executor "$BIN/rondo-executor"
+# The demo runs a shell job: this executor (on loopback) enables the
+# handlers that run commands, which are off by default.
+start executor env RONDO_EXECUTOR_COMMAND_HANDLERS=true "$BIN/rondo-executor"
 start scheduler "$BIN/rondo-scheduler"
 
 up=no

@@ -296,6 +296,10 @@ pub struct ExecutorConfig {
     /// Log lines are shipped at least this often while a handler runs.
     pub log_flush_ms: u64,
     pub shutdown_grace_ms: u64,
+    /// Whether the built-in handlers that run commands (`shell`) are
+    /// offered. Off by default: with them on, whoever may create a job in
+    /// this executor's group may run any command on its host.
+    pub command_handlers: bool,
 }
 
 impl Default for ExecutorConfig {
@@ -307,6 +311,7 @@ impl Default for ExecutorConfig {
             dedupe_ttl_s: 7 * 24 * 3600,
             log_flush_ms: 500,
             shutdown_grace_ms: 10_000,
+            command_handlers: false,
         }
     }
 }

@@ -41,6 +41,11 @@ pub struct ExecutorBuilder {
 }
 
 impl ExecutorBuilder {
+    /// The config the executor is built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// Registers `handler` under `name` (the job's `handler` field).
     pub fn handler<H: Handler>(mut self, name: impl Into<String>, handler: H) -> Self {
         self.handlers.push((name.into(), Arc::new(handler)));

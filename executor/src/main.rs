@@ -20,7 +20,7 @@ const DRAIN_MARGIN: Duration = Duration::from_secs(25);
 fn main() -> ExitCode {
     let spec = Spec {
         name: "rondo-executor",
-        about: "runs rondo jobs with the built-in shell, http and demo handlers",
+        about: "runs rondo jobs with the built-in http and demo handlers, and shell when executor.command_handlers is on",
         version: env!("CARGO_PKG_VERSION"),
     };
     daemon::main(spec, |config| {

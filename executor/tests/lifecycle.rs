@@ -112,7 +112,10 @@ async fn registration_appears_in_redis_and_retires_after_shutdown() {
     assert!((rondo_core::clock::now_ms() - score).abs() < 5000);
     let fields: std::collections::HashMap<String, String> = redis.hgetall(&hash).await.unwrap();
     assert_eq!(fields["app"], h.config.executor.app);
-    assert_eq!(fields["handlers"], "demo,http,shell");
+    assert_eq!(
+        fields["handlers"], "demo,http",
+        "no command handler unless enabled"
+    );
     assert_eq!(fields["pid"], std::process::id().to_string());
     assert!(fields.contains_key("host") && fields.contains_key("started_ms"));
     // The heartbeat (1 s in tests) moves the score.

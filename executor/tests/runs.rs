@@ -5,9 +5,16 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Harness;
+use common::{Harness, test_config};
 use rondo_core::trigger::code;
 use rondo_executor::{JobContext, JobError, builtin};
+
+/// A test config whose executor offers the `shell` handler.
+fn commands_on() -> rondo_core::Config {
+    let mut config = test_config("exec");
+    config.executor.command_handlers = true;
+    config
+}
 
 async fn boom(ctx: JobContext) -> Result<(), JobError> {
     if ctx.params() != "calm" {
@@ -18,7 +25,7 @@ async fn boom(ctx: JobContext) -> Result<(), JobError> {
 
 #[tokio::test]
 async fn a_success_ships_its_log_lines_before_its_result() {
-    let mut h = Harness::start("exec", builtin::register).await;
+    let mut h = Harness::start_with(commands_on(), builtin::register).await;
     h.publish(vec![h.trigger(
         "t-ok",
         "shell",
@@ -41,9 +48,30 @@ async fn a_success_ships_its_log_lines_before_its_result() {
     h.stop().await;
 }
 
+/// Command handlers are off by default: a `shell` trigger fails, not
+/// retried, saying how to enable them, and nothing runs.
+#[tokio::test]
+async fn a_shell_trigger_is_refused_unless_the_executor_enables_command_handlers() {
+    let marker = std::env::temp_dir().join(format!("rondo-shell-off-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let mut h = Harness::start("exec", builtin::register).await;
+    let command = format!("touch {}", marker.display());
+    h.publish(vec![h.trigger("t-off", "shell", &command)]).await;
+    let (result, logs) = h.result_for("t-off").await;
+    assert_eq!((result.code, result.retryable), (code::FAIL, false));
+    assert!(
+        result.msg.contains("executor.command_handlers = true"),
+        "{}",
+        result.msg
+    );
+    assert!(logs.is_empty(), "no run, no log lines: {logs:?}");
+    assert!(!marker.exists(), "the command did not run");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn a_failing_shell_command_reports_its_exit_code() {
-    let mut h = Harness::start("exec", builtin::register).await;
+    let mut h = Harness::start_with(commands_on(), builtin::register).await;
     h.publish(vec![h.trigger(
         "t-exit",
         "shell",
@@ -58,7 +86,7 @@ async fn a_failing_shell_command_reports_its_exit_code() {
 
 #[tokio::test]
 async fn a_timeout_kills_the_run_and_reports_502() {
-    let mut h = Harness::start("exec", builtin::register).await;
+    let mut h = Harness::start_with(commands_on(), builtin::register).await;
     let mut trigger = h.trigger("t-slow", "shell", "sleep 30");
     trigger.timeout_s = 1;
     let started = Instant::now();
@@ -89,7 +117,7 @@ async fn a_panicking_handler_reports_500_and_the_executor_carries_on() {
 
 #[tokio::test]
 async fn an_unknown_handler_is_named_in_the_result() {
-    let mut h = Harness::start("exec", builtin::register).await;
+    let mut h = Harness::start_with(commands_on(), builtin::register).await;
     h.publish(vec![h.trigger("t-unknown", "nosuch", "")]).await;
     let (result, _) = h.result_for("t-unknown").await;
     assert_eq!(result.code, code::FAIL);
@@ -100,7 +128,7 @@ async fn an_unknown_handler_is_named_in_the_result() {
 
 #[tokio::test]
 async fn the_triggers_of_a_batch_run_concurrently_with_their_own_results() {
-    let mut h = Harness::start("exec", builtin::register).await;
+    let mut h = Harness::start_with(commands_on(), builtin::register).await;
     // Three jobs: triggers of one job would take turns (SERIAL_EXECUTION).
     let batch: Vec<_> = [("t-b1", "700"), ("t-b2", "700"), ("t-b3", "fail")]
         .into_iter()
@@ -126,7 +154,7 @@ async fn the_triggers_of_a_batch_run_concurrently_with_their_own_results() {
 
 #[tokio::test]
 async fn log_lines_are_shipped_while_the_handler_runs() {
-    let mut h = Harness::start("exec", builtin::register).await;
+    let mut h = Harness::start_with(commands_on(), builtin::register).await;
     h.publish(vec![h.trigger(
         "t-live",
         "shell",

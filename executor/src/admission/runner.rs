@@ -160,12 +160,23 @@ impl Runner {
         let Some(handler) = self.handlers.get(&trigger.handler) else {
             tracing::warn!(handler = %trigger.handler, "unknown handler");
             guard.end();
-            let outcome = Outcome::fail(format!(
-                "no handler named {:?} on executor {} (it has: {})",
-                trigger.handler,
-                self.executor_id,
-                self.handlers.names().join(",")
-            ));
+            let outcome = if crate::builtin::COMMAND_HANDLERS.contains(&trigger.handler.as_str()) {
+                // Not retried: another try would meet the same executor.
+                Outcome {
+                    retryable: false,
+                    ..Outcome::fail(format!(
+                        "handler {:?} runs commands and is off on executor {}: enable it there with executor.command_handlers = true (RONDO_EXECUTOR_COMMAND_HANDLERS=true)",
+                        trigger.handler, self.executor_id
+                    ))
+                }
+            } else {
+                Outcome::fail(format!(
+                    "no handler named {:?} on executor {} (it has: {})",
+                    trigger.handler,
+                    self.executor_id,
+                    self.handlers.names().join(",")
+                ))
+            };
             return Box::pin(self.answer(trigger, false, outcome)).await;
         };
         let claimed = trigger.block == BlockStrategy::CoverEarly;
