@@ -55,8 +55,7 @@ use rondo_core::registry;
 use rondo_core::schedule::MisfireRule;
 use rondo_core::trigger::code;
 use rondo_core::{
-    Error, ErrorKind, Event, ExecResult, Names, Routing, Trigger, TriggerBatch, TriggerType, amqp,
-    clock,
+    Error, Event, ExecResult, Job, Names, Routing, Trigger, TriggerBatch, TriggerType, amqp, clock,
 };
 use rondo_dispatcher::Dispatcher;
 use tokio_util::sync::CancellationToken;
@@ -183,20 +182,9 @@ impl Reaper {
 
     /// Publishes a failed result for `t` that no executor will send.
     async fn answer(&self, t: &Trigger, msg: String, retryable: bool) -> Result<(), Error> {
-        let result = ExecResult {
-            trigger_id: t.trigger_id.clone(),
-            job_id: t.job_id,
-            executor_id: t.executor_id.clone(),
-            fire_ms: t.fire_ms,
-            start_ms: 0,
-            end_ms: clock::now_ms(),
-            code: code::FAIL,
-            msg,
-            retryable,
-        };
         self.dispatcher
             .events()
-            .publish(&[Event::Result(result)])
+            .publish(&[failure(t, msg, retryable)])
             .await
     }
 
@@ -426,27 +414,58 @@ impl Reaper {
         if live.is_empty() && now - stranded_since < self.config.monitor.reroute_timeout_ms {
             return Ok(Stranded::Wait);
         }
-        for trigger in batch.triggers {
-            self.settle_stranded(trigger, drain, &live).await?;
+        // One round trip for the marks and one for the jobs of the whole
+        // message; then every answer in one publish and every re-send at
+        // once (the dispatcher batches them per executor), so a dead
+        // executor's backlog moves in a few round trips, not one per trigger.
+        let ids: Vec<&str> = batch
+            .triggers
+            .iter()
+            .map(|t| t.trigger_id.as_str())
+            .collect();
+        let marks = self.triggers.marks(&ids).await?;
+        let job_ids: Vec<u64> = batch.triggers.iter().map(|t| t.job_id).collect();
+        let jobs = self.store.get_jobs(&job_ids).await?;
+        let mut events = Vec::new();
+        let mut resends = Vec::new();
+        for (trigger, mark) in batch.triggers.into_iter().zip(marks) {
+            let job = jobs.get(&trigger.job_id).map(|j| j.as_ref());
+            match self.settle(trigger, mark.as_deref(), job, drain, live.is_empty()) {
+                Settle::Publish(event) => events.push(event),
+                Settle::Resend(trigger, routing) => resends.push((trigger, routing)),
+                Settle::Drop => {}
+            }
         }
+        if !events.is_empty() {
+            self.dispatcher.events().publish(&events).await?;
+        }
+        let sent = futures_util::future::join_all(
+            resends
+                .into_iter()
+                .map(|(trigger, routing)| self.resend(trigger, routing, &live)),
+        )
+        .await;
+        sent.into_iter().collect::<Result<Vec<()>, Error>>()?;
         Ok(Stranded::Done)
     }
 
-    /// Settles one trigger that came back from an offline executor's queue,
-    /// by its dedupe mark (see the module docs).
-    async fn settle_stranded(
+    /// Decides what becomes of one trigger that came back from an offline
+    /// executor's queue, by its dedupe mark (see the module docs) and, for
+    /// one to send again, its lateness.
+    fn settle(
         &self,
         trigger: Trigger,
+        mark: Option<&str>,
+        job: Option<&Job>,
         drain: &mut Drain<'_>,
-        live: &[String],
-    ) -> Result<(), Error> {
+        none_live: bool,
+    ) -> Settle {
         let id = trigger.trigger_id.clone();
-        let mark = self.triggers.mark(&id).await?;
-        match mark.as_deref().map(|m| (m, Mark::parse(m))) {
+        match mark.map(|m| (m, Mark::parse(m))) {
             None => {}
             Some((_, Some(Mark::Killed { .. }))) => {
                 // Killed before anyone took it: answer it so, never run it.
-                return self.answer(&trigger, "killed".into(), false).await;
+                return Settle::Publish(failure(&trigger, "killed".into(), false));
             }
             Some((
                 _,
@@ -464,45 +483,32 @@ impl Reaper {
                 let restarted = drain.incarnation.as_deref() != Some(incarnation.as_str());
                 if !drain.crashed && !restarted {
                     tracing::info!(trigger_id = %id, executor_id = drain.offline, "running on an offline executor that may still be alive; left to the lost-trigger scan");
-                    return Ok(());
+                    return Settle::Drop;
                 }
                 let msg = format!(
                     "lost: executor {} went away while the handler ran (its message came back unacked); the run's outcome is unknown",
                     drain.offline
                 );
                 tracing::warn!(trigger_id = %id, executor_id = drain.offline, "trigger lost with its executor");
-                return self.answer(&trigger, msg, true).await;
+                return Settle::Publish(failure(&trigger, msg, true));
             }
             Some((_, Some(Mark::Finished { executor, result }))) if executor == drain.offline => {
                 tracing::info!(trigger_id = %id, executor_id = drain.offline, "publishing the stored result of an offline executor");
-                return self
-                    .dispatcher
-                    .events()
-                    .publish(&[Event::Result(result)])
-                    .await;
+                return Settle::Publish(Event::Result(result));
             }
             Some(_) => {
                 tracing::info!(trigger_id = %id, executor_id = drain.offline, "taken by another executor or already answered; dropped");
-                return Ok(());
+                return Settle::Drop;
             }
         }
-        if live.is_empty() {
+        if none_live {
             let failed = stranded_failure(
                 trigger,
                 drain.offline,
                 self.config.monitor.reroute_timeout_ms,
             );
-            return self
-                .dispatcher
-                .events()
-                .publish(&[Event::Triggered(failed)])
-                .await;
+            return Settle::Publish(Event::Triggered(failed));
         }
-        let job = match self.store.get_job(trigger.job_id).await {
-            Ok(job) => Some(job),
-            Err(e) if e.kind == ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
         // The lateness the outage caused: since the fire's instant, or since
         // the executor went offline if the fire was waiting there already
         // (a SERIAL backlog waits by the user's choice).
@@ -511,7 +517,7 @@ impl Reaper {
             trigger.trigger_type,
             TriggerType::Cron | TriggerType::Misfire
         );
-        if let Some(job) = &job
+        if let Some(job) = job
             && scheduled
             && late_ms > self.config.scheduler.misfire_threshold_ms
         {
@@ -528,10 +534,10 @@ impl Reaper {
                     drain.offline
                 );
                 tracing::info!(trigger_id = %id, late_ms, "stranded fire misfired");
-                return self.answer(&trigger, msg, false).await;
+                return Settle::Publish(failure(&trigger, msg, false));
             }
         }
-        self.resend(trigger, job.map(|j| j.routing), live).await
+        Settle::Resend(trigger, job.map(|j| j.routing))
     }
 
     /// Sends a stranded trigger, same id, to a live executor, through the
@@ -552,6 +558,31 @@ impl Reaper {
         }
         Ok(())
     }
+}
+
+/// What becomes of a stranded trigger.
+enum Settle {
+    /// An event answers it (a failure, a stored result, a stranded failure).
+    Publish(Event),
+    /// Sent again, same id, to a live executor.
+    Resend(Trigger, Option<Routing>),
+    /// Someone else answers it.
+    Drop,
+}
+
+/// A failed result for `t` that no executor will send.
+fn failure(t: &Trigger, msg: String, retryable: bool) -> Event {
+    Event::Result(ExecResult {
+        trigger_id: t.trigger_id.clone(),
+        job_id: t.job_id,
+        executor_id: t.executor_id.clone(),
+        fire_ms: t.fire_ms,
+        start_ms: 0,
+        end_ms: clock::now_ms(),
+        code: code::FAIL,
+        msg,
+        retryable,
+    })
 }
 
 /// One offline executor's queue being drained.

@@ -387,13 +387,18 @@ impl TriggerStore {
 }
 
 impl TriggerStore {
-    /// The trigger's dedupe mark as stored (see [`Mark::parse`]), if any.
-    pub async fn mark(&self, trigger_id: &str) -> Result<Option<String>, Error> {
-        Ok(self
-            .conn()
-            .await?
-            .get(self.names.dedupe(trigger_id))
-            .await?)
+    /// The dedupe marks of several triggers as stored (see
+    /// [`Mark::parse`]), in order, in one round trip.
+    pub async fn marks(&self, trigger_ids: &[&str]) -> Result<Vec<Option<String>>, Error> {
+        if trigger_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A pipeline, not MGET: the keys need not share a hash slot.
+        let mut pipe = redis::pipe();
+        for id in trigger_ids {
+            pipe.get(self.names.dedupe(id));
+        }
+        Ok(pipe.query_async(&mut self.conn().await?).await?)
     }
 
     /// Remembers the kill of a trigger no executor has started: sets its
