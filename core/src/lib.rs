@@ -39,6 +39,7 @@
 //!   `eventually`; queue depths; fixtures; daemon checks.
 
 pub mod amqp;
+pub mod auth;
 pub mod backoff;
 pub mod batcher;
 pub mod clock;

@@ -4,7 +4,8 @@
 //! migrations, the batched idempotent writes of events (groups and jobs
 //! defined or deleted, triggers sent, results, handler log lines, alarm
 //! outcomes), the job and group rows read back to rebuild Redis, the log
-//! queries of the admin API, the daily report and retention. The
+//! queries of the admin API, the daily report and retention, users, API
+//! tokens and the audit log. The
 //! persistence worker is a consumer over [`write_events`]; the scheduler
 //! reads through [`History`] and never names a SQL type.
 //!
@@ -29,11 +30,13 @@
 //! * [`partitions`]: the day partitions of the log tables: made ahead,
 //!   dropped by retention.
 //! * [`report`]: the daily running / success / fail counts.
+//! * [`auth`]: users, API tokens (their hashes) and the audit log.
 //! * [`maintenance`]: the loop that refreshes the report, makes partitions
 //!   and applies retention, one process at a time ([`Maintenance`]).
 //! * `testing` (feature `testing`): throw-away databases for tests of any
 //!   crate, dropped with their guard.
 
+pub mod auth;
 mod error;
 mod jobs;
 mod logs;

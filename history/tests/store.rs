@@ -31,6 +31,8 @@ async fn migrations_are_idempotent_and_create_every_table() {
     assert_eq!(
         tables,
         [
+            "api_token",
+            "audit_log",
             "executor_group",
             "job",
             "job_log",

@@ -6,6 +6,7 @@ use rondo_core::testkit;
 use rondo_history::testing::TestDatabase;
 use sqlx::MySqlPool;
 
+#[allow(unused_imports)] // not every test binary tells the story
 pub use rondo_history::testing::story::*;
 
 /// A fresh migrated database; dropped with the guard.

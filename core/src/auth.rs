@@ -1,0 +1,278 @@
+//! Who may do what: roles, the principal a request acts as, and the
+//! secrets that prove it (password hashes, API tokens), written once for
+//! the API, the CLI's set-up command and the MySQL owner.
+//!
+//! # Roles (XXL-JOB's admin / per-group user, made explicit)
+//!
+//! | role | may |
+//! | --- | --- |
+//! | `admin` | everything, users included |
+//! | `operator` | read, create, edit, start, stop, trigger and kill the jobs of the groups granted to it, and edit those groups |
+//! | `viewer` | read the groups granted to it and their jobs and logs |
+//!
+//! An API token acts as its creator, with the creator's rights as they are
+//! when it is used (never more), or only the reading ones when it was made
+//! read-only.
+//!
+//! # Secrets
+//!
+//! * Passwords are stored as Argon2id PHC strings (`$argon2id$v=19$…`,
+//!   the crate's defaults: m = 19 MiB, t = 2, p = 1, OWASP's setting), each
+//!   with its own random salt.
+//! * API tokens are `rondo_pat_` and 43 characters of base64url (32 random
+//!   bytes). Only their SHA-256 (hex) is stored: a token has 256 bits of
+//!   entropy, so a fast hash is enough, and a lookup by hash finds it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::Error;
+
+/// A user's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// Reads a role from input, naming `field` when it is not one.
+    pub fn parse(field: &str, text: &str) -> Result<Role, Error> {
+        match text {
+            "viewer" => Ok(Role::Viewer),
+            "operator" => Ok(Role::Operator),
+            "admin" => Ok(Role::Admin),
+            other => Err(Error::invalid(
+                field,
+                format!("unknown role {other:?}: admin, operator or viewer"),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who a request acts as, with the rights it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub username: String,
+    pub role: Role,
+    /// The executor groups granted (ignored for an admin).
+    pub groups: BTreeSet<String>,
+    /// Acting through a read-only token: only reading rights remain.
+    pub read_only: bool,
+}
+
+/// What a request wants to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access<'a> {
+    /// Read something of one group (its jobs, logs, executors).
+    ReadGroup(&'a str),
+    /// Change or run something of one group (jobs, kill, edit the group).
+    OperateGroup(&'a str),
+    /// Read what is not one group's (the cluster's status, the report).
+    ReadAny,
+    /// Admin only: users, groups created or deleted, audit, maintenance.
+    Admin,
+}
+
+impl Principal {
+    /// Whether the principal may do `access`.
+    pub fn may(&self, access: Access<'_>) -> bool {
+        let admin = self.role == Role::Admin;
+        match access {
+            Access::ReadAny => true,
+            Access::ReadGroup(app) => admin || self.groups.contains(app),
+            Access::OperateGroup(app) => {
+                !self.read_only
+                    && (admin || (self.role == Role::Operator && self.groups.contains(app)))
+            }
+            Access::Admin => admin && !self.read_only,
+        }
+    }
+
+    /// Whether the principal sees every group (an admin) or only its own.
+    pub fn sees_every_group(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+/// Hashes a password for storage (Argon2id, a fresh salt).
+pub fn hash_password(password: &str) -> Result<String, Error> {
+    let bytes: [u8; 16] = rand::random();
+    let salt = SaltString::encode_b64(&bytes)
+        .map_err(|e| Error::internal(format!("a password salt: {e}")))?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|e| Error::internal(format!("hashing a password: {e}")))
+}
+
+/// Whether `password` matches a stored hash; false for a hash that does
+/// not parse (never an error an attacker could tell apart).
+pub fn verify_password(password: &str, stored: &str) -> bool {
+    let Ok(parsed) = PasswordHash::new(stored) else {
+        return false;
+    };
+    Argon2::default()
+        .verify_password(password.as_bytes(), &parsed)
+        .is_ok()
+}
+
+/// Checks a new password: 12 to 256 characters.
+pub fn check_new_password(field: &str, password: &str) -> Result<(), Error> {
+    let chars = password.chars().count();
+    if !(12..=256).contains(&chars) {
+        return Err(Error::invalid(field, "must be 12 to 256 characters long"));
+    }
+    Ok(())
+}
+
+/// The prefix of every API token.
+pub const TOKEN_PREFIX: &str = "rondo_pat_";
+
+/// A new API token: `(the token, shown once; its hash, stored)`.
+pub fn new_token() -> (String, String) {
+    let bytes: [u8; 32] = rand::random();
+    let token = format!("{TOKEN_PREFIX}{}", base64url(&bytes));
+    let hash = token_hash(&token);
+    (token, hash)
+}
+
+/// The stored form of a token: its SHA-256, hex.
+pub fn token_hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// A new random secret for a session id or a CSRF token (32 bytes,
+/// base64url).
+pub fn new_secret() -> String {
+    let bytes: [u8; 32] = rand::random();
+    base64url(&bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len() * 4 / 3 + 2);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(role: Role, groups: &[&str], read_only: bool) -> Principal {
+        Principal {
+            username: "u".into(),
+            role,
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            read_only,
+        }
+    }
+
+    #[test]
+    fn roles_grant_what_the_table_says() {
+        use Access::*;
+        let cases = [
+            (
+                principal(Role::Admin, &[], false),
+                [true, true, true, true, true],
+            ),
+            (
+                principal(Role::Operator, &["a"], false),
+                [true, true, false, true, false],
+            ),
+            (
+                principal(Role::Viewer, &["a"], false),
+                [true, false, false, true, false],
+            ),
+            (
+                principal(Role::Admin, &[], true),
+                [true, false, false, true, false],
+            ),
+            (
+                principal(Role::Operator, &["a"], true),
+                [true, false, false, true, false],
+            ),
+        ];
+        for (p, [read_a, operate_a, operate_b, read_any, admin]) in cases {
+            assert_eq!(p.may(ReadGroup("a")), read_a, "{p:?} read a");
+            assert_eq!(p.may(OperateGroup("a")), operate_a, "{p:?} operate a");
+            assert_eq!(p.may(OperateGroup("b")), operate_b, "{p:?} operate b");
+            assert_eq!(p.may(ReadAny), read_any, "{p:?} read any");
+            assert_eq!(p.may(Admin), admin, "{p:?} admin");
+        }
+        assert!(!principal(Role::Viewer, &["a"], false).may(ReadGroup("b")));
+    }
+
+    #[test]
+    fn passwords_hash_with_a_salt_each_and_verify() {
+        let a = hash_password("correct horse battery").unwrap();
+        let b = hash_password("correct horse battery").unwrap();
+        assert!(a.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{a}");
+        assert_ne!(a, b, "a salt each");
+        assert!(verify_password("correct horse battery", &a));
+        assert!(!verify_password("correct horse batterz", &a));
+        assert!(!verify_password("anything", "not a phc string"));
+        assert!(check_new_password("password", "short").is_err());
+        assert!(check_new_password("password", "twelve chars").is_ok());
+    }
+
+    #[test]
+    fn tokens_are_random_prefixed_and_stored_by_hash() {
+        let (token, hash) = new_token();
+        let (other, _) = new_token();
+        assert!(token.starts_with(TOKEN_PREFIX));
+        assert_eq!(token.len(), TOKEN_PREFIX.len() + 43);
+        assert_ne!(token, other);
+        assert_eq!(hash, token_hash(&token));
+        assert_eq!(hash.len(), 64);
+        assert!(
+            token[TOKEN_PREFIX.len()..]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+    }
+
+    #[test]
+    fn base64url_matches_the_rfc_vectors_without_padding() {
+        assert_eq!(base64url(b"f"), "Zg");
+        assert_eq!(base64url(b"fo"), "Zm8");
+        assert_eq!(base64url(b"foo"), "Zm9v");
+        assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+}

@@ -1,0 +1,407 @@
+//! Users, API tokens and the audit log (migration `…_auth.sql`): the rows
+//! sign-in reads and writes. What they mean (roles, rights, how secrets are
+//! made) is `rondo_core::auth`; only hashes of secrets come here.
+
+use rondo_core::auth::Role;
+use serde::Serialize;
+use sqlx::Row;
+use sqlx::mysql::MySqlRow;
+
+use crate::{Error, History};
+
+/// A user as stored, without the password hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserRow {
+    pub username: String,
+    pub role: Role,
+    /// Executor groups granted (empty for an admin, who has them all).
+    pub groups: Vec<String>,
+    pub enabled: bool,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// An API token as stored (its hash stays inside this crate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenRow {
+    pub id: u64,
+    pub username: String,
+    pub name: String,
+    /// The token's first characters, to tell tokens apart.
+    pub prefix: String,
+    pub read_only: bool,
+    pub created_ms: i64,
+    pub expires_ms: Option<i64>,
+    pub revoked_ms: Option<i64>,
+    pub last_used_ms: Option<i64>,
+}
+
+/// A token to store.
+#[derive(Debug, Clone)]
+pub struct NewToken<'a> {
+    pub username: &'a str,
+    pub name: &'a str,
+    pub hash: &'a str,
+    pub prefix: &'a str,
+    pub read_only: bool,
+    pub created_ms: i64,
+    pub expires_ms: Option<i64>,
+}
+
+/// One audit row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditEntry {
+    pub at_ms: i64,
+    pub username: String,
+    /// `job.create`, `job.update`, `job.delete`, `job.start`, `job.stop`,
+    /// `job.trigger`, `trigger.kill`, `group.*`, `user.*`, `token.*`, …
+    pub action: String,
+    /// What it was done to: `job:7`, `group:billing`, `user:ann`, …
+    pub target: String,
+    pub group: Option<String>,
+    /// The client's address.
+    pub address: String,
+    pub detail: Option<String>,
+}
+
+/// Which audit rows to read, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub username: Option<String>,
+    pub action: Option<String>,
+    pub target: Option<String>,
+    pub group: Option<String>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub limit: u32,
+}
+
+const USER_COLUMNS: &str =
+    "username, role, groups_granted, enabled, created_ms, updated_ms, password_hash";
+const TOKEN_COLUMNS: &str = "id, username, name, prefix, read_only, created_ms, expires_ms, \
+                             revoked_ms, last_used_ms";
+
+fn user_row(row: &MySqlRow) -> Result<(UserRow, String), Error> {
+    let role: String = row.try_get("role")?;
+    let role = Role::parse("role", &role).map_err(Error::Decode)?;
+    let groups: Option<String> = row.try_get("groups_granted")?;
+    let groups: Vec<String> = match groups.as_deref() {
+        None | Some("") => Vec::new(),
+        Some(json) => serde_json::from_str(json).map_err(|e| {
+            Error::Decode(rondo_core::Error::internal(format!(
+                "user groups_granted is not a JSON array of names: {e}"
+            )))
+        })?,
+    };
+    let user = UserRow {
+        username: row.try_get("username")?,
+        role,
+        groups,
+        enabled: row.try_get::<i8, _>("enabled")? != 0,
+        created_ms: row.try_get("created_ms")?,
+        updated_ms: row.try_get("updated_ms")?,
+    };
+    Ok((user, row.try_get("password_hash")?))
+}
+
+fn token_row(row: &MySqlRow) -> Result<TokenRow, Error> {
+    Ok(TokenRow {
+        id: row.try_get("id")?,
+        username: row.try_get("username")?,
+        name: row.try_get("name")?,
+        prefix: row.try_get("prefix")?,
+        read_only: row.try_get::<i8, _>("read_only")? != 0,
+        created_ms: row.try_get("created_ms")?,
+        expires_ms: row.try_get("expires_ms")?,
+        revoked_ms: row.try_get("revoked_ms")?,
+        last_used_ms: row.try_get("last_used_ms")?,
+    })
+}
+
+fn groups_json(groups: &[String]) -> String {
+    serde_json::to_string(groups).unwrap_or_else(|_| "[]".into())
+}
+
+/// MySQL's duplicate-key error.
+fn is_duplicate(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23000"))
+}
+
+impl History {
+    /// Stores a new user; false when the username is taken.
+    pub async fn create_user(&self, user: &UserRow, password_hash: &str) -> Result<bool, Error> {
+        let inserted = sqlx::query(
+            "INSERT INTO `user` (username, password_hash, role, groups_granted, enabled, created_ms, updated_ms) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&user.username)
+        .bind(password_hash)
+        .bind(user.role.as_str())
+        .bind(groups_json(&user.groups))
+        .bind(user.enabled)
+        .bind(user.created_ms)
+        .bind(user.updated_ms)
+        .execute(self.pool())
+        .await;
+        match inserted {
+            Ok(_) => Ok(true),
+            Err(e) if is_duplicate(&e) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A user and its password hash.
+    pub async fn user(&self, username: &str) -> Result<Option<(UserRow, String)>, Error> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM `user` WHERE username = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(username)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(user_row).transpose()
+    }
+
+    /// Every user, by name.
+    pub async fn users(&self) -> Result<Vec<UserRow>, Error> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM `user` ORDER BY username");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| user_row(r).map(|(u, _)| u)).collect()
+    }
+
+    /// How many enabled admins there are (the last one may not go).
+    pub async fn enabled_admins(&self) -> Result<u64, Error> {
+        Ok(sqlx::query_scalar(
+            "SELECT CAST(COUNT(*) AS UNSIGNED) FROM `user` WHERE role = 'admin' AND enabled = 1",
+        )
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// How many users there are.
+    pub async fn user_count(&self) -> Result<u64, Error> {
+        Ok(
+            sqlx::query_scalar("SELECT CAST(COUNT(*) AS UNSIGNED) FROM `user`")
+                .fetch_one(self.pool())
+                .await?,
+        )
+    }
+
+    /// Changes a user's role, groups and enabled flag; false when no such
+    /// user.
+    pub async fn update_user(&self, user: &UserRow) -> Result<bool, Error> {
+        let done = sqlx::query(
+            "UPDATE `user` SET role = ?, groups_granted = ?, enabled = ?, updated_ms = ? WHERE username = ?",
+        )
+        .bind(user.role.as_str())
+        .bind(groups_json(&user.groups))
+        .bind(user.enabled)
+        .bind(user.updated_ms)
+        .bind(&user.username)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Replaces a user's password hash; false when no such user.
+    pub async fn set_password(
+        &self,
+        username: &str,
+        password_hash: &str,
+        now_ms: i64,
+    ) -> Result<bool, Error> {
+        let done =
+            sqlx::query("UPDATE `user` SET password_hash = ?, updated_ms = ? WHERE username = ?")
+                .bind(password_hash)
+                .bind(now_ms)
+                .bind(username)
+                .execute(self.pool())
+                .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Deletes a user and revokes its tokens; false when no such user.
+    pub async fn delete_user(&self, username: &str, now_ms: i64) -> Result<bool, Error> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "UPDATE api_token SET revoked_ms = ? WHERE username = ? AND revoked_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(username)
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query("DELETE FROM `user` WHERE username = ?")
+            .bind(username)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Stores a new token; returns its id.
+    pub async fn create_token(&self, token: &NewToken<'_>) -> Result<u64, Error> {
+        let done = sqlx::query(
+            "INSERT INTO api_token (username, name, token_hash, prefix, read_only, created_ms, expires_ms) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(token.username)
+        .bind(token.name)
+        .bind(token.hash)
+        .bind(token.prefix)
+        .bind(token.read_only)
+        .bind(token.created_ms)
+        .bind(token.expires_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(done.last_insert_id())
+    }
+
+    /// The token with this hash and its user, if the token is neither
+    /// revoked nor expired at `now_ms` and its user exists and is enabled.
+    pub async fn valid_token(
+        &self,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<(TokenRow, UserRow)>, Error> {
+        let sql = format!(
+            "SELECT {} FROM api_token t JOIN `user` u ON u.username = t.username \
+             WHERE t.token_hash = ? AND t.revoked_ms IS NULL \
+             AND (t.expires_ms IS NULL OR t.expires_ms > ?) AND u.enabled = 1",
+            "t.id, t.username, t.name, t.prefix, t.read_only, t.created_ms, t.expires_ms, \
+             t.revoked_ms, t.last_used_ms, u.role, u.groups_granted, u.enabled, \
+             u.created_ms AS user_created_ms, u.updated_ms AS user_updated_ms"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(hash)
+            .bind(now_ms)
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let token = token_row(&row)?;
+        let role: String = row.try_get("role")?;
+        let groups: Option<String> = row.try_get("groups_granted")?;
+        let user = UserRow {
+            username: token.username.clone(),
+            role: Role::parse("role", &role).map_err(Error::Decode)?,
+            groups: match groups.as_deref() {
+                None | Some("") => Vec::new(),
+                Some(json) => serde_json::from_str(json).unwrap_or_default(),
+            },
+            enabled: true,
+            created_ms: row.try_get("user_created_ms")?,
+            updated_ms: row.try_get("user_updated_ms")?,
+        };
+        Ok(Some((token, user)))
+    }
+
+    /// Notes a token's use (at most once a minute per token, by the
+    /// caller's choice).
+    pub async fn touch_token(&self, id: u64, now_ms: i64) -> Result<(), Error> {
+        sqlx::query("UPDATE api_token SET last_used_ms = ? WHERE id = ?")
+            .bind(now_ms)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Tokens, newest first: one user's, or everyone's.
+    pub async fn tokens(&self, username: Option<&str>) -> Result<Vec<TokenRow>, Error> {
+        let rows = match username {
+            Some(user) => {
+                let sql = format!(
+                    "SELECT {TOKEN_COLUMNS} FROM api_token WHERE username = ? ORDER BY id DESC"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(user)
+                    .fetch_all(self.pool())
+                    .await?
+            }
+            None => {
+                let sql = format!("SELECT {TOKEN_COLUMNS} FROM api_token ORDER BY id DESC");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(self.pool())
+                    .await?
+            }
+        };
+        rows.iter().map(token_row).collect()
+    }
+
+    /// Revokes a token (of `username` only, when given); false when there
+    /// is no such token not revoked yet.
+    pub async fn revoke_token(
+        &self,
+        id: u64,
+        username: Option<&str>,
+        now_ms: i64,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query(
+            "UPDATE api_token SET revoked_ms = ? \
+             WHERE id = ? AND revoked_ms IS NULL AND (? IS NULL OR username = ?)",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .bind(username)
+        .bind(username)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Appends an audit row.
+    pub async fn audit(&self, entry: &AuditEntry) -> Result<(), Error> {
+        sqlx::query(
+            "INSERT INTO audit_log (at_ms, username, action, target, group_app, address, detail) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(entry.at_ms)
+        .bind(&entry.username)
+        .bind(&entry.action)
+        .bind(&entry.target)
+        .bind(&entry.group)
+        .bind(&entry.address)
+        .bind(&entry.detail)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Audit rows matching `filter`, newest first.
+    pub async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
+        let rows = sqlx::query(
+            "SELECT at_ms, username, action, target, group_app, address, detail FROM audit_log \
+             WHERE (? IS NULL OR username = ?) AND (? IS NULL OR action = ?) \
+             AND (? IS NULL OR target = ?) AND (? IS NULL OR group_app = ?) \
+             AND (? IS NULL OR at_ms >= ?) AND (? IS NULL OR at_ms < ?) \
+             ORDER BY at_ms DESC, id DESC LIMIT ?",
+        )
+        .bind(&filter.username)
+        .bind(&filter.username)
+        .bind(&filter.action)
+        .bind(&filter.action)
+        .bind(&filter.target)
+        .bind(&filter.target)
+        .bind(&filter.group)
+        .bind(&filter.group)
+        .bind(filter.since_ms)
+        .bind(filter.since_ms)
+        .bind(filter.until_ms)
+        .bind(filter.until_ms)
+        .bind(filter.limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditEntry {
+                    at_ms: r.try_get("at_ms")?,
+                    username: r.try_get("username")?,
+                    action: r.try_get("action")?,
+                    target: r.try_get("target")?,
+                    group: r.try_get("group_app")?,
+                    address: r.try_get("address")?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+}
