@@ -31,9 +31,10 @@ pub const PERSISTENT: u8 = 2;
 /// Opens a connection.
 pub async fn connect(url: &str, name: &str) -> Result<Connection, Error> {
     let props = ConnectionProperties::default().with_connection_name(name.into());
-    Connection::connect(url, props)
-        .await
-        .map_err(|e| Error::unavailable(format!("amqp connect {url}: {e}")))
+    Connection::connect(url, props).await.map_err(|e| {
+        let url = crate::redact::url(url);
+        Error::unavailable(format!("amqp connect {url}: {e}"))
+    })
 }
 
 /// Opens a channel with publisher confirms on.

@@ -52,6 +52,7 @@ pub mod histogram;
 pub mod inflight;
 pub mod model;
 pub mod names;
+pub mod redact;
 pub mod redis;
 pub mod registry;
 pub mod schedule;

@@ -1,0 +1,45 @@
+//! Secrets out of what is logged or answered: a URL's password.
+
+/// `url` with the password of its user info replaced by `***`
+/// (`amqp://rondo:s3cret@mq:5672/%2f` → `amqp://rondo:***@mq:5672/%2f`);
+/// a URL without one comes back unchanged.
+pub fn url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_hidden_and_the_rest_kept() {
+        assert_eq!(
+            url("amqp://rondo:s3cret@mq:5672/%2f?heartbeat=10"),
+            "amqp://rondo:***@mq:5672/%2f?heartbeat=10"
+        );
+        assert_eq!(url("mysql://u:p@h/db"), "mysql://u:***@h/db");
+        assert_eq!(
+            url("redis://:pw@127.0.0.1:6379"),
+            "redis://:***@127.0.0.1:6379"
+        );
+        assert_eq!(url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(url("amqp://user@h/"), "amqp://user@h/");
+        assert_eq!(url("not a url"), "not a url");
+        assert_eq!(
+            url("http://h/path@x"),
+            "http://h/path@x",
+            "an @ in the path is not user info"
+        );
+    }
+}
