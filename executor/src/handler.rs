@@ -12,6 +12,10 @@ use crate::context::JobContext;
 use crate::error::{ExecutorError, JobError};
 use crate::workers::hooks::{HookKind, SharedHook};
 
+/// The built-in handlers that run commands (see `builtin`): offered only
+/// when the executor enables them, and named in the refusal otherwise.
+pub const COMMAND_HANDLERS: &[&str] = &["shell"];
+
 /// The longest handler name (as the job model allows).
 const MAX_NAME_BYTES: usize = rondo_core::model::MAX_TEXT;
 

@@ -160,7 +160,7 @@ impl Runner {
         let Some(handler) = self.handlers.get(&trigger.handler) else {
             tracing::warn!(handler = %trigger.handler, "unknown handler");
             guard.end();
-            let outcome = if crate::builtin::COMMAND_HANDLERS.contains(&trigger.handler.as_str()) {
+            let outcome = if crate::handler::COMMAND_HANDLERS.contains(&trigger.handler.as_str()) {
                 // Not retried: another try would meet the same executor.
                 Outcome {
                     retryable: false,

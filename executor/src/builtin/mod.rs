@@ -16,8 +16,7 @@ pub use shell::shell;
 
 use crate::executor::ExecutorBuilder;
 
-/// The built-in handlers that run commands: offered only when enabled.
-pub const COMMAND_HANDLERS: &[&str] = &["shell"];
+pub use crate::handler::COMMAND_HANDLERS;
 
 /// Registers the built-in handlers under their usual names: `http` and
 /// `demo`, and `shell` only when `executor.command_handlers` is on.
