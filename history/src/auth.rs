@@ -84,15 +84,7 @@ const TOKEN_COLUMNS: &str = "id, username, name, prefix, read_only, created_ms, 
 fn user_row(row: &MySqlRow) -> Result<(UserRow, String), Error> {
     let role: String = row.try_get("role")?;
     let role = Role::parse("role", &role).map_err(Error::Decode)?;
-    let groups: Option<String> = row.try_get("groups_granted")?;
-    let groups: Vec<String> = match groups.as_deref() {
-        None | Some("") => Vec::new(),
-        Some(json) => serde_json::from_str(json).map_err(|e| {
-            Error::Decode(rondo_core::Error::internal(format!(
-                "user groups_granted is not a JSON array of names: {e}"
-            )))
-        })?,
-    };
+    let groups = decode_groups(row)?;
     let user = UserRow {
         username: row.try_get("username")?,
         role,
@@ -102,6 +94,19 @@ fn user_row(row: &MySqlRow) -> Result<(UserRow, String), Error> {
         updated_ms: row.try_get("updated_ms")?,
     };
     Ok((user, row.try_get("password_hash")?))
+}
+
+/// A user's `groups_granted`: a JSON array of names (NULL or empty: none).
+fn decode_groups(row: &MySqlRow) -> Result<Vec<String>, Error> {
+    let groups: Option<String> = row.try_get("groups_granted")?;
+    match groups.as_deref() {
+        None | Some("") => Ok(Vec::new()),
+        Some(json) => serde_json::from_str(json).map_err(|e| {
+            Error::Decode(rondo_core::Error::internal(format!(
+                "user groups_granted is not a JSON array of names: {e}"
+            )))
+        }),
+    }
 }
 
 fn token_row(row: &MySqlRow) -> Result<TokenRow, Error> {
@@ -279,14 +284,10 @@ impl History {
         let Some(row) = row else { return Ok(None) };
         let token = token_row(&row)?;
         let role: String = row.try_get("role")?;
-        let groups: Option<String> = row.try_get("groups_granted")?;
         let user = UserRow {
             username: token.username.clone(),
             role: Role::parse("role", &role).map_err(Error::Decode)?,
-            groups: match groups.as_deref() {
-                None | Some("") => Vec::new(),
-                Some(json) => serde_json::from_str(json).unwrap_or_default(),
-            },
+            groups: decode_groups(&row)?,
             enabled: true,
             created_ms: row.try_get("user_created_ms")?,
             updated_ms: row.try_get("user_updated_ms")?,
