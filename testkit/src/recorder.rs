@@ -24,6 +24,18 @@ impl Recorder {
         self.0.lock().expect("runs lock").clone()
     }
 
+    /// Waits up to `timeout` for a run of a fire scheduled at or after
+    /// `fire_ms`: the positive signal that the schedule got that far.
+    pub async fn until_fire(&self, fire_ms: i64, timeout: std::time::Duration) {
+        crate::eventually("a run of a fire that late", timeout, || async {
+            self.runs()
+                .iter()
+                .any(|r| r.fire_ms >= fire_ms)
+                .then_some(())
+        })
+        .await;
+    }
+
     /// Registers the handler `record`, which records every run here.
     pub fn register(&self, builder: ExecutorBuilder) -> ExecutorBuilder {
         self.register_as(builder, "record")

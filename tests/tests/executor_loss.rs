@@ -100,18 +100,7 @@ async fn a_crashed_executor_stops_getting_triggers_within_its_lease_and_loses_no
     // covers every one of them up to `last`.
     let first = next_second(killed_ms);
     let last = first + 6_000;
-    eventually(
-        "the fires after the kill to run",
-        Duration::from_secs(30),
-        || async {
-            recorder
-                .runs()
-                .iter()
-                .any(|r| r.fire_ms >= last)
-                .then_some(())
-        },
-    )
-    .await;
+    recorder.until_fire(last, Duration::from_secs(30)).await;
 
     let sent = witness.sent();
     let to_dead = sent

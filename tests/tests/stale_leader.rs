@@ -57,6 +57,14 @@ async fn wait_for_fire(recorder: &Recorder, jobs: usize, at: i64) {
     .await;
 }
 
+async fn redis_conn(cluster: &Cluster) -> deadpool_redis::Connection {
+    rondo_core::redis::pool(&cluster.config().redis)
+        .unwrap()
+        .get()
+        .await
+        .unwrap()
+}
+
 /// Every job ran every second of [from, to] exactly once.
 fn assert_exactly_once(recorder: &Recorder, jobs: usize, from: i64, to: i64) {
     let mut per_fire: HashMap<(u64, i64), usize> = HashMap::new();
@@ -130,11 +138,7 @@ async fn a_frozen_leader_steps_down_and_moves_nothing() {
     assert_eq!(old_status["role"]["leader"], false);
     // The fence held: every partition accepts the new term, none an older.
     let names = cluster.config().names();
-    let mut conn = rondo_core::redis::pool(&cluster.config().redis)
-        .unwrap()
-        .get()
-        .await
-        .unwrap();
+    let mut conn = redis_conn(&cluster).await;
     for p in 0..names.partitions() {
         let accepted: u64 = conn.get(names.term(p)).await.unwrap();
         assert!(
@@ -171,11 +175,7 @@ async fn a_refused_term_makes_the_leader_resign_and_come_back_higher() {
     // A newer leader's fencing, behind this node's back.
     let fenced = term + 10;
     let names = cluster.config().names();
-    let mut conn = rondo_core::redis::pool(&cluster.config().redis)
-        .unwrap()
-        .get()
-        .await
-        .unwrap();
+    let mut conn = redis_conn(&cluster).await;
     for p in 0..names.partitions() {
         let _: () = conn.set(names.term(p), fenced).await.unwrap();
     }
