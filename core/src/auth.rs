@@ -138,6 +138,21 @@ pub fn verify_password(password: &str, stored: &str) -> bool {
         .is_ok()
 }
 
+/// Checks a username: 1 to 64 of `A-Z a-z 0-9 . _ @ -`.
+pub fn check_username(field: &str, name: &str) -> Result<(), Error> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'));
+    if !ok {
+        return Err(Error::invalid(
+            field,
+            "must be 1 to 64 characters of letters, digits, '.', '_', '@' and '-'",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a new password: 12 to 256 characters.
 pub fn check_new_password(field: &str, password: &str) -> Result<(), Error> {
     let chars = password.chars().count();
@@ -168,6 +183,12 @@ pub fn token_hash(token: &str) -> String {
 pub fn new_secret() -> String {
     let bytes: [u8; 32] = rand::random();
     base64url(&bytes)
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+pub fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -265,6 +286,16 @@ mod tests {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         );
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "ab"));
+        assert!(check_username("u", "ann.lee@corp").is_ok());
+        assert!(check_username("u", "").is_err());
+        assert!(check_username("u", "a b").is_err());
     }
 
     #[test]

@@ -21,11 +21,20 @@ const SECTIONS: &[&str] = &[
     "persist",
     "monitor",
     "alarm",
+    "auth",
     "log",
 ];
 /// Variables that start with `RONDO_` but are not configuration keys: the
-/// config file path and the CLI's API address.
-const NOT_KEYS: &[&str] = &["config", "api"];
+/// config file path and the CLI's own (API address, token, credentials
+/// file, passwords).
+const NOT_KEYS: &[&str] = &[
+    "config",
+    "api",
+    "token",
+    "credentials",
+    "password",
+    "new_password",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -52,6 +61,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub monitor: MonitorConfig,
     pub alarm: AlarmConfig,
+    pub auth: AuthConfig,
     pub executor: ExecutorConfig,
     pub persist: PersistConfig,
     pub log: LogConfig,
@@ -70,6 +80,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             monitor: MonitorConfig::default(),
             alarm: AlarmConfig::default(),
+            auth: AuthConfig::default(),
             executor: ExecutorConfig::default(),
             persist: PersistConfig::default(),
             log: LogConfig::default(),
@@ -77,7 +88,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
     pub url: String,
@@ -97,7 +108,7 @@ impl Default for RedisConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AmqpConfig {
     pub url: String,
@@ -128,7 +139,7 @@ impl Default for ZkConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MysqlConfig {
     pub url: String,
@@ -251,7 +262,7 @@ impl Default for MonitorConfig {
 }
 
 /// How failure alarms are sent (per job: `alarm_email`, `alarm_webhook`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AlarmConfig {
     /// SMTP server; empty = e-mail alarms are not sent (status "failed").
@@ -276,6 +287,52 @@ impl Default for AlarmConfig {
             smtp_password: String::new(),
             smtp_from: "rondo@localhost".into(),
             timeout_ms: 5_000,
+        }
+    }
+}
+
+/// Sign-in to the admin API (`scheduler/src/api/auth.rs`).
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The first admin, created by a node when there is no user at all
+    /// (both set, or neither). There is no built-in default: without them,
+    /// nobody can sign in until an admin is made this way.
+    pub admin_user: String,
+    pub admin_password: String,
+    /// A browser session ends after this long without a request…
+    pub session_idle_s: u64,
+    /// …and this long after sign-in, whatever its use.
+    pub session_max_s: u64,
+    /// Failed sign-ins counted per window, per username and per client
+    /// address; past a limit, sign-in answers 429 until the window ends.
+    pub login_window_s: u64,
+    pub login_max_per_user: u32,
+    pub login_max_per_address: u32,
+    /// How long a node trusts what it read about a token or a user (a
+    /// revocation or a role change reaches other nodes within this).
+    pub cache_ms: u64,
+    /// Mark the session cookie `Secure` (set it when the API is served
+    /// over HTTPS, directly or behind a proxy).
+    pub cookie_secure: bool,
+    /// Take the client address from the last `X-Forwarded-For` entry (only
+    /// behind a proxy that sets it); otherwise the TCP peer.
+    pub trust_forwarded_for: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            admin_user: String::new(),
+            admin_password: String::new(),
+            session_idle_s: 30 * 60,
+            session_max_s: 12 * 3600,
+            login_window_s: 15 * 60,
+            login_max_per_user: 10,
+            login_max_per_address: 50,
+            cache_ms: 5_000,
+            cookie_secure: false,
+            trust_forwarded_for: false,
         }
     }
 }
@@ -416,6 +473,8 @@ impl Config {
                 "alarm.smtp_tls must be none, starttls or tls".into(),
             ));
         }
+        self.check_auth()?;
+        self.check_default_secrets()?;
         if !matches!(self.log.format.as_str(), "plain" | "json") {
             return Err(ConfigError::Invalid(
                 "log.format must be plain or json".into(),
@@ -424,8 +483,130 @@ impl Config {
         Ok(())
     }
 
+    fn check_auth(&self) -> Result<(), ConfigError> {
+        let a = &self.auth;
+        if a.admin_user.is_empty() != a.admin_password.is_empty() {
+            return Err(ConfigError::Invalid(
+                "auth.admin_user and auth.admin_password go together: set both or neither".into(),
+            ));
+        }
+        if !a.admin_user.is_empty() {
+            crate::auth::check_username("auth.admin_user", &a.admin_user)
+                .map_err(|e| ConfigError::Invalid(format!("auth.admin_user: {}", e.message)))?;
+            crate::auth::check_new_password("auth.admin_password", &a.admin_password)
+                .map_err(|e| ConfigError::Invalid(format!("auth.admin_password: {}", e.message)))?;
+        }
+        if a.session_idle_s == 0 || a.session_max_s < a.session_idle_s {
+            return Err(ConfigError::Invalid(
+                "auth.session_idle_s must be > 0 and at most auth.session_max_s".into(),
+            ));
+        }
+        if a.login_window_s == 0 || a.login_max_per_user == 0 || a.login_max_per_address == 0 {
+            return Err(ConfigError::Invalid(
+                "auth.login_window_s, login_max_per_user and login_max_per_address must be > 0"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses the credentials that ship in this repository (the broker's
+    /// `guest:guest`, the demo database's `rondo:rondo`) for a service that
+    /// is not on this machine: they are only for a loopback demo.
+    fn check_default_secrets(&self) -> Result<(), ConfigError> {
+        let shipped = [
+            ("amqp.url", &self.amqp.url, "guest:guest"),
+            ("mysql.url", &self.mysql.url, "rondo:rondo"),
+        ];
+        for (key, url, userinfo) in shipped {
+            if let Some(host) = crate::redact::host_with_userinfo(url, userinfo)
+                && !is_loopback(&host)
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} uses the demo credentials {userinfo} for {host}, which is not this machine; give the service its own user and password"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub fn names(&self) -> crate::names::Names {
         crate::names::Names::new(&self.namespace, self.partitions)
+    }
+}
+
+/// Whether a URL's host (`host`, `host:port`, `[v6]:port`) is this
+/// machine.
+fn is_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Config sections with a secret print it as `***`.
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &crate::redact::url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .field("response_timeout_ms", &self.response_timeout_ms)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for AmqpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpConfig")
+            .field("url", &crate::redact::url(&self.url))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for MysqlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlConfig")
+            .field("url", &crate::redact::url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for AlarmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlarmConfig")
+            .field("smtp_host", &self.smtp_host)
+            .field("smtp_port", &self.smtp_port)
+            .field("smtp_tls", &self.smtp_tls)
+            .field("smtp_user", &self.smtp_user)
+            .field("smtp_password", &crate::redact::secret(&self.smtp_password))
+            .field("smtp_from", &self.smtp_from)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("admin_user", &self.admin_user)
+            .field(
+                "admin_password",
+                &crate::redact::secret(&self.admin_password),
+            )
+            .field("session_idle_s", &self.session_idle_s)
+            .field("session_max_s", &self.session_max_s)
+            .field("login_window_s", &self.login_window_s)
+            .field("login_max_per_user", &self.login_max_per_user)
+            .field("login_max_per_address", &self.login_max_per_address)
+            .field("cache_ms", &self.cache_ms)
+            .field("cookie_secure", &self.cookie_secure)
+            .field("trust_forwarded_for", &self.trust_forwarded_for)
+            .finish()
     }
 }
 
@@ -544,5 +725,47 @@ mod tests {
         assert!(Config::load("[registry]\nlease_ms = 90000", env(&[])).is_err());
         assert!(Config::load("namespace = \"a b\"", env(&[])).is_err());
         assert!(Config::load("[log]\nformat = \"xml\"", env(&[])).is_err());
+        assert!(Config::load("[auth]\nadmin_user = \"root\"", env(&[])).is_err());
+        let short = "[auth]\nadmin_user = \"root\"\nadmin_password = \"short\"";
+        assert!(Config::load(short, env(&[])).is_err());
+        let good = "[auth]\nadmin_user = \"root\"\nadmin_password = \"long enough pass\"";
+        assert!(Config::load(good, env(&[])).is_ok());
+    }
+
+    #[test]
+    fn shipped_credentials_work_on_loopback_only() {
+        assert!(Config::load("", env(&[])).is_ok());
+        let remote = env(&[("RONDO_AMQP_URL", "amqp://guest:guest@mq.prod:5672/%2f")]);
+        let e = Config::load("", remote).unwrap_err();
+        assert!(e.to_string().contains("amqp.url"), "{e}");
+        let remote_db = env(&[("RONDO_MYSQL_URL", "mysql://rondo:rondo@10.0.0.5/rondo")]);
+        assert!(Config::load("", remote_db).is_err());
+        let own = env(&[("RONDO_AMQP_URL", "amqp://sched:x7Gq@mq.prod:5672/%2f")]);
+        assert!(Config::load("", own).is_ok());
+        let local = env(&[("RONDO_MYSQL_URL", "mysql://rondo:rondo@localhost:3306/x")]);
+        assert!(Config::load("", local).is_ok());
+        let v6 = env(&[("RONDO_AMQP_URL", "amqp://guest:guest@[::1]:5672/%2f")]);
+        assert!(Config::load("", v6).is_ok());
+    }
+
+    #[test]
+    fn secrets_never_show_in_the_debug_form() {
+        let text = "[alarm]\nsmtp_password = \"smtp-secret\"\n[auth]\nadmin_user = \"root\"\nadmin_password = \"admin-secret-123\"";
+        let vars = env(&[
+            ("RONDO_AMQP_URL", "amqp://u:amqp-secret@127.0.0.1/%2f"),
+            ("RONDO_REDIS_URL", "redis://:redis-secret@127.0.0.1:6379"),
+            ("RONDO_MYSQL_URL", "mysql://u:mysql-secret@127.0.0.1/r"),
+        ]);
+        let shown = format!("{:?}", Config::load(text, vars).unwrap());
+        for secret in [
+            "smtp-secret",
+            "admin-secret",
+            "amqp-secret",
+            "redis-secret",
+            "mysql-secret",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("127.0.0.1"));
     }
 }

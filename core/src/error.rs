@@ -14,6 +14,13 @@ pub enum ErrorKind {
     NotFound,
     /// The thing exists already or changed under the caller.
     Conflict,
+    /// No credentials, or credentials that prove nothing (wrong, expired,
+    /// revoked).
+    Unauthenticated,
+    /// The caller is known but may not do this.
+    Forbidden,
+    /// Too many attempts (sign-in throttling); try again later.
+    TooManyRequests,
     /// A leader term older than the one the store accepts (fencing).
     StaleTerm,
     /// A service (Redis, RabbitMQ, ZooKeeper, MySQL) did not answer.
@@ -29,6 +36,9 @@ impl ErrorKind {
             ErrorKind::InvalidInput => 400,
             ErrorKind::NotFound => 404,
             ErrorKind::Conflict | ErrorKind::StaleTerm => 409,
+            ErrorKind::Unauthenticated => 401,
+            ErrorKind::Forbidden => 403,
+            ErrorKind::TooManyRequests => 429,
             ErrorKind::Unavailable => 503,
             ErrorKind::Internal => 500,
         }
@@ -67,6 +77,24 @@ impl Error {
     pub fn not_found(field: &str, message: impl Into<String>) -> Self {
         Error {
             kind: ErrorKind::NotFound,
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// No valid credentials; `field` names where they were looked for.
+    pub fn unauthenticated(field: &str, message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::Unauthenticated,
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// A right the caller lacks; `field` names what it was refused on.
+    pub fn forbidden(field: &str, message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::Forbidden,
             field: Some(field.to_owned()),
             message: message.into(),
         }

@@ -58,6 +58,31 @@ pub struct AlarmRecord {
     pub msg: String,
 }
 
+/// Who changed or ran what, when, from where: one row of the audit log.
+/// Published, and confirmed by the broker, before the API answers the
+/// change it records, so a MySQL outage delays it and loses nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Random, unique: storing the record twice keeps one row.
+    pub id: String,
+    pub at_ms: i64,
+    pub username: String,
+    /// `job.create`, `job.update`, `job.delete`, `job.start`, `job.stop`,
+    /// `job.trigger`, `trigger.kill`, `group.create`, `group.update`,
+    /// `group.delete`, `user.*`, `token.*`, `session.*`, `retention.apply`,
+    /// `stats.reset`.
+    pub action: String,
+    /// What it was done to: `job:7`, `group:billing`, `user:ann`,
+    /// `token:3`, `trigger:<id>`.
+    pub target: String,
+    /// The executor group concerned, when there is one.
+    pub group: Option<String>,
+    /// The client's address.
+    pub address: String,
+    /// More about the change (never a secret).
+    pub detail: Option<String>,
+}
+
 /// Everything that happens in a rondo cluster and is worth keeping.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -70,6 +95,7 @@ pub enum Event {
     Result(ExecResult),
     Log(LogLines),
     Alarm(AlarmRecord),
+    Audit(AuditRecord),
 }
 
 impl Event {
@@ -86,6 +112,7 @@ impl Event {
             Event::Result(_) => "result.fail",
             Event::Log(_) => "log.lines",
             Event::Alarm(_) => "alarm.status",
+            Event::Audit(_) => "audit.entry",
         }
     }
 }

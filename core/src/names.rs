@@ -132,6 +132,23 @@ impl Names {
     }
 
     /// `ns:round:<job>`: the cluster-wide ROUND counter of a job.
+    /// A browser session, by the SHA-256 of its id (a hash: user, csrf,
+    /// created_ms), expiring after the idle time.
+    pub fn session(&self, id_hash: &str) -> String {
+        format!("{}:session:{id_hash}", self.ns)
+    }
+
+    /// The sessions of one user (a set of id hashes), to end them together.
+    pub fn user_sessions(&self, username: &str) -> String {
+        format!("{}:sessions-of:{username}", self.ns)
+    }
+
+    /// Failed sign-ins in the current window, per `kind` (`user` or
+    /// `addr`) and who.
+    pub fn login_failures(&self, kind: &str, who: &str) -> String {
+        format!("{}:login-failures:{kind}:{who}", self.ns)
+    }
+
     pub fn round_counter(&self, job_id: u64) -> String {
         format!("{}:round:{job_id}", self.ns)
     }

@@ -18,6 +18,21 @@ pub fn url(url: &str) -> String {
     }
 }
 
+/// A secret as shown: `***`, or empty when it is not set (so a missing
+/// secret still shows as missing).
+pub fn secret(value: &str) -> &'static str {
+    if value.is_empty() { "" } else { "***" }
+}
+
+/// The host part of `url` when its user info is exactly `userinfo`
+/// (`user:password`); `None` otherwise.
+pub fn host_with_userinfo(url: &str, userinfo: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (user, host) = rest[..authority_end].rsplit_once('@')?;
+    (user == userinfo).then(|| host.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

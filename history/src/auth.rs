@@ -3,6 +3,7 @@
 //! made) is `rondo_core::auth`; only hashes of secrets come here.
 
 use rondo_core::auth::Role;
+use rondo_core::event::AuditRecord;
 use serde::Serialize;
 use sqlx::Row;
 use sqlx::mysql::MySqlRow;
@@ -46,22 +47,6 @@ pub struct NewToken<'a> {
     pub read_only: bool,
     pub created_ms: i64,
     pub expires_ms: Option<i64>,
-}
-
-/// One audit row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AuditEntry {
-    pub at_ms: i64,
-    pub username: String,
-    /// `job.create`, `job.update`, `job.delete`, `job.start`, `job.stop`,
-    /// `job.trigger`, `trigger.kill`, `group.*`, `user.*`, `token.*`, …
-    pub action: String,
-    /// What it was done to: `job:7`, `group:billing`, `user:ann`, …
-    pub target: String,
-    pub group: Option<String>,
-    /// The client's address.
-    pub address: String,
-    pub detail: Option<String>,
 }
 
 /// Which audit rows to read, newest first.
@@ -349,28 +334,10 @@ impl History {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Appends an audit row.
-    pub async fn audit(&self, entry: &AuditEntry) -> Result<(), Error> {
-        sqlx::query(
-            "INSERT INTO audit_log (at_ms, username, action, target, group_app, address, detail) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(entry.at_ms)
-        .bind(&entry.username)
-        .bind(&entry.action)
-        .bind(&entry.target)
-        .bind(&entry.group)
-        .bind(&entry.address)
-        .bind(&entry.detail)
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
-
     /// Audit rows matching `filter`, newest first.
-    pub async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
+    pub async fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, Error> {
         let rows = sqlx::query(
-            "SELECT at_ms, username, action, target, group_app, address, detail FROM audit_log \
+            "SELECT event_id, at_ms, username, action, target, group_app, address, detail FROM audit_log \
              WHERE (? IS NULL OR username = ?) AND (? IS NULL OR action = ?) \
              AND (? IS NULL OR target = ?) AND (? IS NULL OR group_app = ?) \
              AND (? IS NULL OR at_ms >= ?) AND (? IS NULL OR at_ms < ?) \
@@ -393,7 +360,10 @@ impl History {
         .await?;
         rows.iter()
             .map(|r| {
-                Ok(AuditEntry {
+                Ok(AuditRecord {
+                    id: r
+                        .try_get::<Option<String>, _>("event_id")?
+                        .unwrap_or_default(),
                     at_ms: r.try_get("at_ms")?,
                     username: r.try_get("username")?,
                     action: r.try_get("action")?,

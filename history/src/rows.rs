@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Datelike, NaiveDateTime};
 use rondo_core::Event;
-use rondo_core::event::{AlarmRecord, LogLines, TriggerRecord};
+use rondo_core::event::{AlarmRecord, AuditRecord, LogLines, TriggerRecord};
 use rondo_core::trigger::ExecResult;
 use rondo_core::{Group, Job};
 
@@ -78,6 +78,7 @@ pub(crate) struct Rows {
     pub complete: Vec<(TriggerRow, ResultRow)>,
     pub alarms: Vec<AlarmRow>,
     pub lines: Vec<LineRow>,
+    pub audit: Vec<AuditRecord>,
 }
 
 impl Rows {
@@ -101,6 +102,7 @@ impl Rows {
             .sort_by(|a, b| a.record.trigger_id.cmp(&b.record.trigger_id));
         rows.lines
             .sort_by(|a, b| (&a.trigger_id, a.seq).cmp(&(&b.trigger_id, b.seq)));
+        rows.audit.sort_by(|a, b| a.id.cmp(&b.id));
         rows.pair_triggers_with_results();
         rows
     }
@@ -185,6 +187,10 @@ impl Rows {
                 msg: clip(&record.msg),
                 record: record.clone(),
             }),
+            Event::Audit(record) => self.audit.push(AuditRecord {
+                detail: record.detail.as_deref().map(clip),
+                ..record.clone()
+            }),
         }
     }
 
@@ -196,6 +202,7 @@ impl Rows {
             && self.complete.is_empty()
             && self.alarms.is_empty()
             && self.lines.is_empty()
+            && self.audit.is_empty()
     }
 }
 

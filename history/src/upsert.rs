@@ -36,6 +36,7 @@ use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
 use crate::jobs::{JOB_COLUMNS, bind_job, job_data_columns};
 use crate::rows::{AlarmRow, GroupRow, JobRow, LineRow, ResultRow, Rows, TriggerRow};
+use rondo_core::event::AuditRecord;
 
 /// Bind parameters per statement; MySQL's limit is 65,535.
 const MAX_PLACEHOLDERS: usize = 10_000;
@@ -168,7 +169,8 @@ pub(crate) async fn write_rows(conn: &mut MySqlConnection, rows: &Rows) -> sqlx:
     upsert_triggers(conn, &rows.triggers).await?;
     upsert_results(conn, &rows.results).await?;
     upsert_alarms(conn, &rows.alarms).await?;
-    insert_lines(conn, &rows.lines).await
+    insert_lines(conn, &rows.lines).await?;
+    insert_audit(conn, &rows.audit).await
 }
 
 async fn upsert_groups(conn: &mut MySqlConnection, rows: &[GroupRow]) -> sqlx::Result<()> {
@@ -355,6 +357,38 @@ async fn insert_lines(conn: &mut MySqlConnection, rows: &[LineRow]) -> sqlx::Res
         });
         // Not INSERT IGNORE: that would also turn data errors into warnings.
         qb.push(" ON DUPLICATE KEY UPDATE seq = seq");
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+async fn insert_audit(conn: &mut MySqlConnection, rows: &[AuditRecord]) -> sqlx::Result<()> {
+    let bytes = |r: &AuditRecord| {
+        r.id.len()
+            + r.username.len()
+            + r.action.len()
+            + r.target.len()
+            + r.group.as_ref().map_or(0, String::len)
+            + r.address.len()
+            + r.detail.as_ref().map_or(0, String::len)
+            + SCALAR_BYTES
+    };
+    for chunk in chunks(rows, 8, bytes) {
+        let mut qb = QueryBuilder::<MySql>::new(
+            "INSERT INTO audit_log (event_id, at_ms, username, action, target, group_app, address, detail) ",
+        );
+        qb.push_values(chunk, |mut b, r| {
+            b.push_bind(&r.id)
+                .push_bind(r.at_ms)
+                .push_bind(&r.username)
+                .push_bind(&r.action)
+                .push_bind(&r.target)
+                .push_bind(&r.group)
+                .push_bind(&r.address)
+                .push_bind(&r.detail);
+        });
+        // A record stored twice (a redelivery) keeps its first row.
+        qb.push(" ON DUPLICATE KEY UPDATE event_id = event_id");
         qb.build().execute(&mut *conn).await?;
     }
     Ok(())

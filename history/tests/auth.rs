@@ -3,9 +3,11 @@
 mod common;
 
 use common::fresh_database;
+use rondo_core::Event;
 use rondo_core::auth::{self, Role};
+use rondo_core::event::AuditRecord;
 use rondo_history::History;
-use rondo_history::auth::{AuditEntry, AuditFilter, NewToken, UserRow};
+use rondo_history::auth::{AuditFilter, NewToken, UserRow};
 
 fn user(name: &str, role: Role, groups: &[&str]) -> UserRow {
     UserRow {
@@ -137,10 +139,11 @@ async fn a_token_is_found_by_its_hash_only_while_valid() {
 }
 
 #[tokio::test]
-async fn audit_rows_are_read_back_newest_first_by_filter() {
+async fn audit_events_are_stored_once_and_read_back_newest_first_by_filter() {
     let (pool, _db) = fresh_database().await;
     let h = History::from_pool(pool);
-    let entry = |at_ms, who: &str, action: &str, target: &str, group: Option<&str>| AuditEntry {
+    let entry = |at_ms, who: &str, action: &str, target: &str, group: Option<&str>| AuditRecord {
+        id: format!("audit-{at_ms}"),
         at_ms,
         username: who.into(),
         action: action.into(),
@@ -155,9 +158,14 @@ async fn audit_rows_are_read_back_newest_first_by_filter() {
         entry(3, "ann", "user.create", "user:cid", None),
         entry(4, "ann", "job.delete", "job:2", Some("reports")),
     ];
-    for row in &rows {
-        h.audit(row).await.unwrap();
-    }
+    let events: Vec<Event> = rows.iter().cloned().map(Event::Audit).collect();
+    rondo_history::write_events(h.pool(), &events)
+        .await
+        .unwrap();
+    // A redelivery stores nothing twice.
+    rondo_history::write_events(h.pool(), &events[..2])
+        .await
+        .unwrap();
     let all = h
         .audit_log(&AuditFilter {
             limit: 10,

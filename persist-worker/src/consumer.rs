@@ -348,5 +348,6 @@ fn event_ids(event: &Event) -> (Option<u64>, Option<&str>) {
         Event::Result(r) => (Some(r.job_id), Some(&r.trigger_id)),
         Event::Log(l) => (Some(l.job_id), Some(&l.trigger_id)),
         Event::Alarm(a) => (Some(a.job_id), Some(&a.trigger_id)),
+        Event::Audit(_) => (None, None),
     }
 }

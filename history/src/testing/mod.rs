@@ -14,6 +14,7 @@
 //! they are for tests.
 
 pub mod story;
+pub mod users;
 
 use sqlx::{Connection, Executor, MySqlConnection, MySqlPool};
 
