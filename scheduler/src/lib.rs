@@ -99,6 +99,7 @@ pub struct Parts {
     pub firing: Arc<Firing>,
     pub claimer: Arc<Claimer>,
     pub monitor: Arc<Monitor>,
+    pub auth: Arc<api::Auth>,
     cluster: Cluster,
     leader: Leader,
 }
@@ -114,6 +115,7 @@ impl Parts {
         let names = config.names();
         let pool = rondo_core::redis::pool(&config.redis).context("redis pool")?;
         let store = Store::new(pool.clone(), names.clone());
+        let redis = pool.clone();
         let triggers = TriggerStore::new(pool.clone(), names.clone());
         let dispatcher = Arc::new(
             Dispatcher::connect(&config, pool)
@@ -146,6 +148,12 @@ impl Parts {
             scheduler,
         );
         let monitor = Monitor::new(&config, triggers.clone(), store.clone(), dispatcher.clone());
+        let auth = Arc::new(api::Auth::new(
+            config.auth.clone(),
+            history.clone(),
+            redis,
+            config.names(),
+        ));
         Ok(Parts {
             config,
             node_id,
@@ -157,6 +165,7 @@ impl Parts {
             firing,
             claimer,
             monitor,
+            auth,
             cluster,
             leader,
         })
@@ -176,6 +185,7 @@ impl Parts {
             claimer: self.claimer.clone(),
             retention_days: self.config.persist.retention_days,
             dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
+            auth: self.auth.clone(),
         }
     }
 }
@@ -196,6 +206,13 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let grace = Duration::from_millis(config.scheduler.shutdown_grace_ms);
     let parts = Parts::connect(config, node.clone(), api_addr.to_string()).await?;
     let router = api::router(parts.app_state());
+    // Migrates the schema (users live in MySQL) and creates the first
+    // admin from config on a fresh install; retried until MySQL answers.
+    api::auth::spawn_bootstrap(
+        parts.history.clone(),
+        parts.config.auth.clone(),
+        shutdown.clone(),
+    );
     let Parts {
         cluster,
         leader,
@@ -230,8 +247,9 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         }
         .instrument(span.clone()),
     );
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
     let server =
-        axum::serve(listener, router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        axum::serve(listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     core.spawn(async move { ("api", server.await.context("serving the API")) });
     tracing::info!(node = %node, api = %api_addr, "scheduler node started");
 

@@ -33,6 +33,8 @@ pub enum Node {
         addr: std::net::SocketAddr,
         handle: Option<NodeHandle>,
         token: CancellationToken,
+        /// The API token its [`Api`] sends.
+        api_token: String,
     },
     Process(NodeProc),
 }
@@ -45,8 +47,16 @@ impl Node {
         }
     }
 
+    /// Its API, as the world's admin.
     pub fn api(&self) -> Api {
-        Api::new(self.addr())
+        Api::new(self.addr()).with_token(self.api_token())
+    }
+
+    fn api_token(&self) -> &str {
+        match self {
+            Node::InProcess { api_token, .. } => api_token,
+            Node::Process(p) => &p.token,
+        }
     }
 
     /// Where its API listens.
@@ -69,7 +79,7 @@ impl Node {
     /// Its view of the cluster (`GET /api/v1/cluster`), if it answers
     /// within 2 s (a killed or frozen node does not).
     pub async fn status(&self) -> Option<Value> {
-        procs::status(self.addr()).await
+        procs::status(self.addr(), self.api_token()).await
     }
 }
 
@@ -133,13 +143,19 @@ impl Cluster {
             addr: handle.api_addr,
             handle: Some(handle),
             token,
+            api_token: self.world.admin.token.clone(),
         });
         self.nodes.len() - 1
     }
 
     /// Starts a `rondo-scheduler` process with node id `id`; its index.
     pub fn spawn_node(&mut self, id: &str) -> usize {
-        let node = NodeProc::spawn(&self.world.config, id, &self.log_dir);
+        let node = NodeProc::spawn(
+            &self.world.config,
+            id,
+            &self.log_dir,
+            &self.world.admin.token,
+        );
         self.nodes.push(Node::Process(node));
         self.nodes.len() - 1
     }

@@ -38,8 +38,10 @@ pub mod witness;
 use axum::body::Body;
 use reqwest::Method;
 use rondo_core::Config;
+use rondo_core::auth::Role;
 use rondo_core::testkit::Namespace;
 use rondo_history::testing::TestDatabase;
+use rondo_history::testing::users;
 use serde_json::Value;
 use sqlx::MySqlPool;
 use tower::ServiceExt;
@@ -52,6 +54,9 @@ pub use rondo_core::testkit::{PATIENCE, eventually, fixtures, queue_depth, take_
 pub struct World {
     pub config: Config,
     pub db: MySqlPool,
+    /// An admin of this world's database, with an API token every
+    /// [`Api`] of the world's nodes sends.
+    pub admin: Admin,
     // Dropped last, in this order: the keys, queues and chroot, then the
     // database.
     namespace: Namespace,
@@ -65,12 +70,25 @@ impl World {
         let mut config = namespace.config.clone();
         let database = TestDatabase::migrated(&config.mysql.url).await;
         config.mysql.url = database.url.clone();
+        let admin = Admin {
+            username: "admin".into(),
+            password: users::TEST_PASSWORD.into(),
+            token: users::admin_token(&database.pool, "admin").await,
+        };
         World {
             config,
             db: database.pool.clone(),
+            admin,
             namespace,
             _database: database,
         }
+    }
+
+    /// A user of this world with `role` and `groups`, and an API token of
+    /// theirs (`read_only` as asked).
+    pub async fn user(&self, name: &str, role: Role, groups: &[&str], read_only: bool) -> String {
+        users::create_user(&self.db, name, role, groups).await;
+        users::create_token(&self.db, name, read_only).await
     }
 
     /// The durable queue of executor `id` of `app`, deleted with the world.
@@ -83,6 +101,14 @@ impl World {
     pub fn track_queue(&self, queue: &str) {
         self.namespace.track_queue(queue.to_owned());
     }
+}
+
+/// The admin of a world.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub username: String,
+    pub password: String,
+    pub token: String,
 }
 
 fn init_tracing() {
@@ -100,6 +126,8 @@ fn init_tracing() {
 #[derive(Clone)]
 pub struct Api {
     target: Target,
+    /// Sent as `Authorization: Bearer …`.
+    token: Option<String>,
 }
 
 #[derive(Clone)]
@@ -109,21 +137,29 @@ enum Target {
 }
 
 impl Api {
-    /// A node's API at `addr`.
+    /// A node's API at `addr`, without credentials.
     pub fn new(addr: std::net::SocketAddr) -> Api {
         Api {
             target: Target::Http {
                 base: format!("http://{addr}"),
                 http: reqwest::Client::new(),
             },
+            token: None,
         }
     }
 
-    /// The API's router, called in-process.
+    /// The API's router, called in-process, without credentials.
     pub fn in_process(router: axum::Router) -> Api {
         Api {
             target: Target::Router(router),
+            token: None,
         }
+    }
+
+    /// The same API, sending `token`.
+    pub fn with_token(mut self, token: &str) -> Api {
+        self.token = Some(token.to_owned());
+        self
     }
 
     /// Sends a request; returns the status and the JSON body (Null if empty).
@@ -171,6 +207,9 @@ impl Api {
         let (status, text) = match &self.target {
             Target::Http { base, http } => {
                 let mut req = http.request(method, format!("{base}{path}"));
+                if let Some(token) = &self.token {
+                    req = req.bearer_auth(token);
+                }
                 if let Some(body) = body {
                     req = req.header("content-type", "application/json").body(body);
                 }
@@ -179,10 +218,14 @@ impl Api {
                 (status, resp.text().await.expect("api body"))
             }
             Target::Router(router) => {
-                let req = axum::http::Request::builder()
+                let mut req = axum::http::Request::builder()
                     .method(method.as_str())
                     .uri(path)
-                    .header("content-type", "application/json")
+                    .header("content-type", "application/json");
+                if let Some(token) = &self.token {
+                    req = req.header("authorization", format!("Bearer {token}"));
+                }
+                let req = req
                     .body(body.map_or_else(Body::empty, Body::from))
                     .expect("a valid request");
                 let resp = router.clone().oneshot(req).await.expect("infallible");

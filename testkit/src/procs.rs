@@ -136,12 +136,15 @@ pub struct NodeProc {
     pub id: String,
     pub addr: SocketAddr,
     pub log: PathBuf,
+    /// The API token its [`Api`] sends.
+    pub token: String,
     child: Child,
 }
 
 impl NodeProc {
-    /// Starts a node with `config`, id `id`, its stderr in `log_dir/<id>.log`.
-    pub fn spawn(config: &Config, id: &str, log_dir: &Path) -> NodeProc {
+    /// Starts a node with `config`, id `id`, its stderr in `log_dir/<id>.log`;
+    /// its API is called with `token`.
+    pub fn spawn(config: &Config, id: &str, log_dir: &Path, token: &str) -> NodeProc {
         let addr = free_addr();
         let log = log_dir.join(format!("{id}.log"));
         let file = std::fs::File::create(&log).expect("node log file");
@@ -161,6 +164,7 @@ impl NodeProc {
             id: id.to_owned(),
             addr,
             log,
+            token: token.to_owned(),
             child,
         }
     }
@@ -170,7 +174,7 @@ impl NodeProc {
     }
 
     pub fn api(&self) -> Api {
-        Api::new(self.addr)
+        Api::new(self.addr).with_token(&self.token)
     }
 
     /// Sends a signal by name (`KILL`, `STOP`, `CONT`, `TERM`).
@@ -197,7 +201,7 @@ impl NodeProc {
 
     /// The node's cluster status, if it answers.
     pub async fn status(&self) -> Option<Value> {
-        status(self.addr).await
+        status(self.addr, &self.token).await
     }
 
     /// The node's log so far.
@@ -228,13 +232,14 @@ pub async fn terminate(child: &mut Child, timeout: Duration) -> Option<ExitStatu
 
 /// The cluster status (`GET /api/v1/cluster`) of the node whose API is at
 /// `addr`, if it answers within 2 s (a killed or frozen node does not).
-pub async fn status(addr: SocketAddr) -> Option<Value> {
+pub async fn status(addr: SocketAddr, token: &str) -> Option<Value> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
         .ok()?;
     let resp = client
         .get(format!("http://{addr}/api/v1/cluster"))
+        .bearer_auth(token)
         .send()
         .await
         .ok()?;

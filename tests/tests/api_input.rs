@@ -48,7 +48,8 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
         rondo_scheduler::Parts::connect(world.config.clone(), "api-test".into(), "-".into())
             .await
             .expect("the node's parts connect");
-    let api = Api::in_process(rondo_scheduler::api::router(parts.app_state()));
+    let api = Api::in_process(rondo_scheduler::api::router(parts.app_state()))
+        .with_token(&world.admin.token);
 
     let (status, _) = api
         .post("/api/v1/groups", json!({ "app": "billing" }))

@@ -247,6 +247,19 @@ async fn a_kill_cancels_the_run_and_is_not_retried() {
         .await;
     assert_eq!(status, 202, "{answer}");
     let row = stored_result(&c, &trigger_id, "the killed result in MySQL").await;
+    // Who killed it is in the audit log.
+    let audit = format!("/api/v1/audit?action=trigger.kill&target=trigger:{trigger_id}");
+    let killed = eventually(
+        "the kill in the audit log",
+        Duration::from_secs(10),
+        || async {
+            let (_, rows) = c.api.get(&audit).await;
+            (rows["items"].as_array()?.len() == 1).then_some(rows)
+        },
+    )
+    .await;
+    assert_eq!(killed["items"][0]["username"], "admin", "{killed}");
+    assert_eq!(killed["items"][0]["group"], "mon", "{killed}");
     assert_eq!(row.0, Some(500));
     assert!(
         row.1.as_deref().is_some_and(|m| m.contains("killed")),

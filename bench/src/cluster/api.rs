@@ -11,11 +11,14 @@ use serde_json::Value;
 pub(crate) struct Api {
     base: String,
     http: reqwest::Client,
+    /// Sent as `Authorization: Bearer …`.
+    token: String,
 }
 
 impl Api {
-    pub fn new(addr: SocketAddr) -> Api {
+    pub fn new(addr: SocketAddr, token: &str) -> Api {
         Api {
+            token: token.to_owned(),
             base: format!("http://{addr}"),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
@@ -30,6 +33,7 @@ impl Api {
         let resp = self
             .http
             .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
             .json(body)
             .send()
             .await
@@ -49,6 +53,7 @@ impl Api {
         let resp = self
             .http
             .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
             .timeout(Duration::from_secs(5))
             .send()
             .await

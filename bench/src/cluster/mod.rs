@@ -74,6 +74,8 @@ pub(crate) struct Cluster {
     worker: Option<Worker>,
     node_log: &'static str,
     spawned: usize,
+    /// The bench admin's API token, sent on every call.
+    token: String,
 }
 
 impl Cluster {
@@ -91,6 +93,12 @@ impl Cluster {
         config.executor.app = APP.into();
         config.executor.shutdown_grace_ms = 2_000;
         let executor_shutdown = CancellationToken::new();
+        // The sandbox's database is fresh: its one user is the bench's admin.
+        let db = rondo_history::History::connect(&config.mysql)
+            .await
+            .context("the sandbox database")?;
+        let token = rondo_history::testing::users::admin_token(db.pool(), "bench").await;
+        db.close().await;
         let mut cluster = Cluster {
             binaries: Binaries {
                 scheduler,
@@ -106,6 +114,7 @@ impl Cluster {
             worker: None,
             node_log: spec.node_log,
             spawned: 0,
+            token,
             config,
         };
         for _ in 0..spec.nodes.max(1) {
@@ -196,7 +205,7 @@ impl Cluster {
             }
             let mut ready = true;
             for node in self.nodes.iter().flatten() {
-                let status = Api::new(node.addr).cluster().await;
+                let status = Api::new(node.addr, &self.token).cluster().await;
                 let ok = status.is_some_and(|s| {
                     s["nodes"].as_array().is_some_and(|n| n.len() == count)
                         && s["leader"]["term"].as_u64().is_some()
@@ -226,7 +235,7 @@ impl Cluster {
         self.nodes
             .iter()
             .flatten()
-            .map(|n| Api::new(n.addr))
+            .map(|n| Api::new(n.addr, &self.token))
             .collect()
     }
 
@@ -237,7 +246,7 @@ impl Cluster {
             .nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.as_ref().map(|n| (i, Api::new(n.addr))))
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i, Api::new(n.addr, &self.token))))
             .map(|(i, api)| async move { (i, api.cluster().await) });
         futures_util::future::join_all(asks).await
     }

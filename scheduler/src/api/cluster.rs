@@ -3,11 +3,13 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
+use rondo_core::auth::Access;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::state::{ApiResult, AppState};
 use crate::cluster::Role;
 
@@ -45,9 +47,16 @@ pub(super) async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<
 }
 
 /// Starts this node's publish-lateness and claim-tick histograms afresh (the benchmark
-/// measures a steady window, not the warm-up).
-pub(super) async fn reset_stats(State(s): State<AppState>) -> StatusCode {
+/// measures a steady window, not the warm-up). Admins only.
+pub(super) async fn reset_stats(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<StatusCode> {
+    caller.require(Access::Admin, "stats")?;
     s.firing.stats.publish_lateness.reset();
     s.claimer.tick_ms.reset();
-    StatusCode::NO_CONTENT
+    s.events
+        .publish(&[caller.audit("stats.reset", format!("node:{}", s.node), None, None)])
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -5,16 +5,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
+use rondo_core::auth::Access;
 use rondo_core::model::validate_app_name;
 use rondo_core::{Error, Event, Job, JobSpec, TriggerType, clock};
 use rondo_dispatcher::Fire;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::input::{parse_body, parse_id, query_usize};
 use super::state::{ApiResult, AppState};
 
@@ -45,8 +47,9 @@ async fn check_group(s: &AppState, job: &Job) -> Result<(), Error> {
 
 /// Checks the job's `child_jobs`: every child exists, and the job does not
 /// reach itself through child jobs (A → B → A would trigger forever). The
-/// graph is walked breadth-first, one `get_jobs` per level.
-async fn check_children(s: &AppState, job: &Job) -> Result<(), Error> {
+/// graph is walked breadth-first, one `get_jobs` per level. The caller
+/// must be allowed to run every child (it triggers them through this job).
+async fn check_children(s: &AppState, caller: &Caller, job: &Job) -> Result<(), Error> {
     if job.child_jobs.is_empty() {
         return Ok(());
     }
@@ -56,6 +59,9 @@ async fn check_children(s: &AppState, job: &Job) -> Result<(), Error> {
             "child_jobs",
             format!("no job {missing}; create it first"),
         ));
+    }
+    for child in children.values() {
+        caller.require(Access::OperateGroup(&child.group), "child_jobs")?;
     }
     // How each job was first reached, to name the cycle.
     let mut reached_from: HashMap<u64, u64> = job.child_jobs.iter().map(|c| (*c, job.id)).collect();
@@ -108,33 +114,53 @@ fn first_fire(job: &Job) -> Result<Option<i64>, Error> {
     Ok(job.schedule()?.next_after(clock::now_ms()))
 }
 
+/// Saves a job and announces it, with the audit record of `action`.
 async fn save_and_announce(
     s: &AppState,
+    caller: &Caller,
+    action: &str,
     job: &Job,
     next: Option<i64>,
     old_group: Option<&str>,
 ) -> Result<(), Error> {
     s.store.save_job(job, next, old_group).await?;
+    let audit = caller.audit(action, format!("job:{}", job.id), Some(&job.group), None);
     s.events
-        .publish(&[Event::JobUpserted { job: job.clone() }])
+        .publish(&[Event::JobUpserted { job: job.clone() }, audit])
         .await
+}
+
+/// The job `raw` names, if the caller may read it.
+async fn readable_job(s: &AppState, caller: &Caller, raw: &str) -> Result<Job, Error> {
+    let job = s.store.get_job(parse_id(raw)?).await?;
+    caller.require(Access::ReadGroup(&job.group), "id")?;
+    Ok(job)
+}
+
+/// The job `raw` names, if the caller may change and run it.
+async fn operable_job(s: &AppState, caller: &Caller, raw: &str) -> Result<Job, Error> {
+    let job = s.store.get_job(parse_id(raw)?).await?;
+    caller.require(Access::OperateGroup(&job.group), "id")?;
+    Ok(job)
 }
 
 pub(super) async fn create_job(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
     let spec = parse_body::<JobSpec>(&body)?;
     // Validate before taking an id, so bad input consumes nothing.
     let probe = spec.clone().validate(0, 0, None)?;
+    caller.require(Access::OperateGroup(&probe.group), "group")?;
     check_group(&s, &probe).await?;
     // A new job has no parents yet, so it cannot close a cycle; its
     // children must exist.
-    check_children(&s, &probe).await?;
+    check_children(&s, &caller, &probe).await?;
     let id = s.store.next_job_id().await?;
     let job = spec.validate(id, clock::now_ms(), None)?;
     let next = first_fire(&job)?;
-    save_and_announce(&s, &job, next, None).await?;
+    save_and_announce(&s, &caller, "job.create", &job, next, None).await?;
     tracing::info!(job_id = id, group = %job.group, "job created");
     Ok((
         StatusCode::CREATED,
@@ -145,17 +171,30 @@ pub(super) async fn create_job(
     ))
 }
 
+/// Jobs by id, one group's or every readable group's.
 pub(super) async fn list_jobs(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let group = q.get("group").map(String::as_str);
     if let Some(g) = group {
         validate_app_name("group", g)?;
+        caller.require(Access::ReadGroup(g), "group")?;
     }
     let limit = query_usize(&q, "limit", 100, 1000)?;
     let offset = query_usize(&q, "offset", 0, usize::MAX)?;
-    let ids = s.store.job_ids(group).await?;
+    let ids = match (group, caller.readable_groups()) {
+        (None, Some(readable)) => {
+            let mut ids = Vec::new();
+            for g in readable {
+                ids.extend(s.store.job_ids(Some(g)).await?);
+            }
+            ids.sort_unstable();
+            ids
+        }
+        _ => s.store.job_ids(group).await?,
+    };
     let page: Vec<u64> = ids.iter().copied().skip(offset).take(limit).collect();
     let jobs = s.store.get_jobs(&page).await?;
     let items: Vec<&Job> = page
@@ -169,26 +208,30 @@ pub(super) async fn list_jobs(
 
 pub(super) async fn get_job(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
-    let job = s.store.get_job(parse_id(&id)?).await?;
+    let job = readable_job(&s, &caller, &id).await?;
     Ok(Json(view(&s, job).await?))
 }
 
+/// Changes a job; moving it to another group needs the right on both.
 pub(super) async fn update_job(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    Extension(caller): Extension<Caller>,
+    Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<JobView>> {
-    let id = parse_id(&id)?;
+    let id = parse_id(&raw)?;
     let patch = parse_body::<JobSpec>(&body)?;
-    let old = s.store.get_job(id).await?;
+    let old = operable_job(&s, &caller, &raw).await?;
     let job = old
         .to_spec()
         .overlay(patch)
         .validate(id, clock::now_ms(), Some(old.created_ms))?;
+    caller.require(Access::OperateGroup(&job.group), "group")?;
     check_group(&s, &job).await?;
-    check_children(&s, &job).await?;
+    check_children(&s, &caller, &job).await?;
     let reschedule = job.schedule_type != old.schedule_type
         || job.schedule_conf != old.schedule_conf
         || job.enabled != old.enabled;
@@ -197,7 +240,7 @@ pub(super) async fn update_job(
     } else {
         s.store.next_fire(id).await?
     };
-    save_and_announce(&s, &job, next, Some(&old.group)).await?;
+    save_and_announce(&s, &caller, "job.update", &job, next, Some(&old.group)).await?;
     Ok(Json(JobView {
         job,
         next_fire_ms: next,
@@ -206,28 +249,44 @@ pub(super) async fn update_job(
 
 pub(super) async fn delete_job(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let job = s.store.get_job(parse_id(&id)?).await?;
+    let job = operable_job(&s, &caller, &id).await?;
     s.store.delete_job(&job).await?;
+    let audit = caller.audit(
+        "job.delete",
+        format!("job:{}", job.id),
+        Some(&job.group),
+        None,
+    );
     s.events
-        .publish(&[Event::JobDeleted {
-            id: job.id,
-            at_ms: clock::now_ms(),
-        }])
+        .publish(&[
+            Event::JobDeleted {
+                id: job.id,
+                at_ms: clock::now_ms(),
+            },
+            audit,
+        ])
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn set_enabled(s: &AppState, id: &str, enabled: bool) -> Result<JobView, Error> {
-    let mut job = s.store.get_job(parse_id(id)?).await?;
+async fn set_enabled(
+    s: &AppState,
+    caller: &Caller,
+    id: &str,
+    enabled: bool,
+) -> Result<JobView, Error> {
+    let mut job = operable_job(s, caller, id).await?;
     if job.enabled == enabled {
         return view(s, job).await;
     }
     job.enabled = enabled;
     job.updated_ms = clock::now_ms();
     let next = first_fire(&job)?;
-    save_and_announce(s, &job, next, None).await?;
+    let action = if enabled { "job.start" } else { "job.stop" };
+    save_and_announce(s, caller, action, &job, next, None).await?;
     Ok(JobView {
         job,
         next_fire_ms: next,
@@ -236,16 +295,18 @@ async fn set_enabled(s: &AppState, id: &str, enabled: bool) -> Result<JobView, E
 
 pub(super) async fn start_job(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
-    Ok(Json(set_enabled(&s, &id, true).await?))
+    Ok(Json(set_enabled(&s, &caller, &id, true).await?))
 }
 
 pub(super) async fn stop_job(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
-    Ok(Json(set_enabled(&s, &id, false).await?))
+    Ok(Json(set_enabled(&s, &caller, &id, false).await?))
 }
 
 #[cfg(test)]
@@ -271,6 +332,7 @@ struct TriggerSpec {
 /// "execute once"), optionally with other params.
 pub(super) async fn trigger_job(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -288,7 +350,15 @@ pub(super) async fn trigger_job(
         )
         .into());
     }
-    let job = s.store.get_job(parse_id(&id)?).await?;
+    let job = operable_job(&s, &caller, &id).await?;
+    let audit = caller.audit(
+        "job.trigger",
+        format!("job:{}", job.id),
+        Some(&job.group),
+        spec.params
+            .as_ref()
+            .map(|p| format!("params {} bytes", p.len())),
+    );
     let fire = Fire {
         job: Arc::new(job),
         fire_ms: clock::now_ms(),
@@ -299,5 +369,6 @@ pub(super) async fn trigger_job(
         shard: None,
     };
     let dispatched = s.dispatcher.dispatch(&fire).await?;
+    s.events.publish(&[audit]).await?;
     Ok(Json(json!({ "triggers": dispatched.records })))
 }

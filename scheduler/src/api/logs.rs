@@ -2,37 +2,67 @@
 
 use std::collections::HashMap;
 
-use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use rondo_core::{Error, trigger_id};
+use axum::{Extension, Json};
+use rondo_core::auth::Access;
+use rondo_core::{Error, ErrorKind, trigger_id};
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::input::{parse_id, query_usize};
 use super::state::{ApiResult, AppState};
 
+/// A job's latest trigger logs. The job's group decides who may read
+/// them: its group now, or, for a deleted job, the group of its logs.
 pub(super) async fn job_logs(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let id = parse_id(&id)?;
     let limit = query_usize(&q, "limit", 20, 1000)?;
-    Ok(Json(json!(s.history.job_logs(id, limit as u32).await?)))
+    let group = match s.store.get_job(id).await {
+        Ok(job) => Some(job.group),
+        Err(e) if e.kind == ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let rows = s.history.job_logs(id, limit as u32).await?;
+    if caller.readable_groups().is_some() {
+        let mut groups: Vec<&str> = group.iter().map(String::as_str).collect();
+        groups.extend(rows.iter().filter_map(|r| r.group.as_deref()));
+        if groups.is_empty() {
+            return Err(Error::not_found("id", format!("no job {id}")).into());
+        }
+        for g in groups {
+            caller.require(Access::ReadGroup(g), "id")?;
+        }
+    }
+    Ok(Json(json!(rows)))
 }
 
 pub(super) async fn trigger_log(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(trigger_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     if trigger_id.len() > trigger_id::MAX_LEN {
         let msg = format!("is longer than {} characters", trigger_id::MAX_LEN);
         return Err(Error::invalid("trigger_id", msg).into());
     }
-    match s.history.trigger_log(&trigger_id).await? {
-        Some(log) => Ok(Json(json!(log))),
-        None => Err(Error::not_found("trigger_id", format!("no trigger {trigger_id}")).into()),
+    let not_found = || Error::not_found("trigger_id", format!("no trigger {trigger_id}"));
+    let Some(log) = s.history.trigger_log(&trigger_id).await? else {
+        return Err(not_found().into());
+    };
+    if caller.readable_groups().is_some() {
+        // Lines that came before their trigger row have no group yet: only
+        // an admin reads them.
+        let group = log.log.as_ref().and_then(|l| l.group.as_deref());
+        let group = group.ok_or_else(not_found)?;
+        caller.require(Access::ReadGroup(group), "trigger_id")?;
     }
+    Ok(Json(json!(log)))
 }
 
 /// Kills a trigger that has no result yet, wherever it is.
@@ -46,13 +76,28 @@ pub(super) async fn trigger_log(
 ///   cancels the run and answers "killed" — `"kill": "sent"`.
 pub(super) async fn kill_trigger(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(trigger_id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let job_id = trigger_id::job_of(&trigger_id)?;
+    // The right is checked on the job's group before anything is said
+    // about the trigger (a deleted job's: the trigger's own group).
+    let job_group = match s.store.get_job(job_id).await {
+        Ok(job) => Some(job.group),
+        Err(e) if e.kind == ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(group) = &job_group {
+        caller.require(Access::OperateGroup(group), "trigger_id")?;
+    }
     let Some(trigger) = s.triggers.inflight(job_id, &trigger_id).await? else {
         let msg = format!("trigger {trigger_id} is not running (no result is pending)");
-        return Err(Error::new(rondo_core::ErrorKind::Conflict, msg).into());
+        return Err(Error::new(ErrorKind::Conflict, msg).into());
     };
+    caller.require(Access::OperateGroup(&trigger.group), "trigger_id")?;
+    let target = format!("trigger:{trigger_id}");
+    let audit = caller.audit("trigger.kill", target, Some(&trigger.group), None);
+    s.events.publish(&[audit]).await?;
     let queued = s
         .triggers
         .kill_unstarted(&trigger_id, s.dedupe_ttl_s)
@@ -85,7 +130,7 @@ pub(super) async fn kill_trigger(
             "executor {} is not connected; the trigger will be found lost if it never answers",
             trigger.executor_id
         );
-        return Err(Error::new(rondo_core::ErrorKind::Conflict, msg).into());
+        return Err(Error::new(ErrorKind::Conflict, msg).into());
     }
     tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill sent");
     Ok((

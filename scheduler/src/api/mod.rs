@@ -10,27 +10,60 @@
 //! * `state`: [`AppState`] and [`ApiError`] (how an error becomes a
 //!   response).
 //! * `input`: reading bodies, ids and query numbers, naming the bad field.
+//! * `auth`: who is calling (token or session), the caches, throttling,
+//!   the first admin; every handler checks its right on the [`auth::Caller`]
+//!   and publishes an audit record with each change. `gate`: the
+//!   middleware that finds the caller or answers 401/403.
 //! * one file per resource: `cluster`, `groups`, `jobs`, `logs` (trigger
-//!   logs and kill), `reports` (the daily report and retention).
+//!   logs and kill), `reports` (the daily report and retention), `session`
+//!   (sign-in, sign-out, password), `tokens`, `users`, `audit`.
 
+mod audit;
+pub mod auth;
 mod cluster;
+mod gate;
 mod groups;
 mod input;
 mod jobs;
 mod logs;
 mod reports;
+mod session;
 mod state;
+mod tokens;
+mod users;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::middleware::from_fn_with_state;
+use axum::routing::{delete, get, post, put};
 use rondo_core::Error;
 
+pub use auth::Auth;
 pub use state::{ApiError, AppState};
 
-/// The admin API's routes over `state`; tests call it directly.
+/// The admin API's routes over `state`; tests call it directly. Only
+/// `/healthz` and sign-in are open: every other route first goes through
+/// [`gate::authenticate`].
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+    let protected = Router::new()
+        .route("/api/v1/auth/me", get(session::me))
+        .route("/api/v1/auth/logout", post(session::logout))
+        .route("/api/v1/auth/password", put(session::change_password))
+        .route(
+            "/api/v1/tokens",
+            get(tokens::list_tokens).post(tokens::create_token),
+        )
+        .route("/api/v1/tokens/{id}", delete(tokens::revoke_token))
+        .route(
+            "/api/v1/users",
+            get(users::list_users).post(users::create_user),
+        )
+        .route(
+            "/api/v1/users/{username}",
+            get(users::get_user)
+                .put(users::update_user)
+                .delete(users::delete_user),
+        )
+        .route("/api/v1/audit", get(audit::audit_log))
         .route("/api/v1/cluster", get(cluster::cluster_status))
         .route("/api/v1/cluster/stats/reset", post(cluster::reset_stats))
         .route(
@@ -62,6 +95,12 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/logs/{trigger_id}/kill", post(logs::kill_trigger))
         .route("/api/v1/reports", get(reports::reports))
         .route("/api/v1/maintenance/retention", post(reports::retention))
+        .route_layer(from_fn_with_state(state.clone(), gate::authenticate));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/api/v1/auth/login", post(session::login))
+        .merge(protected)
         .fallback(|| async { ApiError::from(Error::not_found("path", "no such endpoint")) })
+        .layer(from_fn_with_state(state.clone(), gate::client_address))
         .with_state(state)
 }

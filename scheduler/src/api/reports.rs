@@ -2,12 +2,14 @@
 
 use std::collections::HashMap;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
+use axum::{Extension, Json};
 use rondo_core::Error;
+use rondo_core::auth::Access;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::input::{parse_body, query_usize};
 use super::state::{ApiResult, AppState};
 
@@ -33,9 +35,15 @@ struct RetentionSpec {
 }
 
 /// Applies log retention now: drops the log days older than `days` (default
-/// `persist.retention_days`; a given `days` must be at least 7).
-pub(super) async fn retention(State(s): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
+/// `persist.retention_days`; a given `days` must be at least 7). Admins
+/// only.
+pub(super) async fn retention(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     use rondo_history::maintenance::MIN_RETENTION_DAYS;
+    caller.require(Access::Admin, "days")?;
     let spec = parse_body::<RetentionSpec>(&body)?;
     let days = match spec.days {
         Some(days) if days < MIN_RETENTION_DAYS => {
@@ -46,6 +54,10 @@ pub(super) async fn retention(State(s): State<AppState>, body: Bytes) -> ApiResu
         None => s.retention_days,
     };
     let applied = s.history.retention(days).await?;
+    let detail = format!("{days} days");
+    s.events
+        .publish(&[caller.audit("retention.apply", "job_log".into(), None, Some(detail))])
+        .await?;
     tracing::info!(
         days,
         enabled = applied.enabled,

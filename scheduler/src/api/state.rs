@@ -33,6 +33,8 @@ pub struct AppState {
     /// `executor.dedupe_ttl_s`: how long a kill of a queued trigger is
     /// remembered.
     pub dedupe_ttl_s: u64,
+    /// Sign-in: token and user caches, sessions, throttling.
+    pub auth: Arc<super::auth::Auth>,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

@@ -1,0 +1,484 @@
+//! Who is calling: every route but `/healthz` and sign-in goes through the
+//! gate (`api/gate.rs`), which finds the [`Caller`] from an API token or a
+//! browser session here, or answers 401 / 403.
+//!
+//! * **API token**: `Authorization: Bearer rondo_pat_…`. Looked up by its
+//!   SHA-256 in MySQL (`rondo_history::auth`), valid while neither revoked
+//!   nor expired and its user enabled; it acts with its user's rights as
+//!   they are now (only the reading ones for a read-only token).
+//! * **Session**: the `rondo_session` cookie (HttpOnly, SameSite=Strict)
+//!   set by `POST /api/v1/auth/login`. Stored in Redis under the SHA-256 of
+//!   its id with the idle time as TTL (renewed by each request) and ended
+//!   at `auth.session_max_s` after sign-in whatever its use. A write (any
+//!   method but GET and HEAD) must also send the session's CSRF token in
+//!   `X-CSRF-Token`: a forged cross-site form cannot read it.
+//!
+//! What a node read about a token or a user is trusted for `auth.cache_ms`
+//! (5 s): a revocation, a disabled user or a role change takes effect at
+//! once on the node that made it and within that time on the others.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use deadpool_redis::Pool;
+use redis::AsyncCommands;
+use rondo_core::auth::{self, Access, Principal, Role};
+use rondo_core::config::AuthConfig;
+use rondo_core::event::AuditRecord;
+use rondo_core::names::Names;
+use rondo_core::{Error, Event, clock};
+use rondo_history::History;
+use rondo_history::auth::UserRow;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "rondo_session";
+/// The header a cookie-authenticated write carries its CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// Entries a node keeps about tokens and users before it starts afresh.
+const CACHE_LIMIT: usize = 10_000;
+/// A token's `last_used_ms` is written at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// Who a request acts as, how it proved it, and where it comes from.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: Principal,
+    pub address: String,
+    pub via: Via,
+}
+
+/// How a caller proved who it is.
+#[derive(Debug, Clone)]
+pub enum Via {
+    Token { id: u64 },
+    Session { id_hash: String, csrf: String },
+}
+
+impl Caller {
+    pub fn username(&self) -> &str {
+        &self.principal.username
+    }
+
+    /// `Ok` when the caller may do `access`; otherwise a 403 naming
+    /// `field`.
+    pub fn require(&self, access: Access<'_>, field: &str) -> Result<(), Error> {
+        if self.principal.may(access) {
+            return Ok(());
+        }
+        let p = &self.principal;
+        let ro = if p.read_only {
+            " through a read-only token"
+        } else {
+            ""
+        };
+        let what = match access {
+            Access::ReadGroup(g) => format!("read group {g:?}"),
+            Access::OperateGroup(g) => format!("change or run what is in group {g:?}"),
+            Access::ReadAny => "read this".into(),
+            Access::Admin => "do this (admins only)".into(),
+        };
+        Err(Error::forbidden(
+            field,
+            format!("{} ({}{ro}) may not {what}", p.username, p.role),
+        ))
+    }
+
+    /// The groups the caller may read; `None` for all of them.
+    pub fn readable_groups(&self) -> Option<&BTreeSet<String>> {
+        (!self.principal.sees_every_group()).then_some(&self.principal.groups)
+    }
+
+    /// An audit record of something this caller did.
+    pub fn audit(
+        &self,
+        action: &str,
+        target: String,
+        group: Option<&str>,
+        detail: Option<String>,
+    ) -> Event {
+        let p = &self.principal;
+        audit_event(&p.username, &self.address, action, target, group, detail)
+    }
+}
+
+/// An audit record of something `username` did (or tried) from `address`.
+pub fn audit_event(
+    username: &str,
+    address: &str,
+    action: &str,
+    target: String,
+    group: Option<&str>,
+    detail: Option<String>,
+) -> Event {
+    let id: [u8; 12] = rand::random();
+    Event::Audit(AuditRecord {
+        id: id.iter().map(|b| format!("{b:02x}")).collect(),
+        at_ms: clock::now_ms(),
+        username: username.to_owned(),
+        action: action.to_owned(),
+        target,
+        group: group.map(str::to_owned),
+        address: address.to_owned(),
+        detail,
+    })
+}
+
+/// The client's address, set on every request by [`client_address`].
+#[derive(Debug, Clone)]
+pub struct ClientAddress(pub String);
+
+/// Sign-in state shared by a node's handlers: the token and user caches,
+/// sessions and throttling in Redis.
+pub struct Auth {
+    pub config: AuthConfig,
+    history: History,
+    redis: Pool,
+    names: Names,
+    tokens: Mutex<HashMap<String, CachedToken>>,
+    users: Mutex<HashMap<String, (Instant, Option<UserRow>)>>,
+}
+
+#[derive(Clone)]
+struct CachedToken {
+    read: Instant,
+    touched: Instant,
+    id: u64,
+    principal: Principal,
+    expires_ms: Option<i64>,
+}
+
+/// A session as stored in Redis.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub username: String,
+    pub csrf: String,
+    pub created_ms: i64,
+}
+
+impl Auth {
+    pub fn new(config: AuthConfig, history: History, redis: Pool, names: Names) -> Auth {
+        Auth {
+            config,
+            history,
+            redis,
+            names,
+            tokens: Mutex::new(HashMap::new()),
+            users: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cache_for(&self) -> Duration {
+        Duration::from_millis(self.config.cache_ms)
+    }
+
+    /// Forgets everything cached (after a revocation or a user change on
+    /// this node).
+    pub fn forget(&self) {
+        self.tokens.lock().expect("token cache").clear();
+        self.users.lock().expect("user cache").clear();
+    }
+
+    /// The principal of a bearer token, or 401.
+    pub(super) async fn token(&self, token: &str) -> Result<(u64, Principal), Error> {
+        let invalid = || {
+            Error::unauthenticated(
+                "authorization",
+                "the token is not valid: unknown, revoked or expired, or its user is disabled",
+            )
+        };
+        if !token.starts_with(auth::TOKEN_PREFIX) {
+            return Err(invalid());
+        }
+        let hash = auth::token_hash(token);
+        let now = Instant::now();
+        let now_ms = clock::now_ms();
+        let cached = self.tokens.lock().expect("token cache").get(&hash).cloned();
+        if let Some(c) = cached
+            && now.duration_since(c.read) < self.cache_for()
+            && c.expires_ms.is_none_or(|e| e > now_ms)
+        {
+            return Ok((c.id, c.principal));
+        }
+        let Some((row, user)) = self.history.valid_token(&hash, now_ms).await? else {
+            self.tokens.lock().expect("token cache").remove(&hash);
+            return Err(invalid());
+        };
+        let principal = Principal {
+            username: user.username.clone(),
+            role: user.role,
+            groups: user.groups.into_iter().collect(),
+            read_only: row.read_only,
+        };
+        let touched = {
+            let mut cache = self.tokens.lock().expect("token cache");
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+            let touched = cache
+                .get(&hash)
+                .map(|c| c.touched)
+                .filter(|t| now.duration_since(*t) < TOUCH_EVERY);
+            cache.insert(
+                hash,
+                CachedToken {
+                    read: now,
+                    touched: touched.unwrap_or(now),
+                    id: row.id,
+                    principal: principal.clone(),
+                    expires_ms: row.expires_ms,
+                },
+            );
+            touched.is_some()
+        };
+        if !touched {
+            let history = self.history.clone();
+            tokio::spawn(async move {
+                if let Err(e) = history.touch_token(row.id, now_ms).await {
+                    tracing::debug!(error = %e, "a token's last use not recorded");
+                }
+            });
+        }
+        Ok((row.id, principal))
+    }
+
+    /// A user as stored (cached), if it exists.
+    pub async fn user(&self, username: &str) -> Result<Option<UserRow>, Error> {
+        let now = Instant::now();
+        if let Some((read, user)) = self.users.lock().expect("user cache").get(username)
+            && now.duration_since(*read) < self.cache_for()
+        {
+            return Ok(user.clone());
+        }
+        let user = self.history.user(username).await?.map(|(u, _)| u);
+        let mut cache = self.users.lock().expect("user cache");
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(username.to_owned(), (now, user.clone()));
+        Ok(user)
+    }
+
+    // ---- sessions ----
+
+    /// Starts a session for `username`; returns its id (for the cookie)
+    /// and its CSRF token.
+    pub async fn open_session(&self, username: &str) -> Result<(String, String), Error> {
+        let id = auth::new_secret();
+        let csrf = auth::new_secret();
+        let key = self.names.session(&auth::token_hash(&id));
+        let index = self.names.user_sessions(username);
+        let mut conn = self.redis.get().await?;
+        redis::pipe()
+            .atomic()
+            .hset_multiple(
+                &key,
+                &[
+                    ("user", username.to_owned()),
+                    ("csrf", csrf.clone()),
+                    ("created_ms", clock::now_ms().to_string()),
+                ],
+            )
+            .ignore()
+            .expire(&key, self.config.session_idle_s as i64)
+            .ignore()
+            .sadd(&index, auth::token_hash(&id))
+            .ignore()
+            .expire(&index, self.config.session_max_s as i64)
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok((id, csrf))
+    }
+
+    /// The live session of a cookie value, its idle time renewed; `None`
+    /// when unknown, idle too long or past its absolute end.
+    pub(super) async fn session(&self, id: &str) -> Result<Option<(String, Session)>, Error> {
+        let id_hash = auth::token_hash(id);
+        let key = self.names.session(&id_hash);
+        let mut conn = self.redis.get().await?;
+        let fields: HashMap<String, String> = conn.hgetall(&key).await?;
+        let (Some(user), Some(csrf), Some(created)) = (
+            fields.get("user"),
+            fields.get("csrf"),
+            fields.get("created_ms").and_then(|c| c.parse::<i64>().ok()),
+        ) else {
+            return Ok(None);
+        };
+        let age_ms = clock::now_ms() - created;
+        if age_ms >= self.config.session_max_s as i64 * 1000 {
+            let _: () = conn.del(&key).await?;
+            return Ok(None);
+        }
+        let _: () = conn.expire(&key, self.config.session_idle_s as i64).await?;
+        Ok(Some((
+            id_hash,
+            Session {
+                username: user.clone(),
+                csrf: csrf.clone(),
+                created_ms: created,
+            },
+        )))
+    }
+
+    /// Ends one session.
+    pub async fn close_session(&self, id_hash: &str, username: &str) -> Result<(), Error> {
+        let mut conn = self.redis.get().await?;
+        redis::pipe()
+            .del(self.names.session(id_hash))
+            .ignore()
+            .srem(self.names.user_sessions(username), id_hash)
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends every session of `username` but `keep` (a password change
+    /// keeps the one it was made from).
+    pub async fn close_sessions_of(&self, username: &str, keep: Option<&str>) -> Result<(), Error> {
+        let index = self.names.user_sessions(username);
+        let mut conn = self.redis.get().await?;
+        let hashes: Vec<String> = conn.smembers(&index).await?;
+        if hashes.iter().all(|h| Some(h.as_str()) == keep) {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for hash in hashes.iter().filter(|h| Some(h.as_str()) != keep) {
+            pipe.del(self.names.session(hash))
+                .ignore()
+                .srem(&index, hash)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut *conn).await?;
+        Ok(())
+    }
+
+    // ---- throttling ----
+
+    /// `Err` (429) while `username` or `address` has used up its failed
+    /// sign-ins for the window.
+    pub async fn check_throttle(&self, username: &str, address: &str) -> Result<(), Error> {
+        let keys = [
+            (
+                self.names.login_failures("user", username),
+                self.config.login_max_per_user,
+                "username",
+            ),
+            (
+                self.names.login_failures("addr", address),
+                self.config.login_max_per_address,
+                "address",
+            ),
+        ];
+        let mut conn = self.redis.get().await?;
+        for (key, max, what) in keys {
+            let (count, ttl): (Option<u32>, i64) = redis::pipe()
+                .get(&key)
+                .ttl(&key)
+                .query_async(&mut *conn)
+                .await?;
+            if count.unwrap_or(0) >= max {
+                let wait = ttl.max(1);
+                return Err(Error {
+                    kind: rondo_core::ErrorKind::TooManyRequests,
+                    field: Some(what.to_owned()),
+                    message: format!(
+                        "too many failed sign-ins for this {what}; try again in {wait} s"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a failed sign-in against `username` and `address`.
+    pub async fn count_failure(&self, username: &str, address: &str) -> Result<(), Error> {
+        let window = self.config.login_window_s as i64;
+        let mut conn = self.redis.get().await?;
+        let mut pipe = redis::pipe();
+        for key in [
+            self.names.login_failures("user", username),
+            self.names.login_failures("addr", address),
+        ] {
+            pipe.incr(&key, 1).ignore();
+            // The window starts at the first failure (NX keeps it).
+            pipe.cmd("EXPIRE").arg(&key).arg(window).arg("NX").ignore();
+        }
+        pipe.query_async::<()>(&mut *conn).await?;
+        Ok(())
+    }
+
+    /// A successful sign-in clears the username's failures.
+    pub async fn clear_failures(&self, username: &str) -> Result<(), Error> {
+        let mut conn = self.redis.get().await?;
+        let _: () = conn
+            .del(self.names.login_failures("user", username))
+            .await?;
+        Ok(())
+    }
+}
+
+/// A user row as the principal it acts as.
+pub(super) fn principal_of(user: &UserRow) -> Principal {
+    Principal {
+        username: user.username.clone(),
+        role: user.role,
+        groups: user.groups.iter().cloned().collect(),
+        read_only: false,
+    }
+}
+
+/// Creates the first admin from `auth.admin_user` / `auth.admin_password`
+/// when there is no user at all (a fresh install). Returns whether it did.
+pub async fn bootstrap_admin(history: &History, config: &AuthConfig) -> Result<bool, Error> {
+    if config.admin_user.is_empty() || history.user_count().await? > 0 {
+        return Ok(false);
+    }
+    let password = config.admin_password.clone();
+    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&password))
+        .await
+        .map_err(|e| Error::internal(format!("hashing the admin password: {e}")))??;
+    let now = clock::now_ms();
+    let user = UserRow {
+        username: config.admin_user.clone(),
+        role: Role::Admin,
+        groups: Vec::new(),
+        enabled: true,
+        created_ms: now,
+        updated_ms: now,
+    };
+    Ok(history.create_user(&user, &hash).await?)
+}
+
+/// Keeps retrying [`bootstrap_admin`] (after the schema is migrated) until
+/// it has run once, so a node that starts before MySQL still makes the
+/// first admin.
+pub fn spawn_bootstrap(
+    history: History,
+    config: AuthConfig,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        let mut wait = Duration::from_millis(200);
+        loop {
+            let done = async {
+                history.migrate().await?;
+                bootstrap_admin(&history, &config).await
+            };
+            match done.await {
+                Ok(true) => {
+                    tracing::info!(user = %config.admin_user, "first admin created");
+                    return;
+                }
+                Ok(false) => return,
+                Err(e) => tracing::warn!(error = %e, "user table not ready; retrying"),
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(Duration::from_secs(10));
+        }
+    });
+}

@@ -1,0 +1,159 @@
+//! The gate in front of the routes: [`client_address`] on every request,
+//! [`authenticate`] on every protected one (finding the [`Caller`] from a
+//! token or a session, or answering 401 / 403 itself). What a token, a
+//! session and a caller are is `auth`.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rondo_core::Error;
+use rondo_core::auth;
+
+use super::auth::{CSRF_HEADER, Caller, ClientAddress, SESSION_COOKIE, Via, principal_of};
+use super::state::{ApiError, AppState};
+
+/// Sets [`ClientAddress`] on every request: the TCP peer, or the last
+/// `X-Forwarded-For` entry when `auth.trust_forwarded_for` says a proxy
+/// sets it. In-process calls (tests) have no peer: `in-process`.
+pub async fn client_address(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string());
+    let forwarded = s
+        .auth
+        .config
+        .trust_forwarded_for
+        .then(|| forwarded_for(req.headers()))
+        .flatten();
+    let address = forwarded
+        .or(peer)
+        .unwrap_or_else(|| "in-process".to_owned());
+    req.extensions_mut().insert(ClientAddress(address));
+    next.run(req).await
+}
+
+/// The last address of `X-Forwarded-For` (the one the trusted proxy saw).
+fn forwarded_for(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("x-forwarded-for")?.to_str().ok()?;
+    let last = value.rsplit(',').next()?.trim();
+    last.parse::<std::net::IpAddr>()
+        .ok()
+        .map(|ip| ip.to_string())
+}
+
+/// The session cookie's value, if the request has one.
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// Finds the caller of a protected route or answers 401/403.
+pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+    let address = req
+        .extensions()
+        .get::<ClientAddress>()
+        .map_or_else(|| "in-process".to_owned(), |a| a.0.clone());
+    match identify(&s, req.method(), req.headers(), address).await {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+async fn identify(
+    s: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+    address: String,
+) -> Result<Caller, Error> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| {
+                Error::unauthenticated("authorization", "expected `Authorization: Bearer <token>`")
+            })?;
+        let (id, principal) = s.auth.token(token).await?;
+        return Ok(Caller {
+            principal,
+            address,
+            via: Via::Token { id },
+        });
+    }
+    let Some(cookie) = session_cookie(headers) else {
+        return Err(Error::unauthenticated(
+            "authorization",
+            "sign in: send `Authorization: Bearer <token>`, or the session cookie from POST /api/v1/auth/login",
+        ));
+    };
+    let Some((id_hash, session)) = s.auth.session(&cookie).await? else {
+        return Err(Error::unauthenticated(
+            "cookie",
+            "the session has ended (signed out, idle too long or too old): sign in again",
+        ));
+    };
+    let user = s.auth.user(&session.username).await?;
+    let Some(user) = user.filter(|u| u.enabled) else {
+        s.auth.close_session(&id_hash, &session.username).await?;
+        return Err(Error::unauthenticated(
+            "cookie",
+            "the session's user is disabled or deleted",
+        ));
+    };
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+        if !sent.is_some_and(|t| auth::same_secret(t, &session.csrf)) {
+            return Err(Error::forbidden(
+                CSRF_HEADER,
+                "a write with the session cookie must send the session's CSRF token in X-CSRF-Token",
+            ));
+        }
+    }
+    Ok(Caller {
+        principal: principal_of(&user),
+        address,
+        via: Via::Session {
+            id_hash,
+            csrf: session.csrf,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            "a=1; rondo_session=abc-_; b=2".parse().unwrap(),
+        );
+        assert_eq!(session_cookie(&headers).as_deref(), Some("abc-_"));
+        assert_eq!(session_cookie(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn the_last_forwarded_address_is_the_proxys_peer() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", "1.2.3.4, 10.0.0.9".parse().unwrap());
+        assert_eq!(forwarded_for(&headers).as_deref(), Some("10.0.0.9"));
+        headers.insert("x-forwarded-for", "garbage".parse().unwrap());
+        assert_eq!(forwarded_for(&headers), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! API tokens: a caller creates its own (shown once, hashed at rest, with
+//! an expiry), lists and revokes them; an admin sees and revokes anyone's.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use rondo_core::auth::{self, Access};
+use rondo_core::{Error, clock};
+use rondo_history::auth::NewToken;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::input::parse_body;
+use super::state::{ApiResult, AppState};
+
+/// The longest a token may live, and what it gets when not told.
+pub const MAX_TOKEN_DAYS: u32 = 365;
+pub const DEFAULT_TOKEN_DAYS: u32 = 90;
+const DAY_MS: i64 = 86_400_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenSpec {
+    name: String,
+    expires_in_days: Option<u32>,
+    #[serde(default)]
+    read_only: bool,
+}
+
+/// `GET /api/v1/tokens[?user=]`: the caller's tokens; an admin's sees
+/// everyone's, or one user's.
+pub(super) async fn list_tokens(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let user = q.get("user").map(String::as_str);
+    if let Some(u) = user {
+        auth::check_username("user", u)?;
+    }
+    let whose = if caller.principal.may(Access::Admin) {
+        user
+    } else {
+        if user.is_some_and(|u| u != caller.username()) {
+            caller.require(Access::Admin, "user")?;
+        }
+        Some(caller.username())
+    };
+    Ok(Json(json!({ "items": s.history.tokens(whose).await? })))
+}
+
+/// `POST /api/v1/tokens`: a new token for the caller, shown once.
+pub(super) async fn create_token(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let spec = parse_body::<TokenSpec>(&body)?;
+    let name = spec.name.trim();
+    if name.is_empty() || name.chars().count() > 64 {
+        return Err(Error::invalid("name", "must be 1 to 64 characters").into());
+    }
+    let days = spec.expires_in_days.unwrap_or(DEFAULT_TOKEN_DAYS);
+    if !(1..=MAX_TOKEN_DAYS).contains(&days) {
+        let msg = format!("must be between 1 and {MAX_TOKEN_DAYS}");
+        return Err(Error::invalid("expires_in_days", msg).into());
+    }
+    if caller.principal.read_only && !spec.read_only {
+        return Err(Error::forbidden(
+            "read_only",
+            "a read-only token may only create read-only tokens",
+        )
+        .into());
+    }
+    let (token, hash) = auth::new_token();
+    let prefix = &token[..auth::TOKEN_PREFIX.len() + 6];
+    let now = clock::now_ms();
+    let expires_ms = now + i64::from(days) * DAY_MS;
+    let id = s
+        .history
+        .create_token(&NewToken {
+            username: caller.username(),
+            name,
+            hash: &hash,
+            prefix,
+            read_only: spec.read_only,
+            created_ms: now,
+            expires_ms: Some(expires_ms),
+        })
+        .await?;
+    let detail = format!("name {name:?}, {days} days, read_only {}", spec.read_only);
+    s.events
+        .publish(&[caller.audit("token.create", format!("token:{id}"), None, Some(detail))])
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "id": id,
+            "token": token,
+            "name": name,
+            "prefix": prefix,
+            "username": caller.username(),
+            "read_only": spec.read_only,
+            "created_ms": now,
+            "expires_ms": expires_ms,
+        })),
+    ))
+}
+
+/// `DELETE /api/v1/tokens/{id}`: revokes one of the caller's tokens (an
+/// admin: anyone's).
+pub(super) async fn revoke_token(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| Error::invalid("id", format!("must be a token id, got {id:?}")))?;
+    if caller.principal.read_only {
+        return Err(
+            Error::forbidden("authorization", "a read-only token may not revoke tokens").into(),
+        );
+    }
+    let whose = (!caller.principal.may(Access::Admin)).then(|| caller.username());
+    if !s.history.revoke_token(id, whose, clock::now_ms()).await? {
+        return Err(Error::not_found("id", format!("no token {id} of yours to revoke")).into());
+    }
+    s.auth.forget();
+    s.events
+        .publish(&[caller.audit("token.revoke", format!("token:{id}"), None, None)])
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

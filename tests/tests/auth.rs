@@ -1,0 +1,1056 @@
+//! Sign-in, roles, tokens, sessions, throttling and the audit log, against
+//! the real services.
+//!
+//! The role test reads the README's table of route family × role and
+//! checks every cell, so the table and the API cannot drift apart.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use reqwest::Method;
+use rondo_core::auth::Role;
+use rondo_core::event::TriggerRecord;
+use rondo_core::{Event, TriggerType, clock, trigger_id};
+use rondo_history::History;
+use rondo_history::testing::users::TEST_PASSWORD;
+use rondo_testkit::{Api, Cluster, World, eventually};
+use serde_json::{Value, json};
+
+const README: &str = include_str!("../../README.md");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cell {
+    /// Open without credentials.
+    Public,
+    /// Allowed on any group.
+    Yes,
+    /// Allowed on the groups granted, 403 on the others.
+    Granted,
+    /// 403 on every group.
+    No,
+}
+
+/// The README's rows between the `roles` markers: family → [viewer,
+/// operator, admin].
+fn role_table() -> Vec<(String, [Cell; 3])> {
+    let start = README
+        .find("<!-- roles:begin -->")
+        .expect("roles:begin marker");
+    let end = README.find("<!-- roles:end -->").expect("roles:end marker");
+    let cell = |text: &str| match text.trim() {
+        "public" => Cell::Public,
+        "yes" => Cell::Yes,
+        "granted" => Cell::Granted,
+        "no" => Cell::No,
+        other => panic!("unknown cell {other:?} in the README's role table"),
+    };
+    README[start..end]
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2) // the header and its separator
+        .map(|line| {
+            let cols: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            assert_eq!(cols.len(), 5, "a role table row has 5 columns: {line}");
+            (
+                cols[0].trim().to_owned(),
+                [cell(cols[2]), cell(cols[3]), cell(cols[4])],
+            )
+        })
+        .collect()
+}
+
+/// Which of the two groups a probe acts on.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Granted,
+    Other,
+}
+
+/// Two groups, `ga` (granted to the viewer and the operator) and `gb`,
+/// each with a stopped job, on the API in-process.
+struct Fixture {
+    admin: Api,
+    db: sqlx::MySqlPool,
+    /// The job of `ga` and of `gb`.
+    jobs: [u64; 2],
+    /// A stored trigger log of each job.
+    logs: [String; 2],
+}
+
+impl Fixture {
+    fn group(&self, side: Side) -> &'static str {
+        match side {
+            Side::Granted => "ga",
+            Side::Other => "gb",
+        }
+    }
+
+    fn job(&self, side: Side) -> u64 {
+        self.jobs[side as usize]
+    }
+
+    /// A job of the side's group made by the admin (to delete).
+    async fn spare_job(&self, side: Side) -> u64 {
+        let spec = json!({ "group": self.group(side), "handler": "demo", "enabled": false });
+        self.admin.create_job(spec).await
+    }
+
+    /// The statuses a family's representative requests get from `api`.
+    async fn probe(&self, family: &str, api: &Api, side: Side, user: &str) -> Vec<u16> {
+        let (g, j) = (self.group(side), self.job(side));
+        let mut out = Vec::new();
+        let mut send = async |method: Method, path: String, body: Option<Value>| {
+            let (status, answer) = api.call(method, &path, body).await;
+            assert!(status < 500, "{path}: {status} {answer}");
+            out.push(status);
+        };
+        match family {
+            "health" => send(Method::GET, "/healthz".into(), None).await,
+            "sign-in" => {
+                let login = json!({ "username": user, "password": TEST_PASSWORD });
+                send(Method::POST, "/api/v1/auth/login".into(), Some(login)).await;
+            }
+            "own account" => send(Method::GET, "/api/v1/auth/me".into(), None).await,
+            "own tokens" => send(Method::GET, "/api/v1/tokens".into(), None).await,
+            "cluster and report" => {
+                send(Method::GET, "/api/v1/cluster".into(), None).await;
+                send(Method::GET, "/api/v1/reports?days=1".into(), None).await;
+            }
+            "group read" => {
+                send(Method::GET, format!("/api/v1/groups/{g}"), None).await;
+                send(Method::GET, format!("/api/v1/groups/{g}/executors"), None).await;
+            }
+            "group edit" => {
+                let body = json!({ "title": format!("edited by {user}") });
+                send(Method::PUT, format!("/api/v1/groups/{g}"), Some(body)).await;
+            }
+            "group create and delete" => {
+                let app = format!("new-{user}-{}", rand_suffix());
+                let body = json!({ "app": app });
+                send(Method::POST, "/api/v1/groups".into(), Some(body)).await;
+                // Its group has a job: allowed answers 409, and nothing goes.
+                send(Method::DELETE, format!("/api/v1/groups/{g}"), None).await;
+            }
+            "job read" => {
+                send(Method::GET, format!("/api/v1/jobs/{j}"), None).await;
+                send(Method::GET, format!("/api/v1/jobs?group={g}"), None).await;
+            }
+            "job write" => {
+                let new = json!({ "group": g, "handler": "demo", "enabled": false });
+                send(Method::POST, "/api/v1/jobs".into(), Some(new)).await;
+                let edit = json!({ "description": format!("edited by {user}") });
+                send(Method::PUT, format!("/api/v1/jobs/{j}"), Some(edit)).await;
+                send(Method::POST, format!("/api/v1/jobs/{j}/stop"), None).await;
+                send(Method::POST, format!("/api/v1/jobs/{j}/start"), None).await;
+                send(Method::POST, format!("/api/v1/jobs/{j}/stop"), None).await;
+                let spare = self.spare_job(side).await;
+                send(Method::DELETE, format!("/api/v1/jobs/{spare}"), None).await;
+            }
+            "job trigger" => {
+                send(Method::POST, format!("/api/v1/jobs/{j}/trigger"), None).await;
+            }
+            "log read" => {
+                send(Method::GET, format!("/api/v1/jobs/{j}/logs"), None).await;
+                let log = &self.logs[side as usize];
+                send(Method::GET, format!("/api/v1/logs/{log}"), None).await;
+            }
+            "kill" => {
+                // Not running: allowed answers 409, refused 403.
+                let t = trigger_id::adhoc(j, clock::now_ms(), TriggerType::Manual, 0);
+                send(Method::POST, format!("/api/v1/logs/{t}/kill"), None).await;
+            }
+            "maintenance" => {
+                let body = json!({ "days": 30 });
+                let path = "/api/v1/maintenance/retention";
+                send(Method::POST, path.into(), Some(body)).await;
+                send(Method::POST, "/api/v1/cluster/stats/reset".into(), None).await;
+            }
+            "users" => {
+                send(Method::GET, "/api/v1/users".into(), None).await;
+                send(Method::GET, "/api/v1/users/admin".into(), None).await;
+            }
+            "audit" => send(Method::GET, "/api/v1/audit?limit=5".into(), None).await,
+            other => panic!("the README's role table has a family no test probes: {other:?}"),
+        }
+        out
+    }
+}
+
+/// A suffix no earlier probe used.
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+fn allowed(statuses: &[u16]) -> bool {
+    statuses.iter().all(|s| *s != 401 && *s != 403)
+}
+
+async fn fixture(world: &World, api: Api) -> Fixture {
+    let mut jobs = [0; 2];
+    let mut logs = [String::new(), String::new()];
+    for (i, g) in ["ga", "gb"].into_iter().enumerate() {
+        let (status, body) = api.post("/api/v1/groups", json!({ "app": g })).await;
+        assert_eq!(status, 201, "{body}");
+        jobs[i] = api
+            .create_job(json!({ "group": g, "handler": "demo", "enabled": false }))
+            .await;
+        // No executor: the trigger fails at once; its record becomes the
+        // stored log the log probes read.
+        let (status, out) = api
+            .post(&format!("/api/v1/jobs/{}/trigger", jobs[i]), json!({}))
+            .await;
+        assert_eq!(status, 200, "{out}");
+        let record: TriggerRecord =
+            serde_json::from_value(out["triggers"][0].clone()).expect("a trigger record");
+        logs[i] = record.trigger.trigger_id.clone();
+        rondo_history::write_events(&world.db, &[Event::Triggered(record)])
+            .await
+            .expect("store the trigger log");
+    }
+    Fixture {
+        admin: api,
+        db: world.db.clone(),
+        jobs,
+        logs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_role_gets_exactly_what_the_readme_table_says() {
+    let world = World::new("roles").await;
+    let parts =
+        rondo_scheduler::Parts::connect(world.config.clone(), "roles-test".into(), "-".into())
+            .await
+            .expect("the node's parts connect");
+    let router = rondo_scheduler::api::router(parts.app_state());
+    let anonymous = Api::in_process(router.clone());
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    let f = fixture(&world, admin.clone()).await;
+    let viewer = world.user("vic", Role::Viewer, &["ga"], false).await;
+    let operator = world.user("olga", Role::Operator, &["ga"], false).await;
+    let operator_ro = rondo_history::testing::users::create_token(&f.db, "olga", true).await;
+    let callers = [
+        ("vic", anonymous.clone().with_token(&viewer)),
+        ("olga", anonymous.clone().with_token(&operator)),
+        ("admin", admin.clone()),
+    ];
+
+    let table = role_table();
+    let families: BTreeSet<&str> = table.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(families.len(), table.len(), "a family is listed twice");
+    assert!(table.len() >= 16, "the table lost rows: {families:?}");
+    for (family, cells) in &table {
+        for ((user, api), cell) in callers.iter().zip(cells) {
+            let what = format!("{user} on {family:?}");
+            let mine = f.probe(family, api, Side::Granted, user).await;
+            let other = f.probe(family, api, Side::Other, user).await;
+            match cell {
+                Cell::Public | Cell::Yes => {
+                    assert!(allowed(&mine), "{what}, granted group: {mine:?}");
+                    assert!(allowed(&other), "{what}, other group: {other:?}");
+                }
+                Cell::Granted => {
+                    assert!(allowed(&mine), "{what}, granted group: {mine:?}");
+                    assert!(other.iter().all(|s| *s == 403), "{what}: {other:?}");
+                }
+                Cell::No => {
+                    assert!(mine.iter().all(|s| *s == 403), "{what}: {mine:?}");
+                    assert!(other.iter().all(|s| *s == 403), "{what}: {other:?}");
+                }
+            }
+        }
+        // Without credentials: open only where the table says public.
+        let anon = f.probe(family, &anonymous, Side::Granted, "admin").await;
+        if cells.iter().all(|c| *c == Cell::Public) {
+            assert!(allowed(&anon), "anonymous on {family:?}: {anon:?}");
+        } else {
+            assert!(
+                anon.iter().all(|s| *s == 401),
+                "anonymous on {family:?}: {anon:?}"
+            );
+        }
+        // An operator's read-only token has the viewer's rights.
+        let ro = anonymous.clone().with_token(&operator_ro);
+        let viewer_cell = cells[0];
+        let mine = f.probe(family, &ro, Side::Granted, "olga").await;
+        let expect_allowed = viewer_cell != Cell::No;
+        assert_eq!(
+            allowed(&mine),
+            expect_allowed,
+            "olga's read-only token on {family:?}: {mine:?}"
+        );
+    }
+
+    // Lists show only what the caller may read.
+    let viewer_api = &callers[0].1;
+    let (_, groups) = viewer_api.get("/api/v1/groups").await;
+    let names: Vec<&str> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["app"].as_str())
+        .collect();
+    assert_eq!(names, ["ga"], "{groups}");
+    let (_, jobs) = viewer_api.get("/api/v1/jobs").await;
+    assert!(
+        jobs["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["group"] == "ga"),
+        "{jobs}"
+    );
+    let (_, all) = admin.get("/api/v1/jobs").await;
+    assert!(all["total"].as_u64().unwrap() > jobs["total"].as_u64().unwrap());
+
+    // A refused write changes nothing.
+    let (_, before) = admin.get(&format!("/api/v1/jobs/{}", f.jobs[1])).await;
+    let (status, answer) = callers[1]
+        .1
+        .call(
+            Method::PUT,
+            &format!("/api/v1/jobs/{}", f.jobs[1]),
+            Some(json!({ "description": "not yours" })),
+        )
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["kind"], "forbidden", "{answer}");
+    assert_eq!(answer["error"]["field"], "id", "{answer}");
+    let (_, after) = admin.get(&format!("/api/v1/jobs/{}", f.jobs[1])).await;
+    assert_eq!(before, after);
+    // Moving a job into a group the operator has not got is refused too.
+    let (status, answer) = callers[1]
+        .1
+        .call(
+            Method::PUT,
+            &format!("/api/v1/jobs/{}", f.jobs[0]),
+            Some(json!({ "group": "gb" })),
+        )
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["field"], "group", "{answer}");
+    // As is naming another group's job as a child (it would trigger it).
+    let (status, answer) = callers[1]
+        .1
+        .post(
+            "/api/v1/jobs",
+            json!({ "group": "ga", "handler": "demo", "child_jobs": [f.jobs[1]] }),
+        )
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["field"], "child_jobs", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
+    let world = World::new("tokens").await;
+    let parts =
+        rondo_scheduler::Parts::connect(world.config.clone(), "tokens-test".into(), "-".into())
+            .await
+            .expect("the node's parts connect");
+    let anonymous = Api::in_process(rondo_scheduler::api::router(parts.app_state()));
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    assert_eq!(
+        admin.post("/api/v1/groups", json!({ "app": "ga" })).await.0,
+        201
+    );
+
+    // Users: checked input, no duplicates, a password policy.
+    let (status, answer) = admin
+        .post(
+            "/api/v1/users",
+            json!({ "username": "tom", "password": "short", "role": "operator" }),
+        )
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (400, &json!("password"))
+    );
+    let (status, answer) = admin
+        .post(
+            "/api/v1/users",
+            json!({ "username": "tom", "password": TEST_PASSWORD, "role": "chief" }),
+        )
+        .await;
+    assert_eq!((status, &answer["error"]["field"]), (400, &json!("role")));
+    let tom = json!({ "username": "tom", "password": TEST_PASSWORD, "role": "operator", "groups": ["ga"] });
+    let (status, created) = admin.post("/api/v1/users", tom.clone()).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created.get("password").is_none() && created.get("password_hash").is_none());
+    assert_eq!(admin.post("/api/v1/users", tom).await.0, 409);
+    let tom_first = rondo_history::testing::users::create_token(&world.db, "tom", false).await;
+    let tom_api = anonymous.clone().with_token(&tom_first);
+
+    // A token made through the API: shown once, listed without secret.
+    let (status, made) = tom_api
+        .post(
+            "/api/v1/tokens",
+            json!({ "name": "ci", "expires_in_days": 30 }),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let token = made["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("rondo_pat_"), "{made}");
+    let expires = made["expires_ms"].as_i64().unwrap();
+    let in_30_days = clock::now_ms() + 30 * 86_400_000;
+    assert!((in_30_days - expires).abs() < 60_000, "{made}");
+    let (_, list) = tom_api.get("/api/v1/tokens").await;
+    let listed = list.to_string();
+    assert!(
+        !listed.contains(&token[10..]),
+        "a listed token shows its secret"
+    );
+    assert!(!listed.contains("hash"), "{listed}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2, "{list}");
+    let ci = anonymous.clone().with_token(&token);
+    let (status, me) = ci.get("/api/v1/auth/me").await;
+    assert_eq!((status, &me["username"]), (200, &json!("tom")));
+    let job = ci
+        .create_job(json!({ "group": "ga", "handler": "demo", "enabled": false }))
+        .await;
+    for (field, bad) in [
+        (
+            "expires_in_days",
+            json!({ "name": "x", "expires_in_days": 0 }),
+        ),
+        (
+            "expires_in_days",
+            json!({ "name": "x", "expires_in_days": 366 }),
+        ),
+        ("name", json!({ "name": "" })),
+    ] {
+        let (status, answer) = tom_api.post("/api/v1/tokens", bad).await;
+        assert_eq!((status, &answer["error"]["field"]), (400, &json!(field)));
+    }
+
+    // A read-only token reads, and cannot write or mint a writing token.
+    let (_, ro) = tom_api
+        .post("/api/v1/tokens", json!({ "name": "ro", "read_only": true }))
+        .await;
+    let ro_api = anonymous.clone().with_token(ro["token"].as_str().unwrap());
+    assert_eq!(ro_api.get(&format!("/api/v1/jobs/{job}")).await.0, 200);
+    assert_eq!(
+        ro_api
+            .post(&format!("/api/v1/jobs/{job}/stop"), json!({}))
+            .await
+            .0,
+        403
+    );
+    let (status, answer) = ro_api
+        .post("/api/v1/tokens", json!({ "name": "escalate" }))
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (403, &json!("read_only"))
+    );
+
+    // Revoked: refused at once, and only the owner (or an admin) revokes.
+    let id = made["id"].as_u64().unwrap();
+    let (status, _) = anonymous
+        .clone()
+        .with_token(&tom_first)
+        .call(Method::DELETE, "/api/v1/tokens/1", None)
+        .await;
+    assert_eq!(status, 404, "tom cannot revoke the admin's token");
+    let (status, _) = tom_api
+        .call(Method::DELETE, &format!("/api/v1/tokens/{id}"), None)
+        .await;
+    assert_eq!(status, 204);
+    let (status, answer) = ci.get("/api/v1/auth/me").await;
+    assert_eq!(status, 401, "{answer}");
+    assert_eq!(answer["error"]["kind"], "unauthenticated");
+    let (status, _) = tom_api
+        .call(Method::DELETE, &format!("/api/v1/tokens/{id}"), None)
+        .await;
+    assert_eq!(status, 404, "revoked once");
+
+    // Expired: refused once its time is up.
+    let (short, hash) = rondo_core::auth::new_token();
+    History::from_pool(world.db.clone())
+        .create_token(&rondo_history::auth::NewToken {
+            username: "tom",
+            name: "short",
+            hash: &hash,
+            prefix: &short[..16],
+            read_only: false,
+            created_ms: clock::now_ms(),
+            expires_ms: Some(clock::now_ms() + 1_500),
+        })
+        .await
+        .unwrap();
+    let short_api = anonymous.clone().with_token(&short);
+    assert_eq!(short_api.get("/api/v1/auth/me").await.0, 200);
+    eventually(
+        "the short token to expire",
+        Duration::from_secs(10),
+        || async { (short_api.get("/api/v1/auth/me").await.0 == 401).then_some(()) },
+    )
+    .await;
+    assert_eq!(anonymous.get("/api/v1/auth/me").await.0, 401);
+    let forged = anonymous.clone().with_token("rondo_pat_forged");
+    assert_eq!(forged.get("/api/v1/auth/me").await.0, 401);
+
+    // A token has its user's rights as they are now.
+    let (status, _) = admin
+        .call(
+            Method::PUT,
+            "/api/v1/users/tom",
+            Some(json!({ "role": "viewer" })),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        tom_api
+            .post(&format!("/api/v1/jobs/{job}/start"), json!({}))
+            .await
+            .0,
+        403
+    );
+    assert_eq!(tom_api.get(&format!("/api/v1/jobs/{job}")).await.0, 200);
+    let (status, _) = admin
+        .call(
+            Method::PUT,
+            "/api/v1/users/tom",
+            Some(json!({ "enabled": false })),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(tom_api.get("/api/v1/auth/me").await.0, 401);
+    // Deleting a user revokes its tokens.
+    let (status, _) = admin.call(Method::DELETE, "/api/v1/users/tom", None).await;
+    assert_eq!(status, 204);
+    let tokens = History::from_pool(world.db.clone())
+        .tokens(Some("tom"))
+        .await
+        .unwrap();
+    assert!(tokens.iter().all(|t| t.revoked_ms.is_some()), "{tokens:?}");
+
+    // The last admin stays one.
+    for change in [json!({ "role": "operator" }), json!({ "enabled": false })] {
+        let (status, answer) = admin
+            .call(Method::PUT, "/api/v1/users/admin", Some(change))
+            .await;
+        assert_eq!(status, 409, "{answer}");
+    }
+    assert_eq!(
+        admin
+            .call(Method::DELETE, "/api/v1/users/admin", None)
+            .await
+            .0,
+        409
+    );
+    assert_eq!(admin.get("/api/v1/auth/me").await.0, 200);
+}
+
+/// A browser over TCP: keeps the session cookie and the CSRF token.
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+    csrf: Option<String>,
+    /// Sent as `X-Forwarded-For` (a node trusting it takes it as the
+    /// client's address).
+    from: Option<String>,
+}
+
+impl Browser {
+    fn new(addr: std::net::SocketAddr) -> Browser {
+        Browser {
+            http: reqwest::Client::new(),
+            base: format!("http://{addr}"),
+            cookie: None,
+            csrf: None,
+            from: None,
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        csrf: bool,
+    ) -> (u16, Value) {
+        let (status, body, _) = self.send_full(method, path, body, csrf).await;
+        (status, body)
+    }
+
+    async fn send_full(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        csrf: bool,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(cookie) = &self.cookie {
+            req = req.header("cookie", format!("rondo_session={cookie}"));
+        }
+        if let (true, Some(token)) = (csrf, &self.csrf) {
+            req = req.header("x-csrf-token", token);
+        }
+        if let Some(from) = &self.from {
+            req = req.header("x-forwarded-for", from);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("the node answers");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap_or_default();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, json, headers)
+    }
+
+    /// Signs in; on success keeps the cookie and CSRF token.
+    async fn login(&mut self, user: &str, password: &str) -> (u16, Value) {
+        let body = json!({ "username": user, "password": password });
+        let (status, answer, headers) = self
+            .send_full(Method::POST, "/api/v1/auth/login", Some(body), false)
+            .await;
+        if status == 200 {
+            let set = headers
+                .get("set-cookie")
+                .and_then(|v| v.to_str().ok())
+                .expect("a session cookie")
+                .to_owned();
+            for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+                assert!(set.contains(attribute), "{set}");
+            }
+            let value = set
+                .strip_prefix("rondo_session=")
+                .and_then(|v| v.split(';').next())
+                .expect("the cookie's value");
+            self.cookie = Some(value.to_owned());
+            self.csrf = answer["csrf_token"].as_str().map(str::to_owned);
+        }
+        (status, answer)
+    }
+
+    async fn me(&self) -> u16 {
+        self.send(Method::GET, "/api/v1/auth/me", None, false)
+            .await
+            .0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_need_their_csrf_token_to_write_and_end_idle_old_or_signed_out() {
+    let mut world = World::new("sessions").await;
+    world.config.auth.session_idle_s = 2;
+    world.config.auth.session_max_s = 5;
+    let (redis_url, ns) = (world.config.redis.url.clone(), world.config.names());
+    rondo_history::testing::users::create_user(&world.db, "ann", Role::Operator, &["ga"]).await;
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let addr = cluster.nodes[node].addr();
+    let admin = cluster.api(node);
+    assert_eq!(
+        admin.post("/api/v1/groups", json!({ "app": "ga" })).await.0,
+        201
+    );
+
+    let mut browser = Browser::new(addr);
+    let (status, _) = browser.login("admin", "wrong password!").await;
+    assert_eq!(status, 401);
+    let (status, who) = browser.login("admin", TEST_PASSWORD).await;
+    assert_eq!(status, 200, "{who}");
+    assert_eq!(who["role"], "admin");
+    let (status, me) = browser
+        .send(Method::GET, "/api/v1/auth/me", None, false)
+        .await;
+    assert_eq!((status, &me["via"]), (200, &json!("session")));
+    assert_eq!(me["csrf_token"], who["csrf_token"]);
+
+    // A write with the cookie and no (or a wrong) CSRF token changes nothing.
+    let group = json!({ "app": "csrf" });
+    let (status, answer) = browser
+        .send(Method::POST, "/api/v1/groups", Some(group.clone()), false)
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["field"], "x-csrf-token");
+    let mut wrong = Browser::new(addr);
+    wrong.cookie = browser.cookie.clone();
+    wrong.csrf = Some("not-the-token".into());
+    let (status, _) = wrong
+        .send(Method::POST, "/api/v1/groups", Some(group.clone()), true)
+        .await;
+    assert_eq!(status, 403);
+    assert_eq!(admin.get("/api/v1/groups/csrf").await.0, 404);
+    let (status, _) = browser
+        .send(Method::POST, "/api/v1/groups", Some(group), true)
+        .await;
+    assert_eq!(status, 201);
+
+    // A forged cookie is nobody.
+    let mut forged = Browser::new(addr);
+    forged.cookie = Some(rondo_core::auth::new_secret());
+    let (status, answer) = forged
+        .send(Method::GET, "/api/v1/auth/me", None, false)
+        .await;
+    assert_eq!((status, &answer["error"]["field"]), (401, &json!("cookie")));
+
+    // Idle: the session's key expires in Redis, and the cookie is refused.
+    let key = ns.session(&rondo_core::auth::token_hash(
+        browser.cookie.as_deref().unwrap(),
+    ));
+    let redis = redis::Client::open(redis_url).unwrap();
+    let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+    let ttl: i64 = conn.ttl(&key).await.unwrap();
+    assert!((1..=2).contains(&ttl), "idle ttl {ttl}");
+    eventually(
+        "the idle session to expire",
+        Duration::from_secs(10),
+        || {
+            let mut conn = conn.clone();
+            let key = key.clone();
+            async move { (!conn.exists::<_, bool>(&key).await.unwrap()).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(browser.me().await, 401);
+
+    // Old: a session in use still ends `session_max_s` after sign-in.
+    let (status, _) = browser.login("admin", TEST_PASSWORD).await;
+    assert_eq!(status, 200);
+    let signed_in = Instant::now();
+    let ended = eventually(
+        "the session to reach its end",
+        Duration::from_secs(15),
+        || async {
+            let status = browser.me().await;
+            if status == 200 {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return None;
+            }
+            Some(status)
+        },
+    )
+    .await;
+    assert_eq!(ended, 401);
+    assert!(
+        signed_in.elapsed() >= Duration::from_millis(4_500),
+        "ended after {:?}, before its 5 s",
+        signed_in.elapsed()
+    );
+
+    // Sign-out ends it and clears the cookie.
+    browser.login("admin", TEST_PASSWORD).await;
+    let (status, _, headers) = browser
+        .send_full(Method::POST, "/api/v1/auth/logout", None, true)
+        .await;
+    assert_eq!(status, 204);
+    let cleared = headers.get("set-cookie").unwrap().to_str().unwrap();
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    assert_eq!(browser.me().await, 401);
+
+    // A new password ends the user's other sessions.
+    let mut ann = Browser::new(addr);
+    let mut ann_elsewhere = Browser::new(addr);
+    assert_eq!(ann.login("ann", TEST_PASSWORD).await.0, 200);
+    assert_eq!(ann_elsewhere.login("ann", TEST_PASSWORD).await.0, 200);
+    let new = "a brand new passphrase";
+    let change = |current: &str| json!({ "current_password": current, "new_password": new });
+    let (status, answer) = ann
+        .send(
+            Method::PUT,
+            "/api/v1/auth/password",
+            Some(change("wrong!")),
+            true,
+        )
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (400, &json!("current_password"))
+    );
+    let weak = json!({ "current_password": TEST_PASSWORD, "new_password": "short" });
+    let (status, answer) = ann
+        .send(Method::PUT, "/api/v1/auth/password", Some(weak), true)
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (400, &json!("new_password"))
+    );
+    let (status, _) = ann
+        .send(
+            Method::PUT,
+            "/api/v1/auth/password",
+            Some(change(TEST_PASSWORD)),
+            true,
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(ann.me().await, 200, "the session it was changed from stays");
+    assert_eq!(ann_elsewhere.me().await, 401);
+    assert_eq!(Browser::new(addr).login("ann", TEST_PASSWORD).await.0, 401);
+    assert_eq!(Browser::new(addr).login("ann", new).await.0, 200);
+
+    // A disabled user's session ends.
+    let (status, _) = admin
+        .call(
+            Method::PUT,
+            "/api/v1/users/ann",
+            Some(json!({ "enabled": false })),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(ann.me().await, 401);
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sign_in_is_throttled_per_username_and_per_address() {
+    let mut world = World::new("throttle").await;
+    world.config.auth.login_max_per_user = 3;
+    world.config.auth.login_max_per_address = 5;
+    world.config.auth.trust_forwarded_for = true;
+    for user in ["ann", "bob", "cid"] {
+        rondo_history::testing::users::create_user(&world.db, user, Role::Viewer, &[]).await;
+    }
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let addr = cluster.nodes[node].addr();
+    let from = |ip: &str| {
+        let mut b = Browser::new(addr);
+        b.from = Some(ip.to_owned());
+        b
+    };
+
+    // Per username: three wrong passwords, then even the right one waits.
+    let mut a = from("10.0.0.1");
+    for _ in 0..3 {
+        assert_eq!(a.login("ann", "wrong password").await.0, 401);
+    }
+    let (status, answer) = a.login("ann", TEST_PASSWORD).await;
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"]["field"], "username");
+    // From elsewhere too: the username is what is guessed.
+    let (status, _) = from("10.0.0.9").login("ann", TEST_PASSWORD).await;
+    assert_eq!(status, 429);
+
+    // Per address: five failures over any usernames block the address.
+    let mut b = from("10.0.0.2");
+    for user in ["bob", "bob", "cid", "cid", "nobody"] {
+        assert_eq!(b.login(user, "wrong password").await.0, 401);
+    }
+    let (status, answer) = b.login("cid", TEST_PASSWORD).await;
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"]["field"], "address");
+    // Another address signs cid in, which clears cid's count.
+    let mut c = from("10.0.0.3");
+    assert_eq!(c.login("cid", TEST_PASSWORD).await.0, 200);
+    for _ in 0..2 {
+        assert_eq!(c.login("cid", "wrong password").await.0, 401);
+    }
+    assert_eq!(
+        c.login("cid", TEST_PASSWORD).await.0,
+        200,
+        "two fresh failures are under the limit"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_change_is_in_the_audit_log_with_who_and_where() {
+    let world = World::new("audit").await;
+    rondo_history::testing::users::create_user(&world.db, "vic", Role::Viewer, &["au"]).await;
+    let mut cluster = Cluster::new(world);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let addr = cluster.nodes[node].addr();
+    let api = cluster.api(node);
+
+    let expect = |s: (u16, Value), want: u16| assert_eq!(s.0, want, "{}", s.1);
+    expect(
+        api.post("/api/v1/groups", json!({ "app": "au" })).await,
+        201,
+    );
+    expect(
+        api.call(
+            Method::PUT,
+            "/api/v1/groups/au",
+            Some(json!({ "title": "t" })),
+        )
+        .await,
+        200,
+    );
+    let job = api
+        .create_job(json!({ "group": "au", "handler": "demo", "schedule_type": "NONE" }))
+        .await;
+    let path = format!("/api/v1/jobs/{job}");
+    expect(
+        api.call(Method::PUT, &path, Some(json!({ "description": "d" })))
+            .await,
+        200,
+    );
+    expect(api.post(&format!("{path}/stop"), json!({})).await, 200);
+    expect(api.post(&format!("{path}/start"), json!({})).await, 200);
+    expect(
+        api.post(&format!("{path}/trigger"), json!({ "params": "p" }))
+            .await,
+        200,
+    );
+    expect(api.call(Method::DELETE, &path, None).await, 204);
+    expect(
+        api.call(Method::DELETE, "/api/v1/groups/au", None).await,
+        204,
+    );
+    let user = json!({ "username": "zed", "password": TEST_PASSWORD, "role": "viewer" });
+    expect(api.post("/api/v1/users", user).await, 201);
+    expect(
+        api.call(
+            Method::PUT,
+            "/api/v1/users/zed",
+            Some(json!({ "groups": ["au"] })),
+        )
+        .await,
+        200,
+    );
+    let (_, token) = api.post("/api/v1/tokens", json!({ "name": "audit" })).await;
+    let token_id = token["id"].as_u64().unwrap();
+    expect(
+        api.call(Method::DELETE, &format!("/api/v1/tokens/{token_id}"), None)
+            .await,
+        204,
+    );
+    expect(
+        api.call(Method::DELETE, "/api/v1/users/zed", None).await,
+        204,
+    );
+    expect(
+        api.post("/api/v1/maintenance/retention", json!({})).await,
+        200,
+    );
+    expect(
+        api.post("/api/v1/cluster/stats/reset", json!({})).await,
+        204,
+    );
+    let mut vic = Browser::new(addr);
+    assert_eq!(vic.login("vic", "not the password").await.0, 401);
+    assert_eq!(vic.login("vic", TEST_PASSWORD).await.0, 200);
+    // Refused: no change, no row.
+    let (status, _) = vic
+        .send(
+            Method::POST,
+            "/api/v1/groups",
+            Some(json!({ "app": "no" })),
+            true,
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = vic
+        .send(Method::POST, "/api/v1/auth/logout", None, true)
+        .await;
+    assert_eq!(status, 204);
+
+    let wanted: HashMap<&str, (&str, String)> = HashMap::from([
+        ("group.create", ("admin", "group:au".to_owned())),
+        ("group.update", ("admin", "group:au".into())),
+        ("job.create", ("admin", format!("job:{job}"))),
+        ("job.update", ("admin", format!("job:{job}"))),
+        ("job.stop", ("admin", format!("job:{job}"))),
+        ("job.start", ("admin", format!("job:{job}"))),
+        ("job.trigger", ("admin", format!("job:{job}"))),
+        ("job.delete", ("admin", format!("job:{job}"))),
+        ("group.delete", ("admin", "group:au".into())),
+        ("user.create", ("admin", "user:zed".into())),
+        ("user.update", ("admin", "user:zed".into())),
+        ("token.create", ("admin", format!("token:{token_id}"))),
+        ("token.revoke", ("admin", format!("token:{token_id}"))),
+        ("user.delete", ("admin", "user:zed".into())),
+        ("retention.apply", ("admin", "job_log".into())),
+        (
+            "stats.reset",
+            ("admin", format!("node:{}", cluster.nodes[node].id())),
+        ),
+        ("session.login_failed", ("vic", "user:vic".into())),
+        ("session.login", ("vic", "user:vic".into())),
+        ("session.logout", ("vic", "user:vic".into())),
+    ]);
+    let rows = eventually(
+        "every change in the audit log",
+        Duration::from_secs(20),
+        || async {
+            let (status, log) = api.get("/api/v1/audit?limit=1000").await;
+            assert_eq!(status, 200, "{log}");
+            let rows = log["items"].as_array().cloned().unwrap_or_default();
+            (rows.len() >= wanted.len()).then_some(rows)
+        },
+    )
+    .await;
+    assert_eq!(
+        rows.len(),
+        wanted.len(),
+        "one row per change, none for the refused: {rows:#?}"
+    );
+    for row in &rows {
+        let action = row["action"].as_str().unwrap();
+        let (who, target) = wanted
+            .get(action)
+            .unwrap_or_else(|| panic!("unexpected {row}"));
+        assert_eq!(row["username"], *who, "{row}");
+        assert_eq!(row["target"], *target, "{row}");
+        assert_eq!(row["address"], "127.0.0.1", "{row}");
+        assert!(row["at_ms"].as_i64().unwrap() > 0);
+    }
+    let job_rows: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["target"] == format!("job:{job}"))
+        .collect();
+    assert!(job_rows.iter().all(|r| r["group"] == "au"), "{job_rows:?}");
+    // Newest first, and the filters narrow it.
+    let times: Vec<i64> = rows.iter().map(|r| r["at_ms"].as_i64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    let (_, vics) = api.get("/api/v1/audit?user=vic").await;
+    assert_eq!(vics["items"].as_array().unwrap().len(), 3, "{vics}");
+    let (_, one) = api.get("/api/v1/audit?action=job.trigger").await;
+    assert_eq!(one["items"][0]["detail"], "params 1 bytes");
+    let (status, bad) = api.get("/api/v1/audit?since_ms=yesterday").await;
+    assert_eq!((status, &bad["error"]["field"]), (400, &json!("since_ms")));
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_first_admin_comes_from_config_on_an_empty_user_table() {
+    let mut world = World::new("firstadmin").await;
+    sqlx::query("DELETE FROM api_token")
+        .execute(&world.db)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM `user`")
+        .execute(&world.db)
+        .await
+        .unwrap();
+    world.config.auth.admin_user = "root".into();
+    world.config.auth.admin_password = "the first admin's passphrase".into();
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let addr = cluster.nodes[node].addr();
+    eventually(
+        "the first admin to be made",
+        Duration::from_secs(20),
+        || async {
+            let mut b = Browser::new(addr);
+            (b.login("root", "the first admin's passphrase").await.0 == 200).then_some(())
+        },
+    )
+    .await;
+    let mut root = Browser::new(addr);
+    let (_, who) = root.login("root", "the first admin's passphrase").await;
+    assert_eq!(who["role"], "admin");
+    // With a user in the table, another admin in the config makes nobody.
+    let history = History::from_pool(cluster.db().clone());
+    let mut other = cluster.config().auth.clone();
+    other.admin_user = "other".into();
+    let made = rondo_scheduler::api::auth::bootstrap_admin(&history, &other)
+        .await
+        .unwrap();
+    assert!(!made);
+    assert!(history.user("other").await.unwrap().is_none());
+    assert_eq!(history.user_count().await.unwrap(), 1);
+    cluster.stop().await;
+}
