@@ -7,7 +7,10 @@
 #   scripts/demo.sh 30         run for 30 seconds
 #
 # Everything runs in the namespace `rondo_demo` (Redis keys, queues,
-# ZooKeeper chroot) and writes history to the MySQL database `rondo`.
+# ZooKeeper chroot) and writes history to the MySQL database `rondo_demo`,
+# made afresh each run. Its admin `admin` gets a new random password each
+# run, printed at the end and kept in $STATE/admin-password (mode 600); the
+# CLI is signed in with a token in $STATE/credentials.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-0}"
@@ -19,7 +22,9 @@ export RONDO_EXECUTOR_ID=demo-1
 export RONDO_REGISTRY_HEARTBEAT_MS=5000
 export RONDO_REGISTRY_DEAD_AFTER_MS=15000
 export RONDO_API=http://127.0.0.1:8600
-MYSQL_URL="${RONDO_MYSQL_URL:-mysql://rondo:rondo@127.0.0.1:3306/rondo}"
+DB=rondo_demo
+export RONDO_MYSQL_URL="mysql://rondo:rondo@127.0.0.1:3306/$DB"
+export RONDO_CREDENTIALS="$STATE/credentials.json"
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "demo.sh: cargo is not installed; install a Rust toolchain >= 1.94 (rustup) first" >&2
@@ -31,6 +36,13 @@ echo "== building (debug)"
 cargo build --bins
 BIN=target/debug
 mkdir -p "$STATE"
+chmod 700 "$STATE"
+# A fresh database: its user table is empty, so the scheduler makes the
+# admin below (there is no built-in password).
+mariadb -h127.0.0.1 -urondo -prondo -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB"
+rm -f "$RONDO_CREDENTIALS"
+ADMIN_PASSWORD="$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')"
+(umask 077; printf '%s\n' "$ADMIN_PASSWORD" >"$STATE/admin-password")
 
 PIDS=()
 stop_all() {
@@ -52,15 +64,21 @@ start persist-worker "$BIN/rondo-persist-worker"
 # The demo runs a shell job: this executor (on loopback) enables the
 # handlers that run commands, which are off by default.
 start executor env RONDO_EXECUTOR_COMMAND_HANDLERS=true "$BIN/rondo-executor"
-start scheduler "$BIN/rondo-scheduler"
+# The scheduler makes the first admin from these (only on an empty user
+# table); only it sees the password in its environment.
+start scheduler env RONDO_AUTH_ADMIN_USER=admin RONDO_AUTH_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
+  "$BIN/rondo-scheduler"
 
+# Signing the CLI in also waits for the API and the admin to exist.
 up=no
-for _ in $(seq 1 100); do
-  if "$BIN/rondo" cluster >/dev/null 2>&1; then up=yes; break; fi
+for _ in $(seq 1 150); do
+  if RONDO_PASSWORD="$ADMIN_PASSWORD" "$BIN/rondo" login --user admin --days 1 >/dev/null 2>&1; then
+    up=yes; break
+  fi
   sleep 0.2
 done
 if [[ $up != yes ]]; then
-  echo "demo.sh: the scheduler API did not come up; its log:" >&2
+  echo "demo.sh: could not sign in to the scheduler API; its log:" >&2
   tail -20 "$STATE/scheduler.log" >&2
   exit 1
 fi
@@ -86,8 +104,12 @@ done
 
 cat <<MSG
 
+== signed in
+   API and console:   $RONDO_API  user admin  password $ADMIN_PASSWORD  (also in $STATE/admin-password)
+   the CLI:           export RONDO_CREDENTIALS=$RONDO_CREDENTIALS   (a token, saved by: rondo login --user admin)
+
 == fires, as the executor runs them (Ctrl-C to stop)
-   history in MySQL:  mariadb -h127.0.0.1 -urondo -prondo rondo -e \\
+   history in MySQL:  mariadb -h127.0.0.1 -urondo -prondo $DB -e \\
      'SELECT trigger_id, job_id, trigger_code, handle_code, handle_msg FROM job_log ORDER BY fire_ms DESC LIMIT 10'
    log lines:         ... -e 'SELECT * FROM job_log_line ORDER BY ts_ms DESC LIMIT 10'
    one trigger:       $BIN/rondo log <trigger_id>      job history: $BIN/rondo job logs 1
@@ -98,8 +120,8 @@ tail -n0 -F --pid=$$ "$STATE/executor.log" | grep --line-buffered -E "trigger fi
 if [[ "$DURATION" -gt 0 ]]; then
   sleep "$DURATION"
   echo
-  echo "== last triggers stored in MySQL ($MYSQL_URL)"
-  mariadb -h127.0.0.1 -urondo -prondo rondo -e \
+  echo "== last triggers stored in MySQL (database $DB)"
+  mariadb -h127.0.0.1 -urondo -prondo "$DB" -e \
     'SELECT trigger_id, job_id, trigger_code, handle_code, LEFT(handle_msg, 40) AS handle_msg FROM job_log ORDER BY fire_ms DESC LIMIT 8' || true
 else
   wait

@@ -1,10 +1,17 @@
 //! `rondo`: the command-line client of the admin HTTP API.
 //!
 //! Every command is one HTTP call; the answer is printed as pretty JSON. An
-//! API error prints its JSON body on stderr and exits 2 (bad input) or 1.
+//! API error prints its JSON body on stderr and exits 2 (bad input, no
+//! credentials, a missing right) or 1.
+//!
+//! Credentials: `--token` / `RONDO_TOKEN`, else the token `rondo login`
+//! saved for this API in the credentials file (`RONDO_CREDENTIALS`, default
+//! `~/.config/rondo/credentials.json`, mode 0600).
 
 // The CLI's job is to print.
 #![allow(clippy::print_stdout)]
+
+mod credentials;
 
 use std::process::ExitCode;
 
@@ -22,6 +29,9 @@ struct Cli {
     /// Base URL of any scheduler node's admin API.
     #[arg(long, env = "RONDO_API", default_value = "http://127.0.0.1:8600")]
     api: String,
+    /// API token (`rondo_pat_…`); default: the one `rondo login` saved.
+    #[arg(long, env = "RONDO_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,6 +64,108 @@ enum Command {
         /// `persist.retention_days`.
         #[arg(long)]
         days: Option<u32>,
+    },
+    /// Signs in with a password (prompted, or `RONDO_PASSWORD`) and saves
+    /// a new API token for this API in the credentials file.
+    Login {
+        #[arg(long)]
+        user: String,
+        /// Days the token lives (1 to 365).
+        #[arg(long, default_value_t = 90)]
+        days: u32,
+    },
+    /// Revokes the saved token and forgets it.
+    Logout,
+    /// Who the credentials are.
+    Whoami,
+    /// Changes your password (prompted, or `RONDO_PASSWORD` and
+    /// `RONDO_NEW_PASSWORD`).
+    Password,
+    /// Users (admins).
+    #[command(subcommand)]
+    User(UserCmd),
+    /// API tokens: yours (an admin: anyone's).
+    #[command(subcommand)]
+    Token(TokenCmd),
+    /// The audit log (admins), newest first.
+    Audit {
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        action: Option<String>,
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long)]
+        since_ms: Option<i64>,
+        #[arg(long)]
+        until_ms: Option<i64>,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCmd {
+    List,
+    Get {
+        username: String,
+    },
+    /// Creates a user; the password is prompted (or `RONDO_NEW_PASSWORD`).
+    Create {
+        username: String,
+        /// admin, operator or viewer.
+        #[arg(long, default_value = "viewer")]
+        role: String,
+        /// A group granted (repeat for more).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// Shorthand for `--role admin`.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// Changes what is given.
+    Update {
+        username: String,
+        #[arg(long)]
+        role: Option<String>,
+        /// The groups granted, replacing the old list (repeat).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// Grant no group at all.
+        #[arg(long, conflicts_with = "groups")]
+        no_groups: bool,
+        #[arg(long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(long)]
+        disable: bool,
+        /// Set a new password (prompted, or `RONDO_NEW_PASSWORD`).
+        #[arg(long)]
+        reset_password: bool,
+    },
+    Delete {
+        username: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCmd {
+    List {
+        /// An admin: one user's tokens.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// A new token, printed once.
+    Create {
+        name: String,
+        #[arg(long, default_value_t = 90)]
+        days: u32,
+        #[arg(long)]
+        read_only: bool,
+    },
+    Revoke {
+        id: u64,
     },
 }
 
@@ -196,25 +308,46 @@ impl JobArgs {
     }
 }
 
-struct Api {
+pub(crate) struct Api {
     base: String,
     http: reqwest::Client,
+    /// Sent as `Authorization: Bearer …`.
+    token: Option<String>,
+    /// A browser session's cookie and CSRF token (`rondo login` only).
+    session: Option<(String, String)>,
 }
 
 impl Api {
     async fn call(
-        &self,
+        &mut self,
         method: reqwest::Method,
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<(u16, Value)> {
         let url = format!("{}{path}", self.base.trim_end_matches('/'));
         let mut req = self.http.request(method, &url);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some((cookie, csrf)) = &self.session {
+            req = req
+                .header("cookie", format!("rondo_session={cookie}"))
+                .header("x-csrf-token", csrf);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }
         let resp = req.send().await.with_context(|| format!("calling {url}"))?;
         let status = resp.status().as_u16();
+        if let Some(cookie) = resp
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("rondo_session="))
+            .and_then(|v| v.split(';').next())
+        {
+            self.session = Some((cookie.to_owned(), String::new()));
+        }
         let text = resp.text().await?;
         let value = if text.is_empty() {
             Value::Null
@@ -225,9 +358,102 @@ impl Api {
     }
 }
 
-fn request(cmd: &Command) -> (reqwest::Method, String, Option<Value>) {
+/// The one HTTP call a plain command is. (`login`, `logout` and
+/// `password` are conversations: see `credentials`.)
+fn request(cmd: &Command) -> anyhow::Result<(reqwest::Method, String, Option<Value>)> {
     use reqwest::Method as M;
-    match cmd {
+    Ok(match cmd {
+        Command::Login { .. } | Command::Logout | Command::Password => {
+            anyhow::bail!("not a single call")
+        }
+        Command::Whoami => (M::GET, "/api/v1/auth/me".into(), None),
+        Command::User(u) => match u {
+            UserCmd::List => (M::GET, "/api/v1/users".into(), None),
+            UserCmd::Get { username } => (M::GET, format!("/api/v1/users/{username}"), None),
+            UserCmd::Create {
+                username,
+                role,
+                groups,
+                admin,
+            } => {
+                let role = if *admin { "admin" } else { role.as_str() };
+                let password = credentials::secret("RONDO_NEW_PASSWORD", "new user's password")?;
+                let body = json!({ "username": username, "password": password, "role": role, "groups": groups });
+                (M::POST, "/api/v1/users".into(), Some(body))
+            }
+            UserCmd::Update {
+                username,
+                role,
+                groups,
+                no_groups,
+                enable,
+                disable,
+                reset_password,
+            } => {
+                let mut m = Map::new();
+                if let Some(role) = role {
+                    m.insert("role".into(), role.clone().into());
+                }
+                if !groups.is_empty() || *no_groups {
+                    m.insert("groups".into(), json!(groups));
+                }
+                if *enable || *disable {
+                    m.insert("enabled".into(), (*enable).into());
+                }
+                if *reset_password {
+                    let p = credentials::secret("RONDO_NEW_PASSWORD", "new password")?;
+                    m.insert("password".into(), p.into());
+                }
+                (
+                    M::PUT,
+                    format!("/api/v1/users/{username}"),
+                    Some(Value::Object(m)),
+                )
+            }
+            UserCmd::Delete { username } => (M::DELETE, format!("/api/v1/users/{username}"), None),
+        },
+        Command::Token(t) => match t {
+            TokenCmd::List { user } => {
+                let q = user
+                    .as_ref()
+                    .map(|u| format!("?user={u}"))
+                    .unwrap_or_default();
+                (M::GET, format!("/api/v1/tokens{q}"), None)
+            }
+            TokenCmd::Create {
+                name,
+                days,
+                read_only,
+            } => (
+                M::POST,
+                "/api/v1/tokens".into(),
+                Some(json!({ "name": name, "expires_in_days": days, "read_only": read_only })),
+            ),
+            TokenCmd::Revoke { id } => (M::DELETE, format!("/api/v1/tokens/{id}"), None),
+        },
+        Command::Audit {
+            user,
+            action,
+            target,
+            group,
+            since_ms,
+            until_ms,
+            limit,
+        } => {
+            let mut q = vec![format!("limit={limit}")];
+            let mut put = |k: &str, v: Option<String>| {
+                if let Some(v) = v {
+                    q.push(format!("{k}={}", credentials::query_escape(&v)));
+                }
+            };
+            put("user", user.clone());
+            put("action", action.clone());
+            put("target", target.clone());
+            put("group", group.clone());
+            put("since_ms", since_ms.map(|v| v.to_string()));
+            put("until_ms", until_ms.map(|v| v.to_string()));
+            (M::GET, format!("/api/v1/audit?{}", q.join("&")), None)
+        }
         Command::Cluster => (M::GET, "/api/v1/cluster".into(), None),
         Command::Log { trigger_id } => (M::GET, format!("/api/v1/logs/{trigger_id}"), None),
         Command::Kill { trigger_id } => (M::POST, format!("/api/v1/logs/{trigger_id}/kill"), None),
@@ -290,18 +516,32 @@ fn request(cmd: &Command) -> (reqwest::Method, String, Option<Value>) {
                 None,
             ),
         },
-    }
+    })
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let api = Api {
+    let token = cli
+        .token
+        .clone()
+        .or_else(|| credentials::saved_token(&cli.api));
+    let mut api = Api {
         base: cli.api.clone(),
         http: reqwest::Client::new(),
+        token,
+        session: None,
     };
-    let (method, path, body) = request(&cli.command);
-    match api.call(method, &path, body).await {
+    let outcome = match &cli.command {
+        Command::Login { user, days } => credentials::login(&mut api, user, *days).await,
+        Command::Logout => credentials::logout(&mut api).await,
+        Command::Password => credentials::change_password(&mut api).await,
+        other => match request(other) {
+            Ok((method, path, body)) => api.call(method, &path, body).await,
+            Err(e) => Err(e),
+        },
+    };
+    match outcome {
         Ok((status, value)) if status < 300 => {
             if !value.is_null() {
                 println!(
@@ -316,6 +556,12 @@ async fn main() -> ExitCode {
                 "{}",
                 serde_json::to_string_pretty(&value).unwrap_or_default()
             );
+            if status == 401 {
+                eprintln!(
+                    "rondo: not signed in to {}: run `rondo login --user NAME`, or set RONDO_TOKEN",
+                    cli.api
+                );
+            }
             ExitCode::from(if (400..500).contains(&status) { 2 } else { 1 })
         }
         Err(e) => {
