@@ -1,0 +1,209 @@
+//! The least RabbitMQ rights the README gives each process are enough: a
+//! scheduler node, an executor and the persistence worker, each with its
+//! own broker user holding exactly the README's `set_permissions`, on a
+//! vhost of their own (no guest), fire, run, store and dead-letter as
+//! usual.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rondo_testkit::recorder::Recorder;
+use rondo_testkit::{Cluster, World, eventually};
+use serde_json::json;
+use sqlx::Row;
+
+const README: &str = include_str!("../../README.md");
+
+/// `(user, configure, write, read)` of each `set_permissions` line in the
+/// README's block, for namespace `ns` and executor app `app`.
+fn readme_permissions(ns: &str, app: &str) -> Vec<(String, [String; 3])> {
+    let start = README
+        .find("<!-- amqp-permissions:begin -->")
+        .expect("amqp-permissions:begin marker");
+    let end = README
+        .find("<!-- amqp-permissions:end -->")
+        .expect("amqp-permissions:end marker");
+    let block = README[start..end].replace("\\\n", " ");
+    block
+        .lines()
+        .filter(|l| l.trim_start().starts_with("rabbitmqctl set_permissions"))
+        .map(|line| {
+            let user = line
+                .split_whitespace()
+                .nth(4)
+                .expect("set_permissions -p <vhost> <user>")
+                .replace("<app>", app);
+            let quoted: Vec<String> = line
+                .split('\'')
+                .skip(1)
+                .step_by(2)
+                .map(|re| {
+                    re.replace("rondo\\.", &format!("{ns}\\."))
+                        .replace("<app>", app)
+                })
+                .collect();
+            let [configure, write, read] = <[String; 3]>::try_from(quoted)
+                .unwrap_or_else(|q| panic!("three quoted patterns in {line:?}: {q:?}"));
+            (user, [configure, write, read])
+        })
+        .collect()
+}
+
+fn rabbitmqctl(args: &[&str]) {
+    let out = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs (scripts/services.sh installs RabbitMQ)");
+    assert!(
+        out.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A vhost and its users, deleted when dropped (also on a panic).
+struct Vhost {
+    name: String,
+    users: Vec<String>,
+}
+
+impl Drop for Vhost {
+    fn drop(&mut self) {
+        for user in &self.users {
+            let _ = Command::new("rabbitmqctl")
+                .args(["delete_user", user])
+                .output();
+        }
+        let _ = Command::new("rabbitmqctl")
+            .args(["delete_vhost", &self.name])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_process_works_with_only_the_readme_rights() {
+    let mut world = World::new("amqpperm").await;
+    let ns = world.config.namespace.clone();
+    let app = "perm";
+    world.config.executor.app = app.into();
+    let perms = readme_permissions(&ns, app);
+    assert_eq!(perms.len(), 3, "scheduler, executor, persistence worker");
+
+    let mut vhost = Vhost {
+        name: ns.clone(),
+        users: Vec::new(),
+    };
+    rabbitmqctl(&["add_vhost", &ns]);
+    let mut urls = Vec::new();
+    for (i, (role, [configure, write, read])) in perms.iter().enumerate() {
+        let user = format!("{ns}-{i}");
+        let password = format!("pw-{}", rand_hex());
+        rabbitmqctl(&["add_user", &user, &password]);
+        vhost.users.push(user.clone());
+        rabbitmqctl(&["set_permissions", "-p", &ns, &user, configure, write, read]);
+        urls.push((
+            role.clone(),
+            format!("amqp://{user}:{password}@127.0.0.1:5672/{ns}"),
+        ));
+    }
+    let url_of = |prefix: &str| {
+        urls.iter()
+            .find(|(role, _)| role.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no README user {prefix}…"))
+            .1
+            .clone()
+    };
+    let (scheduler, executor, persist) = (
+        url_of("rondo-scheduler"),
+        url_of("rondo-executor"),
+        url_of("rondo-persist"),
+    );
+
+    let mut cluster = Cluster::new(world);
+    let recorder = Recorder::default();
+    cluster.world.config.amqp.url = executor;
+    cluster.start_recording_executor(&format!("{app}-1"), &recorder);
+    cluster.start_persist_worker_with(|c| c.amqp.url = persist);
+    cluster.world.config.amqp.url = scheduler.clone();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": app })).await.0,
+        201
+    );
+    eventually(
+        "the executor to register",
+        Duration::from_secs(15),
+        || async {
+            let (_, live) = api.get(&format!("/api/v1/groups/{app}/executors")).await;
+            (live == json!([format!("{app}-1")])).then_some(())
+        },
+    )
+    .await;
+    let job = api
+        .create_job(json!({ "group": app, "handler": "record", "schedule_type": "FIX_RATE", "schedule_conf": "1" }))
+        .await;
+
+    // Fires run, and their results are stored by the worker.
+    eventually(
+        "three runs stored in MySQL",
+        Duration::from_secs(30),
+        || async {
+            let row = sqlx::query(
+                "SELECT COUNT(*) AS n FROM job_log WHERE job_id = ? AND handle_code = 200",
+            )
+            .bind(job)
+            .fetch_one(cluster.db())
+            .await
+            .ok()?;
+            (row.get::<i64, _>("n") >= 3).then_some(())
+        },
+    )
+    .await;
+    assert!(recorder.runs().len() >= 3);
+
+    // A malformed event is dead-lettered by the worker with its own rights.
+    let conn = rondo_core::amqp::connect(&scheduler, "perm-test")
+        .await
+        .unwrap();
+    let ch = rondo_core::amqp::confirm_channel(&conn).await.unwrap();
+    let names = cluster.config().names();
+    let exchange = names.events_exchange();
+    let publish = rondo_core::amqp::Publish {
+        exchange: &exchange,
+        routing_key: "job.upsert",
+        ..rondo_core::amqp::Publish::default()
+    };
+    assert!(
+        rondo_core::amqp::publish_confirmed(&ch, publish, b"not json")
+            .await
+            .unwrap()
+    );
+    let dead = names.dead_queue();
+    eventually(
+        "the malformed event dead-lettered",
+        Duration::from_secs(15),
+        || async {
+            let out = Command::new("rabbitmqctl")
+                .args(["list_queues", "-p", &ns, "name", "messages", "--quiet"])
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == [dead.as_str(), "1"])
+                .then_some(())
+        },
+    )
+    .await;
+    let _ = conn.close(200, "done".into()).await;
+    cluster.stop().await;
+    drop(vhost);
+}
+
+fn rand_hex() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{nanos:08x}{:08x}", std::process::id())
+}
