@@ -93,6 +93,9 @@ pub enum Access<'a> {
     ReadAny,
     /// Admin only: users, groups created or deleted, audit, maintenance.
     Admin,
+    /// Admin only, reading: the users, the audit log, everyone's tokens
+    /// (an admin's read-only token may).
+    ReadAdmin,
 }
 
 impl Principal {
@@ -107,6 +110,7 @@ impl Principal {
                     && (admin || (self.role == Role::Operator && self.groups.contains(app)))
             }
             Access::Admin => admin && !self.read_only,
+            Access::ReadAdmin => admin,
         }
     }
 
@@ -249,7 +253,7 @@ mod tests {
                 [true, false, false, true, false],
             ),
         ];
-        for (p, [read_a, operate_a, operate_b, read_any, admin]) in cases {
+        for (p, [read_a, operate_a, operate_b, read_any, admin]) in cases.clone() {
             assert_eq!(p.may(ReadGroup("a")), read_a, "{p:?} read a");
             assert_eq!(p.may(OperateGroup("a")), operate_a, "{p:?} operate a");
             assert_eq!(p.may(OperateGroup("b")), operate_b, "{p:?} operate b");
@@ -257,6 +261,10 @@ mod tests {
             assert_eq!(p.may(Admin), admin, "{p:?} admin");
         }
         assert!(!principal(Role::Viewer, &["a"], false).may(ReadGroup("b")));
+        for (p, _) in cases {
+            let reads_admin = p.role == Role::Admin;
+            assert_eq!(p.may(ReadAdmin), reads_admin, "{p:?} read admin");
+        }
     }
 
     #[test]

@@ -6,3 +6,9 @@ ALTER TABLE audit_log
     ADD UNIQUE KEY uk_audit_event (event_id),
     ADD KEY idx_audit_action_time (action, at_ms),
     ADD KEY idx_audit_group_time (group_app, at_ms);
+
+-- A token made with another token names it: revoking a token revokes the
+-- tokens made with it.
+ALTER TABLE api_token
+    ADD COLUMN parent_id BIGINT UNSIGNED NULL AFTER read_only,
+    ADD KEY idx_api_token_parent (parent_id);

@@ -45,6 +45,8 @@ pub struct NewToken<'a> {
     pub hash: &'a str,
     pub prefix: &'a str,
     pub read_only: bool,
+    /// The token it was made with, if any.
+    pub parent_id: Option<u64>,
     pub created_ms: i64,
     pub expires_ms: Option<i64>,
 }
@@ -231,14 +233,15 @@ impl History {
     /// Stores a new token; returns its id.
     pub async fn create_token(&self, token: &NewToken<'_>) -> Result<u64, Error> {
         let done = sqlx::query(
-            "INSERT INTO api_token (username, name, token_hash, prefix, read_only, created_ms, expires_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO api_token (username, name, token_hash, prefix, read_only, parent_id, created_ms, expires_ms) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(token.username)
         .bind(token.name)
         .bind(token.hash)
         .bind(token.prefix)
         .bind(token.read_only)
+        .bind(token.parent_id)
         .bind(token.created_ms)
         .bind(token.expires_ms)
         .execute(self.pool())
@@ -313,14 +316,16 @@ impl History {
         rows.iter().map(token_row).collect()
     }
 
-    /// Revokes a token (of `username` only, when given); false when there
-    /// is no such token not revoked yet.
+    /// Revokes a token (of `username` only, when given), and the tokens
+    /// made with it, and theirs; false when there is no such token not
+    /// revoked yet.
     pub async fn revoke_token(
         &self,
         id: u64,
         username: Option<&str>,
         now_ms: i64,
     ) -> Result<bool, Error> {
+        let mut tx = self.pool().begin().await?;
         let done = sqlx::query(
             "UPDATE api_token SET revoked_ms = ? \
              WHERE id = ? AND revoked_ms IS NULL AND (? IS NULL OR username = ?)",
@@ -329,9 +334,45 @@ impl History {
         .bind(id)
         .bind(username)
         .bind(username)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() > 0)
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        // Down the tree of tokens made with tokens (bounded: a cycle cannot
+        // exist, a parent is always older).
+        let mut parents = vec![id];
+        for _ in 0..64 {
+            if parents.is_empty() {
+                break;
+            }
+            let list = parents
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let children: Vec<u64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT id FROM api_token WHERE parent_id IN ({list}) AND revoked_ms IS NULL"
+            )))
+            .fetch_all(&mut *tx)
+            .await?;
+            if !children.is_empty() {
+                let ids = children
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE api_token SET revoked_ms = ? WHERE id IN ({ids})"
+                )))
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+            }
+            parents = children;
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Audit rows matching `filter`, newest first.

@@ -71,6 +71,7 @@ async fn a_token_is_found_by_its_hash_only_while_valid() {
         hash,
         prefix: &token[..14],
         read_only: false,
+        parent_id: None,
         created_ms: 10,
         expires_ms,
     };

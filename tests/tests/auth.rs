@@ -96,8 +96,17 @@ impl Fixture {
         self.admin.create_job(spec).await
     }
 
-    /// The statuses a family's representative requests get from `api`.
-    async fn probe(&self, family: &str, api: &Api, side: Side, user: &str) -> Vec<u16> {
+    /// The statuses a family's representative requests get from `api`
+    /// (acting as `user`; `read_only`: through a read-only token, which
+    /// may not change a password, checked in the token test).
+    async fn probe(
+        &self,
+        family: &str,
+        api: &Api,
+        side: Side,
+        user: &str,
+        read_only: bool,
+    ) -> Vec<u16> {
         let (g, j) = (self.group(side), self.job(side));
         let mut out = Vec::new();
         let mut send = async |method: Method, path: String, body: Option<Value>| {
@@ -111,8 +120,28 @@ impl Fixture {
                 let login = json!({ "username": user, "password": TEST_PASSWORD });
                 send(Method::POST, "/api/v1/auth/login".into(), Some(login)).await;
             }
-            "own account" => send(Method::GET, "/api/v1/auth/me".into(), None).await,
-            "own tokens" => send(Method::GET, "/api/v1/tokens".into(), None).await,
+            "own account" => {
+                send(Method::GET, "/api/v1/auth/me".into(), None).await;
+                // A token has no session to end: 204 all the same.
+                send(Method::POST, "/api/v1/auth/logout".into(), None).await;
+                if !read_only {
+                    // A wrong current password: allowed answers 400.
+                    let change = json!({ "current_password": "not it at all", "new_password": "whatever is long" });
+                    send(Method::PUT, "/api/v1/auth/password".into(), Some(change)).await;
+                }
+            }
+            "own tokens" => {
+                send(Method::GET, "/api/v1/tokens".into(), None).await;
+                let spec = json!({ "name": "probe", "read_only": true });
+                let (status, made) = api.post("/api/v1/tokens", spec).await;
+                out.push(status);
+                if let Some(id) = made["id"].as_u64() {
+                    let (status, _) = api
+                        .call(Method::DELETE, &format!("/api/v1/tokens/{id}"), None)
+                        .await;
+                    out.push(status);
+                }
+            }
             "cluster and report" => {
                 send(Method::GET, "/api/v1/cluster".into(), None).await;
                 send(Method::GET, "/api/v1/reports?days=1".into(), None).await;
@@ -169,6 +198,12 @@ impl Fixture {
             "users" => {
                 send(Method::GET, "/api/v1/users".into(), None).await;
                 send(Method::GET, "/api/v1/users/admin".into(), None).await;
+                let name = format!("probe-{user}-{}", rand_suffix());
+                let new = json!({ "username": name, "password": TEST_PASSWORD, "role": "viewer" });
+                send(Method::POST, "/api/v1/users".into(), Some(new)).await;
+                let change = json!({ "groups": [g] });
+                send(Method::PUT, format!("/api/v1/users/{name}"), Some(change)).await;
+                send(Method::DELETE, format!("/api/v1/users/{name}"), None).await;
             }
             "audit" => send(Method::GET, "/api/v1/audit?limit=5".into(), None).await,
             other => panic!("the README's role table has a family no test probes: {other:?}"),
@@ -245,8 +280,8 @@ async fn every_role_gets_exactly_what_the_readme_table_says() {
     for (family, cells) in &table {
         for ((user, api), cell) in callers.iter().zip(cells) {
             let what = format!("{user} on {family:?}");
-            let mine = f.probe(family, api, Side::Granted, user).await;
-            let other = f.probe(family, api, Side::Other, user).await;
+            let mine = f.probe(family, api, Side::Granted, user, false).await;
+            let other = f.probe(family, api, Side::Other, user, false).await;
             match cell {
                 Cell::Public | Cell::Yes => {
                     assert!(allowed(&mine), "{what}, granted group: {mine:?}");
@@ -263,7 +298,9 @@ async fn every_role_gets_exactly_what_the_readme_table_says() {
             }
         }
         // Without credentials: open only where the table says public.
-        let anon = f.probe(family, &anonymous, Side::Granted, "admin").await;
+        let anon = f
+            .probe(family, &anonymous, Side::Granted, "admin", false)
+            .await;
         if cells.iter().all(|c| *c == Cell::Public) {
             assert!(allowed(&anon), "anonymous on {family:?}: {anon:?}");
         } else {
@@ -274,14 +311,18 @@ async fn every_role_gets_exactly_what_the_readme_table_says() {
         }
         // An operator's read-only token has the viewer's rights.
         let ro = anonymous.clone().with_token(&operator_ro);
-        let viewer_cell = cells[0];
-        let mine = f.probe(family, &ro, Side::Granted, "olga").await;
-        let expect_allowed = viewer_cell != Cell::No;
-        assert_eq!(
-            allowed(&mine),
-            expect_allowed,
-            "olga's read-only token on {family:?}: {mine:?}"
-        );
+        let mine = f.probe(family, &ro, Side::Granted, "olga", true).await;
+        if cells[0] == Cell::No {
+            assert!(
+                mine.iter().all(|s| *s == 403),
+                "olga's read-only token on {family:?}: {mine:?}"
+            );
+        } else {
+            assert!(
+                allowed(&mine),
+                "olga's read-only token on {family:?}: {mine:?}"
+            );
+        }
     }
 
     // Lists show only what the caller may read.
@@ -342,6 +383,21 @@ async fn every_role_gets_exactly_what_the_readme_table_says() {
         .await;
     assert_eq!(status, 403, "{answer}");
     assert_eq!(answer["error"]["field"], "child_jobs", "{answer}");
+    // A job of hers whose (admin-set) child is in another group: running it
+    // would run the child, so she may neither trigger nor start it.
+    let parent = admin
+        .create_job(json!({ "group": "ga", "handler": "demo", "enabled": false, "child_jobs": [f.jobs[1]] }))
+        .await;
+    for action in ["trigger", "start"] {
+        let (status, answer) = callers[1]
+            .1
+            .post(&format!("/api/v1/jobs/{parent}/{action}"), json!({}))
+            .await;
+        assert_eq!(status, 403, "{action}: {answer}");
+        assert_eq!(answer["error"]["field"], "child_jobs", "{answer}");
+    }
+    let (_, stored) = admin.get(&format!("/api/v1/jobs/{parent}")).await;
+    assert_eq!(stored["enabled"], false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,6 +503,30 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
         (403, &json!("read_only"))
     );
 
+    // A token made with a token ends no later, and goes with it.
+    let (status, child) = ci
+        .post(
+            "/api/v1/tokens",
+            json!({ "name": "child", "expires_in_days": 365 }),
+        )
+        .await;
+    assert_eq!(status, 201, "{child}");
+    assert_eq!(
+        child["expires_ms"], made["expires_ms"],
+        "capped at its parent's end"
+    );
+    let child_api = anonymous
+        .clone()
+        .with_token(child["token"].as_str().unwrap());
+    assert_eq!(child_api.get("/api/v1/auth/me").await.0, 200);
+    // A read-only token may not change a password.
+    let change =
+        json!({ "current_password": TEST_PASSWORD, "new_password": "an entirely new one" });
+    let (status, _) = ro_api
+        .call(Method::PUT, "/api/v1/auth/password", Some(change))
+        .await;
+    assert_eq!(status, 403);
+
     // Revoked: refused at once, and only the owner (or an admin) revokes.
     let id = made["id"].as_u64().unwrap();
     let (status, _) = anonymous
@@ -462,6 +542,11 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
     let (status, answer) = ci.get("/api/v1/auth/me").await;
     assert_eq!(status, 401, "{answer}");
     assert_eq!(answer["error"]["kind"], "unauthenticated");
+    assert_eq!(
+        child_api.get("/api/v1/auth/me").await.0,
+        401,
+        "revoked with its parent"
+    );
     let (status, _) = tom_api
         .call(Method::DELETE, &format!("/api/v1/tokens/{id}"), None)
         .await;
@@ -476,6 +561,7 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
             hash: &hash,
             prefix: &short[..16],
             read_only: false,
+            parent_id: None,
             created_ms: clock::now_ms(),
             expires_ms: Some(clock::now_ms() + 1_500),
         })
@@ -527,6 +613,15 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
         .await
         .unwrap();
     assert!(tokens.iter().all(|t| t.revoked_ms.is_some()), "{tokens:?}");
+
+    // An admin's read-only token reads users and the audit log, and
+    // changes nothing.
+    let admin_ro = rondo_history::testing::users::create_token(&world.db, "admin", true).await;
+    let admin_ro = anonymous.clone().with_token(&admin_ro);
+    assert_eq!(admin_ro.get("/api/v1/users").await.0, 200);
+    assert_eq!(admin_ro.get("/api/v1/audit").await.0, 200);
+    let zed = json!({ "username": "zed", "password": TEST_PASSWORD });
+    assert_eq!(admin_ro.post("/api/v1/users", zed).await.0, 403);
 
     // The last admin stays one.
     for change in [json!({ "role": "operator" }), json!({ "enabled": false })] {
@@ -808,7 +903,7 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
     world.config.auth.login_max_per_user = 3;
     world.config.auth.login_max_per_address = 5;
     world.config.auth.trust_forwarded_for = true;
-    for user in ["ann", "bob", "cid"] {
+    for user in ["ann", "bob", "cid", "dan"] {
         rondo_history::testing::users::create_user(&world.db, user, Role::Viewer, &[]).await;
     }
     let mut cluster = Cluster::new(world);
@@ -840,6 +935,26 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
     let (status, answer) = b.login("cid", TEST_PASSWORD).await;
     assert_eq!(status, 429, "{answer}");
     assert_eq!(answer["error"]["field"], "address");
+    // A burst of guesses in parallel gets no more than the limit.
+    let guesses = (0..10).map(|i| {
+        let mut b = from(&format!("10.0.1.{i}"));
+        async move { b.login("dan", "wrong password").await.0 }
+    });
+    let mut answers = futures_util::future::join_all(guesses).await;
+    answers.sort_unstable();
+    assert_eq!(answers, [401, 401, 401, 429, 429, 429, 429, 429, 429, 429]);
+    // Sign-in takes JSON only (no cross-site form can send it).
+    let form = reqwest::Client::new()
+        .post(format!("http://{addr}/api/v1/auth/login"))
+        .header("content-type", "text/plain")
+        .body(json!({ "username": "cid", "password": TEST_PASSWORD }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status().as_u16(), 400);
+    let answer: Value = form.json().await.unwrap();
+    assert_eq!(answer["error"]["field"], "content-type");
+
     // Another address signs cid in, which clears cid's count.
     let mut c = from("10.0.0.3");
     assert_eq!(c.login("cid", TEST_PASSWORD).await.0, 200);
@@ -942,6 +1057,12 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
         )
         .await;
     assert_eq!(status, 403);
+    let change =
+        json!({ "current_password": TEST_PASSWORD, "new_password": "vic's new passphrase" });
+    let (status, _) = vic
+        .send(Method::PUT, "/api/v1/auth/password", Some(change), true)
+        .await;
+    assert_eq!(status, 204);
     let (status, _) = vic
         .send(Method::POST, "/api/v1/auth/logout", None, true)
         .await;
@@ -969,6 +1090,7 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
         ),
         ("session.login_failed", ("vic", "user:vic".into())),
         ("session.login", ("vic", "user:vic".into())),
+        ("user.password", ("vic", "user:vic".into())),
         ("session.logout", ("vic", "user:vic".into())),
     ]);
     let rows = eventually(
@@ -1006,7 +1128,7 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
     let times: Vec<i64> = rows.iter().map(|r| r["at_ms"].as_i64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
     let (_, vics) = api.get("/api/v1/audit?user=vic").await;
-    assert_eq!(vics["items"].as_array().unwrap().len(), 3, "{vics}");
+    assert_eq!(vics["items"].as_array().unwrap().len(), 4, "{vics}");
     let (_, one) = api.get("/api/v1/audit?action=job.trigger").await;
     assert_eq!(one["items"][0]["detail"], "params 1 bytes");
     let (status, bad) = api.get("/api/v1/audit?since_ms=yesterday").await;

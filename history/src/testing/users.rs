@@ -49,6 +49,7 @@ pub async fn create_token(pool: &MySqlPool, name: &str, read_only: bool) -> Stri
             hash: &hash,
             prefix: &token[..auth::TOKEN_PREFIX.len() + 6],
             read_only,
+            parent_id: None,
             created_ms: clock::now_ms(),
             expires_ms: None,
         })

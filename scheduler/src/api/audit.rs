@@ -41,7 +41,7 @@ pub(super) async fn audit_log(
     Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    caller.require(Access::Admin, "audit")?;
+    caller.require(Access::ReadAdmin, "audit")?;
     let filter = AuditFilter {
         username: text(&q, "user")?,
         action: text(&q, "action")?,

@@ -49,10 +49,34 @@ pub struct Caller {
 }
 
 /// How a caller proved who it is.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Via {
-    Token { id: u64 },
-    Session { id_hash: String, csrf: String },
+    /// An API token, with its end (tokens it makes end no later).
+    Token {
+        id: u64,
+        expires_ms: Option<i64>,
+    },
+    Session {
+        id_hash: String,
+        csrf: String,
+    },
+}
+
+/// Never prints the session's CSRF token.
+impl std::fmt::Debug for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Via::Token { id, expires_ms } => f
+                .debug_struct("Token")
+                .field("id", id)
+                .field("expires_ms", expires_ms)
+                .finish(),
+            Via::Session { id_hash, .. } => f
+                .debug_struct("Session")
+                .field("id_hash", id_hash)
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 impl Caller {
@@ -77,6 +101,7 @@ impl Caller {
             Access::OperateGroup(g) => format!("change or run what is in group {g:?}"),
             Access::ReadAny => "read this".into(),
             Access::Admin => "do this (admins only)".into(),
+            Access::ReadAdmin => "read this (admins only)".into(),
         };
         Err(Error::forbidden(
             field,
@@ -149,7 +174,7 @@ struct CachedToken {
 }
 
 /// A session as stored in Redis.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Session {
     pub username: String,
     pub csrf: String,
@@ -179,8 +204,8 @@ impl Auth {
         self.users.lock().expect("user cache").clear();
     }
 
-    /// The principal of a bearer token, or 401.
-    pub(super) async fn token(&self, token: &str) -> Result<(u64, Principal), Error> {
+    /// A bearer token's id, end and principal, or 401.
+    pub(super) async fn token(&self, token: &str) -> Result<(Via, Principal), Error> {
         let invalid = || {
             Error::unauthenticated(
                 "authorization",
@@ -198,7 +223,11 @@ impl Auth {
             && now.duration_since(c.read) < self.cache_for()
             && c.expires_ms.is_none_or(|e| e > now_ms)
         {
-            return Ok((c.id, c.principal));
+            let via = Via::Token {
+                id: c.id,
+                expires_ms: c.expires_ms,
+            };
+            return Ok((via, c.principal));
         }
         let Some((row, user)) = self.history.valid_token(&hash, now_ms).await? else {
             self.tokens.lock().expect("token cache").remove(&hash);
@@ -239,7 +268,11 @@ impl Auth {
                 }
             });
         }
-        Ok((row.id, principal))
+        let via = Via::Token {
+            id: row.id,
+            expires_ms: row.expires_ms,
+        };
+        Ok((via, principal))
     }
 
     /// A user as stored (cached), if it exists.
@@ -356,68 +389,70 @@ impl Auth {
 
     // ---- throttling ----
 
-    /// `Err` (429) while `username` or `address` has used up its failed
-    /// sign-ins for the window.
-    pub async fn check_throttle(&self, username: &str, address: &str) -> Result<(), Error> {
-        let keys = [
-            (
-                self.names.login_failures("user", username),
-                self.config.login_max_per_user,
-                "username",
-            ),
-            (
-                self.names.login_failures("addr", address),
-                self.config.login_max_per_address,
-                "address",
-            ),
-        ];
+    /// Counts a sign-in attempt (a password to check) against `username`
+    /// and `address`, atomically, before the password is checked; `Err`
+    /// (429, not counted) when either has used up its attempts for the
+    /// window. [`Auth::succeeded`] takes a good attempt back.
+    pub async fn attempt(&self, username: &str, address: &str) -> Result<(), Error> {
         let mut conn = self.redis.get().await?;
-        for (key, max, what) in keys {
-            let (count, ttl): (Option<u32>, i64) = redis::pipe()
-                .get(&key)
-                .ttl(&key)
-                .query_async(&mut *conn)
-                .await?;
-            if count.unwrap_or(0) >= max {
-                let wait = ttl.max(1);
-                return Err(Error {
-                    kind: rondo_core::ErrorKind::TooManyRequests,
-                    field: Some(what.to_owned()),
-                    message: format!(
-                        "too many failed sign-ins for this {what}; try again in {wait} s"
-                    ),
-                });
-            }
-        }
-        Ok(())
+        let (over, ttl): (u8, i64) = ATTEMPT
+            .key(self.names.login_failures("user", username))
+            .key(self.names.login_failures("addr", address))
+            .arg(self.config.login_window_s)
+            .arg(self.config.login_max_per_user)
+            .arg(self.config.login_max_per_address)
+            .invoke_async(&mut *conn)
+            .await?;
+        let what = match over {
+            0 => return Ok(()),
+            1 => "username",
+            _ => "address",
+        };
+        let wait = ttl.max(1);
+        Err(Error {
+            kind: rondo_core::ErrorKind::TooManyRequests,
+            field: Some(what.to_owned()),
+            message: format!("too many failed sign-ins for this {what}; try again in {wait} s"),
+        })
     }
 
-    /// Counts a failed sign-in against `username` and `address`.
-    pub async fn count_failure(&self, username: &str, address: &str) -> Result<(), Error> {
-        let window = self.config.login_window_s as i64;
+    /// A good password: the username's count starts afresh and the attempt
+    /// does not count against the address.
+    pub async fn succeeded(&self, username: &str, address: &str) -> Result<(), Error> {
         let mut conn = self.redis.get().await?;
-        let mut pipe = redis::pipe();
-        for key in [
-            self.names.login_failures("user", username),
-            self.names.login_failures("addr", address),
-        ] {
-            pipe.incr(&key, 1).ignore();
-            // The window starts at the first failure (NX keeps it).
-            pipe.cmd("EXPIRE").arg(&key).arg(window).arg("NX").ignore();
-        }
-        pipe.query_async::<()>(&mut *conn).await?;
-        Ok(())
-    }
-
-    /// A successful sign-in clears the username's failures.
-    pub async fn clear_failures(&self, username: &str) -> Result<(), Error> {
-        let mut conn = self.redis.get().await?;
-        let _: () = conn
+        redis::pipe()
             .del(self.names.login_failures("user", username))
+            .ignore()
+            .decr(self.names.login_failures("addr", address), 1)
+            .ignore()
+            .query_async::<()>(&mut *conn)
             .await?;
         Ok(())
     }
 }
+
+/// One sign-in attempt against both counters: each counts in a window
+/// that starts at its first attempt (and gets one again should it have
+/// lost it); over either limit, both are taken back and the answer says
+/// which (1 user, 2 address) and the seconds left.
+static ATTEMPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local counts = {}
+for i = 1, 2 do
+  counts[i] = redis.call('INCR', KEYS[i])
+  if redis.call('TTL', KEYS[i]) < 0 then redis.call('EXPIRE', KEYS[i], ARGV[1]) end
+end
+local over = 0
+if counts[1] > tonumber(ARGV[2]) then over = 1
+elseif counts[2] > tonumber(ARGV[3]) then over = 2 end
+if over == 0 then return {0, 0} end
+redis.call('DECR', KEYS[1])
+redis.call('DECR', KEYS[2])
+return {over, redis.call('TTL', KEYS[over])}
+",
+    )
+});
 
 /// A user row as the principal it acts as.
 pub(super) fn principal_of(user: &UserRow) -> Principal {

@@ -87,11 +87,11 @@ async fn identify(
             .ok_or_else(|| {
                 Error::unauthenticated("authorization", "expected `Authorization: Bearer <token>`")
             })?;
-        let (id, principal) = s.auth.token(token).await?;
+        let (via, principal) = s.auth.token(token).await?;
         return Ok(Caller {
             principal,
             address,
-            via: Via::Token { id },
+            via,
         });
     }
     let Some(cookie) = session_cookie(headers) else {

@@ -144,6 +144,18 @@ async fn operable_job(s: &AppState, caller: &Caller, raw: &str) -> Result<Job, E
     Ok(job)
 }
 
+/// Running `job` runs its child jobs: the caller needs the right on their
+/// groups too (children deleted since are not run, and not checked).
+async fn may_run_children(s: &AppState, caller: &Caller, job: &Job) -> Result<(), Error> {
+    if job.child_jobs.is_empty() {
+        return Ok(());
+    }
+    for child in s.store.get_jobs(&job.child_jobs).await?.values() {
+        caller.require(Access::OperateGroup(&child.group), "child_jobs")?;
+    }
+    Ok(())
+}
+
 pub(super) async fn create_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -282,6 +294,9 @@ async fn set_enabled(
     if job.enabled == enabled {
         return view(s, job).await;
     }
+    if enabled {
+        may_run_children(s, caller, &job).await?;
+    }
     job.enabled = enabled;
     job.updated_ms = clock::now_ms();
     let next = first_fire(&job)?;
@@ -351,6 +366,7 @@ pub(super) async fn trigger_job(
         .into());
     }
     let job = operable_job(&s, &caller, &id).await?;
+    may_run_children(&s, &caller, &job).await?;
     let audit = caller.audit(
         "job.trigger",
         format!("job:{}", job.id),

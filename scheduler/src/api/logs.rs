@@ -13,8 +13,10 @@ use super::auth::Caller;
 use super::input::{parse_id, query_usize};
 use super::state::{ApiResult, AppState};
 
-/// A job's latest trigger logs. The job's group decides who may read
-/// them: its group now, or, for a deleted job, the group of its logs.
+/// A job's latest trigger logs, those of the groups the caller may read:
+/// the caller needs read on the job's group now (a deleted job: on the
+/// group of one of its logs), and sees no log from a group it may not read
+/// (the job may have moved).
 pub(super) async fn job_logs(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -28,15 +30,26 @@ pub(super) async fn job_logs(
         Err(e) if e.kind == ErrorKind::NotFound => None,
         Err(e) => return Err(e.into()),
     };
-    let rows = s.history.job_logs(id, limit as u32).await?;
+    if let Some(g) = &group {
+        caller.require(Access::ReadGroup(g), "id")?;
+    }
+    let mut rows = s.history.job_logs(id, limit as u32).await?;
     if caller.readable_groups().is_some() {
-        let mut groups: Vec<&str> = group.iter().map(String::as_str).collect();
-        groups.extend(rows.iter().filter_map(|r| r.group.as_deref()));
-        if groups.is_empty() {
-            return Err(Error::not_found("id", format!("no job {id}")).into());
-        }
-        for g in groups {
-            caller.require(Access::ReadGroup(g), "id")?;
+        let found = !rows.is_empty();
+        rows.retain(|r| {
+            r.group
+                .as_deref()
+                .is_some_and(|g| caller.principal.may(Access::ReadGroup(g)))
+        });
+        if group.is_none() && rows.is_empty() {
+            return Err(match found {
+                true => Error::forbidden(
+                    "id",
+                    format!("job {id}'s logs are of groups not granted to you"),
+                ),
+                false => Error::not_found("id", format!("no job {id}")),
+            }
+            .into());
         }
     }
     Ok(Json(json!(rows)))
@@ -95,9 +108,12 @@ pub(super) async fn kill_trigger(
         return Err(Error::new(ErrorKind::Conflict, msg).into());
     };
     caller.require(Access::OperateGroup(&trigger.group), "trigger_id")?;
-    let target = format!("trigger:{trigger_id}");
-    let audit = caller.audit("trigger.kill", target, Some(&trigger.group), None);
-    s.events.publish(&[audit]).await?;
+    // Recorded once the kill is remembered or sent, with how.
+    let audited = |how: &str| {
+        let target = format!("trigger:{trigger_id}");
+        let detail = Some(format!("kill {how} to {}", trigger.executor_id));
+        caller.audit("trigger.kill", target, Some(&trigger.group), detail)
+    };
     let queued = s
         .triggers
         .kill_unstarted(&trigger_id, s.dedupe_ttl_s)
@@ -118,6 +134,7 @@ pub(super) async fn kill_trigger(
             tracing::info!(error = %e, trigger_id = %trigger_id, "kill message not sent; the remembered kill stands");
         }
         tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill remembered before the trigger started");
+        s.events.publish(&[audited("queued")]).await?;
         return Ok((
             StatusCode::ACCEPTED,
             Json(
@@ -133,6 +150,7 @@ pub(super) async fn kill_trigger(
         return Err(Error::new(ErrorKind::Conflict, msg).into());
     }
     tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill sent");
+    s.events.publish(&[audited("sent")]).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use rondo_core::auth;
@@ -57,14 +57,26 @@ fn session_cookie(s: &AppState, value: &str, max_age_s: u64) -> HeaderValue {
 }
 
 /// `POST /api/v1/auth/login`: a session for a username and password.
+///
+/// The body must be sent as `application/json`: a cross-site HTML form
+/// cannot send that type, so no other site can sign a browser in to an
+/// account of its choosing.
 pub(super) async fn login(
     State(s): State<AppState>,
     Extension(ClientAddress(address)): Extension<ClientAddress>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if !json {
+        return Err(Error::invalid("content-type", "sign-in takes application/json").into());
+    }
     let login = parse_body::<Login>(&body)?;
     auth::check_username("username", &login.username)?;
-    s.auth.check_throttle(&login.username, &address).await?;
+    s.auth.attempt(&login.username, &address).await?;
     let stored = s.history.user(&login.username).await?;
     let (user, hash) = match stored {
         Some((user, hash)) if user.enabled => (Some(user), Some(hash)),
@@ -72,7 +84,6 @@ pub(super) async fn login(
     };
     let valid = verify(login.password, hash).await?;
     let Some(user) = user.filter(|_| valid) else {
-        s.auth.count_failure(&login.username, &address).await?;
         let failed = audit_event(
             &login.username,
             &address,
@@ -88,7 +99,7 @@ pub(super) async fn login(
         )
         .into());
     };
-    s.auth.clear_failures(&user.username).await?;
+    s.auth.succeeded(&user.username, &address).await?;
     let (id, csrf) = s.auth.open_session(&user.username).await?;
     let target = format!("user:{}", user.username);
     let login = audit_event(
@@ -176,14 +187,18 @@ pub(super) async fn change_password(
     }
     let change = parse_body::<PasswordChange>(&body)?;
     auth::check_new_password("new_password", &change.new_password)?;
+    // Guessing the current password is throttled like signing in.
+    s.auth.attempt(caller.username(), &caller.address).await?;
     let stored = s.history.user(caller.username()).await?;
     let valid = verify(change.current_password, stored.map(|(_, h)| h)).await?;
     if !valid {
-        s.auth
-            .count_failure(caller.username(), &caller.address)
+        let target = format!("user:{}", caller.username());
+        s.events
+            .publish(&[caller.audit("user.password_failed", target, None, None)])
             .await?;
         return Err(Error::invalid("current_password", "is not the current password").into());
     }
+    s.auth.succeeded(caller.username(), &caller.address).await?;
     let new = change.new_password;
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&new))
         .await

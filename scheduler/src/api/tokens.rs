@@ -13,7 +13,7 @@ use rondo_history::auth::NewToken;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth::Caller;
+use super::auth::{Caller, Via};
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
 
@@ -42,18 +42,19 @@ pub(super) async fn list_tokens(
     if let Some(u) = user {
         auth::check_username("user", u)?;
     }
-    let whose = if caller.principal.may(Access::Admin) {
+    let whose = if caller.principal.may(Access::ReadAdmin) {
         user
     } else {
         if user.is_some_and(|u| u != caller.username()) {
-            caller.require(Access::Admin, "user")?;
+            caller.require(Access::ReadAdmin, "user")?;
         }
         Some(caller.username())
     };
     Ok(Json(json!({ "items": s.history.tokens(whose).await? })))
 }
 
-/// `POST /api/v1/tokens`: a new token for the caller, shown once.
+/// `POST /api/v1/tokens`: a new token for the caller, shown once. Made
+/// with a token, it ends no later than that one and is revoked with it.
 pub(super) async fn create_token(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -79,7 +80,12 @@ pub(super) async fn create_token(
     let (token, hash) = auth::new_token();
     let prefix = &token[..auth::TOKEN_PREFIX.len() + 6];
     let now = clock::now_ms();
-    let expires_ms = now + i64::from(days) * DAY_MS;
+    let (parent_id, parent_end) = match &caller.via {
+        Via::Token { id, expires_ms } => (Some(*id), *expires_ms),
+        Via::Session { .. } => (None, None),
+    };
+    let asked = now + i64::from(days) * DAY_MS;
+    let expires_ms = parent_end.map_or(asked, |end| asked.min(end));
     let id = s
         .history
         .create_token(&NewToken {
@@ -88,6 +94,7 @@ pub(super) async fn create_token(
             hash: &hash,
             prefix,
             read_only: spec.read_only,
+            parent_id,
             created_ms: now,
             expires_ms: Some(expires_ms),
         })
@@ -112,7 +119,8 @@ pub(super) async fn create_token(
 }
 
 /// `DELETE /api/v1/tokens/{id}`: revokes one of the caller's tokens (an
-/// admin: anyone's).
+/// admin: anyone's), and the tokens made with it. A read-only token may
+/// revoke its user's: revoking only takes rights away.
 pub(super) async fn revoke_token(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -121,11 +129,7 @@ pub(super) async fn revoke_token(
     let id: u64 = id
         .parse()
         .map_err(|_| Error::invalid("id", format!("must be a token id, got {id:?}")))?;
-    if caller.principal.read_only {
-        return Err(
-            Error::forbidden("authorization", "a read-only token may not revoke tokens").into(),
-        );
-    }
+    // Anyone's for an admin; a read-only token only its own user's.
     let whose = (!caller.principal.may(Access::Admin)).then(|| caller.username());
     if !s.history.revoke_token(id, whose, clock::now_ms()).await? {
         return Err(Error::not_found("id", format!("no token {id} of yours to revoke")).into());

@@ -55,11 +55,16 @@ fn admin(caller: &Caller) -> Result<(), Error> {
     caller.require(Access::Admin, "user")
 }
 
+/// Reading users: an admin's read-only token may.
+fn admin_reading(caller: &Caller) -> Result<(), Error> {
+    caller.require(Access::ReadAdmin, "user")
+}
+
 pub(super) async fn list_users(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> ApiResult<Json<Value>> {
-    admin(&caller)?;
+    admin_reading(&caller)?;
     Ok(Json(json!({ "items": s.history.users().await? })))
 }
 
@@ -124,7 +129,7 @@ pub(super) async fn get_user(
     Extension(caller): Extension<Caller>,
     Path(username): Path<String>,
 ) -> ApiResult<Json<UserRow>> {
-    admin(&caller)?;
+    admin_reading(&caller)?;
     Ok(Json(existing(&s, &username).await?))
 }
 
