@@ -91,6 +91,17 @@ impl World {
         users::create_token(&self.db, name, read_only).await
     }
 
+    /// The admin API's router over this world's services, called
+    /// in-process (no node runs), without credentials: add the admin's
+    /// with `.with_token(&world.admin.token)`.
+    pub async fn in_process_api(&self, node_id: &str) -> Api {
+        let parts =
+            rondo_scheduler::Parts::connect(self.config.clone(), node_id.into(), "-".into())
+                .await
+                .expect("the node's parts connect");
+        Api::in_process(rondo_scheduler::api::router(parts.app_state()))
+    }
+
     /// The durable queue of executor `id` of `app`, deleted with the world.
     pub fn executor_queue(&self, app: &str, id: &str) -> String {
         self.namespace.executor_queue(app, id)

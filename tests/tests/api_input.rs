@@ -44,11 +44,9 @@ async fn expect_field(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     let world = World::new("api").await;
-    let parts =
-        rondo_scheduler::Parts::connect(world.config.clone(), "api-test".into(), "-".into())
-            .await
-            .expect("the node's parts connect");
-    let api = Api::in_process(rondo_scheduler::api::router(parts.app_state()))
+    let api = world
+        .in_process_api("api-test")
+        .await
         .with_token(&world.admin.token);
 
     let (status, _) = api

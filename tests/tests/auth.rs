@@ -256,12 +256,7 @@ async fn fixture(world: &World, api: Api) -> Fixture {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_role_gets_exactly_what_the_readme_table_says() {
     let world = World::new("roles").await;
-    let parts =
-        rondo_scheduler::Parts::connect(world.config.clone(), "roles-test".into(), "-".into())
-            .await
-            .expect("the node's parts connect");
-    let router = rondo_scheduler::api::router(parts.app_state());
-    let anonymous = Api::in_process(router.clone());
+    let anonymous = world.in_process_api("roles-test").await;
     let admin = anonymous.clone().with_token(&world.admin.token);
     let f = fixture(&world, admin.clone()).await;
     let viewer = world.user("vic", Role::Viewer, &["ga"], false).await;
@@ -403,11 +398,7 @@ async fn every_role_gets_exactly_what_the_readme_table_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
     let world = World::new("tokens").await;
-    let parts =
-        rondo_scheduler::Parts::connect(world.config.clone(), "tokens-test".into(), "-".into())
-            .await
-            .expect("the node's parts connect");
-    let anonymous = Api::in_process(rondo_scheduler::api::router(parts.app_state()));
+    let anonymous = world.in_process_api("tokens-test").await;
     let admin = anonymous.clone().with_token(&world.admin.token);
     assert_eq!(
         admin.post("/api/v1/groups", json!({ "app": "ga" })).await.0,
