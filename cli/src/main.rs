@@ -270,6 +270,22 @@ struct JobArgs {
     timeout: Option<u32>,
     #[arg(long)]
     retries: Option<u32>,
+    /// Seconds between a failure and its retry (doubling per retry).
+    #[arg(long)]
+    retry_backoff: Option<u32>,
+    /// A child job triggered after a success (repeat for more; replaces
+    /// the list on update).
+    #[arg(long = "child-job")]
+    child_jobs: Vec<u64>,
+    /// No child jobs (clears the list on update).
+    #[arg(long, conflicts_with = "child_jobs")]
+    no_child_jobs: bool,
+    /// Addresses e-mailed when a trigger fails (comma-separated; "" clears).
+    #[arg(long)]
+    alarm_email: Option<String>,
+    /// URL POSTed when a trigger fails ("" clears).
+    #[arg(long)]
+    alarm_webhook: Option<String>,
     /// Create the job stopped.
     #[arg(long)]
     stopped: bool,
@@ -301,6 +317,12 @@ impl JobArgs {
         put("misfire", self.misfire.clone().map(Value::from));
         put("timeout_s", self.timeout.map(Value::from));
         put("retries", self.retries.map(Value::from));
+        put("retry_backoff_s", self.retry_backoff.map(Value::from));
+        if !self.child_jobs.is_empty() || self.no_child_jobs {
+            put("child_jobs", Some(json!(self.child_jobs)));
+        }
+        put("alarm_email", self.alarm_email.clone().map(Value::from));
+        put("alarm_webhook", self.alarm_webhook.clone().map(Value::from));
         if self.stopped {
             put("enabled", Some(false.into()));
         }
@@ -568,5 +590,93 @@ async fn main() -> ExitCode {
             eprintln!("rondo: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field of the API's job (the shared model) has a flag: a field
+    /// added to `JobSpec` fails this test until the CLI can set it.
+    #[test]
+    fn job_flags_cover_every_field_of_the_shared_job_model() {
+        let all = rondo_core::JobSpec {
+            group: Some(String::new()),
+            description: Some(String::new()),
+            schedule_type: Some(String::new()),
+            schedule_conf: Some(String::new()),
+            misfire: Some(String::new()),
+            routing: Some(String::new()),
+            block: Some(String::new()),
+            handler: Some(String::new()),
+            params: Some(String::new()),
+            timeout_s: Some(0),
+            retries: Some(0),
+            child_jobs: Some(Vec::new()),
+            retry_backoff_s: Some(0),
+            alarm_email: Some(String::new()),
+            alarm_webhook: Some(String::new()),
+            enabled: Some(false),
+        };
+        let model: Vec<String> = match serde_json::to_value(all).unwrap() {
+            Value::Object(m) => m.keys().cloned().collect(),
+            other => panic!("a job spec is an object: {other}"),
+        };
+        let cli = Cli::try_parse_from([
+            "rondo",
+            "job",
+            "create",
+            "--group",
+            "g",
+            "--handler",
+            "h",
+            "--cron",
+            "0 * * * * ?",
+            "--params",
+            "p",
+            "--description",
+            "d",
+            "--routing",
+            "ROUND",
+            "--block",
+            "DISCARD_LATER",
+            "--misfire",
+            "FIRE_ONCE_NOW",
+            "--timeout",
+            "5",
+            "--retries",
+            "2",
+            "--retry-backoff",
+            "3",
+            "--child-job",
+            "7",
+            "--child-job",
+            "8",
+            "--alarm-email",
+            "a@b.c",
+            "--alarm-webhook",
+            "https://h/x",
+            "--stopped",
+        ])
+        .expect("the flags parse");
+        let Command::Job(JobCmd::Create(args)) = cli.command else {
+            panic!("job create");
+        };
+        let body = args.to_json();
+        let mut missing: Vec<&String> = model
+            .iter()
+            .filter(|k| body.get(k.as_str()).is_none())
+            .collect();
+        missing.sort();
+        assert!(missing.is_empty(), "no CLI flag sets {missing:?}");
+        assert_eq!(body["child_jobs"], json!([7, 8]));
+        assert_eq!(body["retry_backoff_s"], 3);
+        let cleared =
+            Cli::try_parse_from(["rondo", "job", "update", "1", "--no-child-jobs"]).unwrap();
+        let Command::Job(JobCmd::Update { fields, .. }) = cleared.command else {
+            panic!("job update");
+        };
+        assert_eq!(fields.to_json(), json!({ "child_jobs": [] }));
     }
 }
