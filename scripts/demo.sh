@@ -60,10 +60,11 @@ start() {
   PIDS+=($!)
   echo "started $name (pid $!, log $STATE/$name.log)"
 }
-start persist-worker "$BIN/rondo-persist-worker"
+start persist-worker env RONDO_PERSIST_METRICS_ADDR=127.0.0.1:8620 "$BIN/rondo-persist-worker"
 # The demo runs a shell job: this executor (on loopback) enables the
 # handlers that run commands, which are off by default.
-start executor env RONDO_EXECUTOR_COMMAND_HANDLERS=true "$BIN/rondo-executor"
+start executor env RONDO_EXECUTOR_COMMAND_HANDLERS=true RONDO_EXECUTOR_METRICS_ADDR=127.0.0.1:8610 \
+  "$BIN/rondo-executor"
 # The scheduler makes the first admin from these (only on an empty user
 # table); only it sees the password in its environment.
 start scheduler env RONDO_AUTH_ADMIN_USER=admin RONDO_AUTH_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
@@ -107,6 +108,8 @@ cat <<MSG
 == signed in
    API and console:   $RONDO_API  user admin  password $ADMIN_PASSWORD  (also in $STATE/admin-password)
    the CLI:           export RONDO_CREDENTIALS=$RONDO_CREDENTIALS   (a token, saved by: rondo login --user admin)
+   metrics:           curl -H "Authorization: Bearer \$(jq -r '.[].token' $RONDO_CREDENTIALS)" $RONDO_API/metrics
+                      curl 127.0.0.1:8610/metrics (executor)   curl 127.0.0.1:8620/metrics (persistence worker)
 
 == fires, as the executor runs them (Ctrl-C to stop)
    history in MySQL:  mariadb -h127.0.0.1 -urondo -prondo $DB -e \\

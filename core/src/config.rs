@@ -211,6 +211,9 @@ pub struct SchedulerConfig {
     pub load_ahead_ms: i64,
     /// On SIGTERM, in-flight work gets this long.
     pub shutdown_grace_ms: u64,
+    /// `/metrics` without credentials (otherwise any signed-in user's
+    /// token: Prometheus sends it as `authorization`).
+    pub metrics_public: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -226,6 +229,7 @@ impl Default for SchedulerConfig {
             load_interval_ms: 100,
             load_ahead_ms: 1500,
             shutdown_grace_ms: 10_000,
+            metrics_public: false,
         }
     }
 }
@@ -340,6 +344,9 @@ impl Default for AuthConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecutorConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (open, so
+    /// keep it on loopback or a private network); empty: not served.
+    pub metrics_addr: String,
     /// The executor group this executor serves.
     pub app: String,
     /// Stable id (names its durable queue); empty = `<app>-<hostname>`.
@@ -362,6 +369,7 @@ pub struct ExecutorConfig {
 impl Default for ExecutorConfig {
     fn default() -> Self {
         ExecutorConfig {
+            metrics_addr: String::new(),
             app: "demo".into(),
             id: String::new(),
             prefetch: 64,
@@ -376,6 +384,9 @@ impl Default for ExecutorConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PersistConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (open, so
+    /// keep it on loopback or a private network); empty: not served.
+    pub metrics_addr: String,
     /// Events per transaction at most.
     pub batch_size: usize,
     /// A batch is written when it is full or this old.
@@ -394,6 +405,7 @@ pub struct PersistConfig {
 impl Default for PersistConfig {
     fn default() -> Self {
         PersistConfig {
+            metrics_addr: String::new(),
             batch_size: 1000,
             linger_ms: 50,
             prefetch: 2000,

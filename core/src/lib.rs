@@ -50,6 +50,7 @@ pub mod error;
 pub mod event;
 pub mod histogram;
 pub mod inflight;
+pub mod metrics;
 pub mod model;
 pub mod names;
 pub mod redact;

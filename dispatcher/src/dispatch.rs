@@ -233,6 +233,7 @@ impl Dispatcher {
         let confirmed_ms = clock::now_ms();
         self.inflight.record(&records).await?;
         self.record(&records).await?;
+        count(&records);
         Ok(Dispatched {
             records,
             confirmed_ms,
@@ -391,6 +392,20 @@ fn shard_target(executors: &[LiveExecutor], index: u32, total: u32) -> Target {
         executor_id: at.id.clone(),
         shard_index: index,
         shard_total: total,
+    }
+}
+
+/// Counts dispatched triggers: `rondo_triggers_sent_total` (confirmed by
+/// the broker) and `rondo_dispatch_failures_total` (reached no executor),
+/// by trigger type.
+fn count(records: &[TriggerRecord]) {
+    for r in records {
+        let kind = r.trigger.trigger_type.as_str();
+        if r.code == code::SUCCESS {
+            metrics::counter!("rondo_triggers_sent_total", "trigger_type" => kind).increment(1);
+        } else {
+            metrics::counter!("rondo_dispatch_failures_total", "trigger_type" => kind).increment(1);
+        }
     }
 }
 

@@ -168,7 +168,19 @@ impl Executor {
     }
 
     async fn serve(self, shutdown: CancellationToken) -> Result<(), ExecutorError> {
+        rondo_core::metrics::install();
         let incarnation = format!("{:016x}", rand::random::<u64>());
+        // `/metrics`, `/healthz`, `/readyz` (ready: consuming, not stopping).
+        let readiness = rondo_core::metrics::Readiness::default();
+        let observe_stop = CancellationToken::new();
+        let _observe_stop = observe_stop.clone().drop_guard();
+        if !self.config.executor.metrics_addr.is_empty() {
+            let addr = &self.config.executor.metrics_addr;
+            let bound = rondo_core::metrics::serve(addr, readiness.clone(), observe_stop)
+                .await
+                .map_err(|e| ExecutorError::Failed(format!("serving metrics on {addr}: {e}")))?;
+            tracing::info!(%bound, "metrics served");
+        }
         let lifecycle = Lifecycle::new(shutdown);
         let names = self.config.names();
         let publisher = Publisher::new(names.clone());
@@ -220,6 +232,17 @@ impl Executor {
             ready: ready.clone(),
         };
         let mut session = Some(tokio::spawn(session.run().in_current_span()));
+        {
+            let (ready, stopping) = (ready.clone(), lifecycle.shutdown.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = ready.cancelled() => readiness.set(true),
+                    () = stopping.cancelled() => return,
+                }
+                stopping.cancelled().await;
+                readiness.set(false);
+            });
+        }
         let registration = self.registration(&incarnation);
         let mut heartbeat = Some({
             let (registration, runner) = (registration.clone(), runner.clone());

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use rondo_core::backoff::Backoff;
+use rondo_core::metrics::Readiness;
 use rondo_history::{History, WriteReport};
 
 use crate::batch::Batch;
@@ -33,6 +34,8 @@ use crate::batch::Batch;
 /// A write attempt that takes longer counts as failed (a hung connection
 /// must not stall the worker forever).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the backlog gauge reads the queue's depth (one round trip).
+const BACKLOG_EVERY: Duration = Duration::from_secs(5);
 
 /// The persistence worker over an existing database (migrated by the
 /// caller). [`crate::run`] builds one from the config.
@@ -40,15 +43,18 @@ pub struct Worker {
     config: Config,
     names: Names,
     history: History,
+    readiness: Readiness,
 }
 
 impl Worker {
-    pub fn new(config: Config, history: History) -> Self {
+    /// `readiness` is set while a broker session consumes.
+    pub fn new(config: Config, history: History, readiness: Readiness) -> Self {
         let names = config.names();
         Worker {
             config,
             names,
             history,
+            readiness,
         }
     }
 
@@ -75,7 +81,10 @@ impl Worker {
             match opened {
                 Ok(session) => {
                     backoff.reset();
-                    match session.run(shutdown).await {
+                    self.readiness.set(true);
+                    let ended = session.run(shutdown).await;
+                    self.readiness.set(false);
+                    match ended {
                         Ok(()) => return,
                         Err(error) => {
                             tracing::warn!(error = %format!("{error:#}"), "amqp session failed; unacked events will be redelivered")
@@ -103,6 +112,8 @@ struct Session<'w> {
     consume: Channel,
     publish: Channel,
     consumer: Consumer,
+    /// When the backlog gauge was last read.
+    backlog_at: std::sync::Mutex<Option<Instant>>,
 }
 
 impl<'w> Session<'w> {
@@ -131,6 +142,7 @@ impl<'w> Session<'w> {
             consume,
             publish,
             consumer,
+            backlog_at: std::sync::Mutex::new(None),
         })
     }
 
@@ -187,6 +199,8 @@ impl<'w> Session<'w> {
         match rondo_core::event::decode_events(&delivery.data) {
             Ok(events) => batch.push(delivery.delivery_tag, events, Instant::now()),
             Err(error) => {
+                metrics::counter!("rondo_persist_dead_letters_total", "reason" => "undecodable")
+                    .increment(1);
                 let reason = format!("undecodable event message: {error}");
                 amqp::dead_letter(
                     &self.publish,
@@ -200,6 +214,29 @@ impl<'w> Session<'w> {
             }
         }
         Ok(())
+    }
+
+    /// Sets `rondo_persist_backlog` (messages waiting in the persist queue,
+    /// unacked ones not counted) at most every [`BACKLOG_EVERY`].
+    async fn note_backlog(&self) {
+        {
+            let mut at = self.backlog_at.lock().expect("backlog lock");
+            if at.is_some_and(|t| t.elapsed() < BACKLOG_EVERY) {
+                return;
+            }
+            *at = Some(Instant::now());
+        }
+        let passive = lapin::options::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        if let Ok(q) = self
+            .consume
+            .queue_declare(self.queue.into(), passive, FieldTable::default())
+            .await
+        {
+            metrics::gauge!("rondo_persist_backlog").set(f64::from(q.message_count()));
+        }
     }
 
     /// Writes the batch (retrying while MySQL fails), dead-letters rejected
@@ -248,10 +285,13 @@ impl<'w> Session<'w> {
     }
 
     async fn write_once(&self, batch: &Batch) -> anyhow::Result<WriteReport> {
+        let started = Instant::now();
         let write = rondo_history::write_events(self.worker.history.pool(), batch.events());
         let report = tokio::time::timeout(WRITE_TIMEOUT, write)
             .await
             .context("write timed out")??;
+        metrics::histogram!("rondo_persist_batch_seconds").record(started.elapsed().as_secs_f64());
+        metrics::histogram!("rondo_persist_batch_events").record(batch.events().len() as f64);
         Ok(report)
     }
 
@@ -274,7 +314,11 @@ impl<'w> Session<'w> {
             rejected = report.rejected.len(),
             "batch stored"
         );
+        metrics::counter!("rondo_persist_events_total").increment(report.written as u64);
+        metrics::counter!("rondo_persist_dead_letters_total", "reason" => "rejected")
+            .increment(report.rejected.len() as u64);
         batch.clear();
+        self.note_backlog().await;
         Ok(())
     }
 

@@ -33,6 +33,19 @@ pub use consumer::Worker;
 /// drain, close. An error (the schema cannot be brought up to date, a task
 /// panicked) is a failed run.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    rondo_core::metrics::install();
+    // `/metrics`, `/healthz`, `/readyz` (ready: consuming), served from the
+    // start so a worker waiting for MySQL is seen alive and not ready.
+    let readiness = rondo_core::metrics::Readiness::default();
+    let observe_stop = CancellationToken::new();
+    let _observe_stop = observe_stop.clone().drop_guard();
+    if !config.persist.metrics_addr.is_empty() {
+        let addr = &config.persist.metrics_addr;
+        let bound = rondo_core::metrics::serve(addr, readiness.clone(), observe_stop)
+            .await
+            .with_context(|| format!("serving metrics on {addr}"))?;
+        tracing::info!(%bound, "metrics served");
+    }
     let Some(history) = History::connect_with_retry(&config.mysql, &shutdown).await? else {
         return Ok(());
     };
@@ -48,7 +61,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             .run(stop_maintenance.clone())
             .instrument(tracing::info_span!("maintenance")),
     );
-    let consumed = Worker::new(config, history.clone()).run(shutdown).await;
+    let consumed = Worker::new(config, history.clone(), readiness)
+        .run(shutdown)
+        .await;
     stop_maintenance.cancel();
     maintenance.await.context("the maintenance task panicked")?;
     consumed?;

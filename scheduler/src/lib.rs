@@ -186,6 +186,7 @@ impl Parts {
             retention_days: self.config.persist.retention_days,
             dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
             auth: self.auth.clone(),
+            metrics_public: self.config.scheduler.metrics_public,
         }
     }
 }
@@ -198,6 +199,7 @@ type Ended = (&'static str, anyhow::Result<()>);
 /// Returns once it is serving; it stops when `shutdown` is cancelled, or by
 /// itself when a core task fails ([`NodeHandle::wait`] then says which).
 pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<NodeHandle> {
+    rondo_core::metrics::install();
     let listener = tokio::net::TcpListener::bind(&config.scheduler.api_addr)
         .await
         .with_context(|| format!("binding the API to {}", config.scheduler.api_addr))?;

@@ -128,6 +128,18 @@ fn config_env(config: &Config) -> Vec<(String, String)> {
             "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS".into(),
             config.scheduler.shutdown_grace_ms.to_string(),
         ),
+        (
+            "RONDO_SCHEDULER_METRICS_PUBLIC".into(),
+            config.scheduler.metrics_public.to_string(),
+        ),
+        (
+            "RONDO_EXECUTOR_METRICS_ADDR".into(),
+            config.executor.metrics_addr.clone(),
+        ),
+        (
+            "RONDO_PERSIST_METRICS_ADDR".into(),
+            config.persist.metrics_addr.clone(),
+        ),
     ]
 }
 

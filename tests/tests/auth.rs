@@ -145,6 +145,7 @@ impl Fixture {
             "cluster and report" => {
                 send(Method::GET, "/api/v1/cluster".into(), None).await;
                 send(Method::GET, "/api/v1/reports?days=1".into(), None).await;
+                send(Method::GET, "/metrics".into(), None).await;
             }
             "group read" => {
                 send(Method::GET, format!("/api/v1/groups/{g}"), None).await;

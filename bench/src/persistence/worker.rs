@@ -192,7 +192,7 @@ impl RunningWorker {
             .context("the worker's mysql pool")?;
         let pool = history.pool().clone();
         let shutdown = CancellationToken::new();
-        let worker = Worker::new(config.clone(), history);
+        let worker = Worker::new(config.clone(), history, Default::default());
         let task = tokio::spawn(worker.run(shutdown.clone()));
         Ok(RunningWorker {
             task,

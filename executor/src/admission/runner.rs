@@ -368,13 +368,26 @@ impl Runner {
     ) -> Settled {
         let log = JobLog::new(&trigger.trigger_id, trigger.job_id);
         let start_ms = now_ms();
+        metrics::histogram!("rondo_executor_queue_wait_seconds")
+            .record((start_ms - trigger.sent_ms).max(0) as f64 / 1000.0);
+        let running_gauge = metrics::gauge!("rondo_executor_running");
+        running_gauge.increment(1.0);
         let outcome = self
             .run_handler(trigger, handler, &log, guard.interrupt())
             .await;
+        running_gauge.decrement(1.0);
         // The job's next trigger may start while this result goes out.
         drop(running);
         guard.end();
         let end_ms = now_ms();
+        let kind = match outcome.code {
+            rondo_core::trigger::code::SUCCESS => "success",
+            rondo_core::trigger::code::TIMEOUT => "timeout",
+            _ => "failure",
+        };
+        metrics::counter!("rondo_executor_runs_total", "outcome" => kind).increment(1);
+        metrics::histogram!("rondo_executor_run_seconds")
+            .record((end_ms - start_ms).max(0) as f64 / 1000.0);
         tracing::info!(code = outcome.code, elapsed_ms = end_ms - start_ms, msg = %outcome.msg, "trigger finished");
         let result = outcome.into_result(trigger, &self.executor_id, start_ms, end_ms);
         self.store_finished(&result).await;

@@ -76,7 +76,8 @@ impl Harness {
     pub fn spawn_worker(&self, config: Config, pool: MySqlPool) -> RunningWorker {
         let shutdown = CancellationToken::new();
         let history = rondo_history::History::from_pool(pool);
-        let handle = tokio::spawn(Worker::new(config, history).run(shutdown.clone()));
+        let handle =
+            tokio::spawn(Worker::new(config, history, Default::default()).run(shutdown.clone()));
         RunningWorker { shutdown, handle }
     }
 

@@ -26,6 +26,7 @@ mod groups;
 mod input;
 mod jobs;
 mod logs;
+mod metrics;
 mod reports;
 mod session;
 mod state;
@@ -44,7 +45,13 @@ pub use state::{ApiError, AppState};
 /// `/healthz` and sign-in are open: every other route first goes through
 /// [`gate::authenticate`].
 pub fn router(state: AppState) -> Router {
-    let protected = Router::new()
+    let metrics = get(metrics::metrics);
+    let (public_metrics, protected_metrics) = if state.metrics_public {
+        (Some(metrics), None)
+    } else {
+        (None, Some(metrics))
+    };
+    let mut protected = Router::new()
         .route("/api/v1/auth/me", get(session::me))
         .route("/api/v1/auth/logout", post(session::logout))
         .route("/api/v1/auth/password", put(session::change_password))
@@ -94,12 +101,19 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/logs/{trigger_id}", get(logs::trigger_log))
         .route("/api/v1/logs/{trigger_id}/kill", post(logs::kill_trigger))
         .route("/api/v1/reports", get(reports::reports))
-        .route("/api/v1/maintenance/retention", post(reports::retention))
-        .route_layer(from_fn_with_state(state.clone(), gate::authenticate));
-    Router::new()
+        .route("/api/v1/maintenance/retention", post(reports::retention));
+    if let Some(m) = protected_metrics {
+        protected = protected.route("/metrics", m);
+    }
+    let protected = protected.route_layer(from_fn_with_state(state.clone(), gate::authenticate));
+    let mut open = Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/api/v1/auth/login", post(session::login))
-        .merge(protected)
+        .route("/readyz", get(metrics::ready))
+        .route("/api/v1/auth/login", post(session::login));
+    if let Some(m) = public_metrics {
+        open = open.route("/metrics", m);
+    }
+    open.merge(protected)
         .fallback(|| async { ApiError::from(Error::not_found("path", "no such endpoint")) })
         .layer(from_fn_with_state(state.clone(), gate::client_address))
         .with_state(state)

@@ -35,6 +35,8 @@ pub struct AppState {
     pub dedupe_ttl_s: u64,
     /// Sign-in: token and user caches, sessions, throttling.
     pub auth: Arc<super::auth::Auth>,
+    /// `scheduler.metrics_public`: `/metrics` needs no credentials.
+    pub metrics_public: bool,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

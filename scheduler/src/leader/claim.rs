@@ -107,6 +107,9 @@ impl Claimer {
         let ended = clock::now_ms();
         self.last_claim_ms.send_replace(ended);
         self.tick_ms.record(ended - started);
+        metrics::histogram!("rondo_claim_tick_seconds").record((ended - started) as f64 / 1000.0);
+        metrics::counter!("rondo_claimed_fires_total").increment(report.fires);
+        metrics::counter!("rondo_misfires_total").increment(report.misfires);
         *self.last_tick.lock().expect("last tick lock") = report;
         if report.fires > 0 || report.misfires > 0 {
             tracing::debug!(

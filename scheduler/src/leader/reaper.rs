@@ -163,6 +163,7 @@ impl Reaper {
                 }
                 if self.triggers.unlist(p, term, &id).await? {
                     self.publish_lost(&t, now).await?;
+                    metrics::counter!("rondo_lost_triggers_total").increment(1);
                     lost += 1;
                 }
             }

@@ -317,6 +317,7 @@ impl Monitor {
             let item = retry_item(job, &ended, retry_count);
             tracing::info!(job_id = job.id, trigger_id = %item.trigger_id, retry_count, due_ms, "retry scheduled");
             self.state.push_retry(&item, due_ms).await?;
+            metrics::counter!("rondo_retries_scheduled_total").increment(1);
         }
         if decision.alarm {
             self.alarm(job, &ended).await?;
@@ -357,6 +358,7 @@ impl Monitor {
             shard: None,
         };
         self.dispatcher.dispatch(&fire).await?;
+        metrics::counter!("rondo_child_triggers_total").increment(1);
         Ok(())
     }
 
@@ -374,6 +376,12 @@ impl Monitor {
                 .map_or_else(|| job.params.clone(), |t| t.params.clone()),
         };
         let record = self.alarmer.alarm(job, &failure).await;
+        let outcome = match record.status {
+            rondo_core::event::alarm_status::SENT => "sent",
+            rondo_core::event::alarm_status::NOT_NEEDED => "not_needed",
+            _ => "failed",
+        };
+        metrics::counter!("rondo_alarms_total", "outcome" => outcome).increment(1);
         self.dispatcher
             .events()
             .publish(&[Event::Alarm(record)])

@@ -56,9 +56,11 @@ impl Firing {
         };
         match outcome {
             Ok(confirmed_ms) => {
-                self.stats
-                    .publish_lateness
-                    .record(confirmed_ms - entry.fire_ms);
+                let lateness_ms = confirmed_ms - entry.fire_ms;
+                self.stats.publish_lateness.record(lateness_ms);
+                metrics::histogram!("rondo_fire_lateness_seconds")
+                    .record(lateness_ms.max(0) as f64 / 1000.0);
+                metrics::counter!("rondo_fires_total").increment(1);
                 self.loaded
                     .lock()
                     .expect("loaded lock")

@@ -73,6 +73,14 @@ impl Store {
         Ok(self.pool.get().await?)
     }
 
+    /// Whether Redis answers.
+    pub async fn ping(&self) -> Result<(), Error> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut *self.conn().await?)
+            .await?;
+        Ok(())
+    }
+
     // ---- groups ----
 
     /// Creates a group; `Conflict` if the app name is taken.

@@ -1,0 +1,349 @@
+//! Prometheus metrics of every process: the `metrics` facade with one
+//! global `metrics-exporter-prometheus` recorder, rendered in the text
+//! format on each scrape, and the small HTTP server the executor and the
+//! persistence worker expose it on (`/metrics`, `/healthz`, `/readyz`).
+//! The scheduler serves the same three on its API.
+//!
+//! Names follow Prometheus conventions: the `rondo_` prefix, `_total` for
+//! counters, `_seconds` for durations (real histograms with the buckets
+//! [`SECONDS_BUCKETS`], so quantiles aggregate across processes). Labels
+//! are bounded (a trigger type, an outcome, a partition, a node id), never
+//! a trigger or job id. The README lists every metric.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio_util::sync::CancellationToken;
+
+/// Buckets of every `_seconds` histogram: dense around the 10 ms lateness
+/// goal, up to five minutes for runs.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Buckets of the persistence worker's batch size (events).
+pub const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
+];
+
+/// Which process records a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    Scheduler,
+    Executor,
+    Persist,
+}
+
+/// A metric's kind in the text format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric rondo records: name, kind, who records it, labels, help.
+/// The README's metric table is checked against this list.
+pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
+    (
+        "rondo_triggers_sent_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "trigger_type",
+        "triggers the broker confirmed to an executor queue",
+    ),
+    (
+        "rondo_dispatch_failures_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "trigger_type",
+        "triggers that reached no executor (none live, no queue)",
+    ),
+    (
+        "rondo_fires_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "scheduled fires this node dispatched from its wheel",
+    ),
+    (
+        "rondo_fire_lateness_seconds",
+        Kind::Histogram,
+        Process::Scheduler,
+        "",
+        "broker-confirmed publish minus the scheduled instant, per wheel fire",
+    ),
+    (
+        "rondo_claim_tick_seconds",
+        Kind::Histogram,
+        Process::Scheduler,
+        "",
+        "one claim tick of the leader",
+    ),
+    (
+        "rondo_claimed_fires_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "fires the leader put on rings",
+    ),
+    (
+        "rondo_misfires_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "fires found later than the misfire threshold",
+    ),
+    (
+        "rondo_due_jobs",
+        Kind::Gauge,
+        Process::Scheduler,
+        "partition",
+        "jobs in each due set (read at scrape)",
+    ),
+    (
+        "rondo_ring_fires",
+        Kind::Gauge,
+        Process::Scheduler,
+        "node",
+        "fires waiting in each node's ring (read at scrape)",
+    ),
+    (
+        "rondo_wheel_fires",
+        Kind::Gauge,
+        Process::Scheduler,
+        "",
+        "fires loaded in this node's wheel",
+    ),
+    (
+        "rondo_cluster_nodes",
+        Kind::Gauge,
+        Process::Scheduler,
+        "",
+        "live scheduler nodes this node sees",
+    ),
+    (
+        "rondo_leader",
+        Kind::Gauge,
+        Process::Scheduler,
+        "",
+        "1 while this node leads",
+    ),
+    (
+        "rondo_leader_term",
+        Kind::Gauge,
+        Process::Scheduler,
+        "",
+        "the fencing term this node leads under",
+    ),
+    (
+        "rondo_retries_scheduled_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "failed triggers given a retry",
+    ),
+    (
+        "rondo_alarms_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "outcome",
+        "alarms of failed triggers: sent, failed, not_needed",
+    ),
+    (
+        "rondo_child_triggers_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "child jobs triggered after a success",
+    ),
+    (
+        "rondo_lost_triggers_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "triggers found lost (no answer, executor gone)",
+    ),
+    (
+        "rondo_executor_runs_total",
+        Kind::Counter,
+        Process::Executor,
+        "outcome",
+        "handler runs by outcome: success, failure, timeout",
+    ),
+    (
+        "rondo_executor_run_seconds",
+        Kind::Histogram,
+        Process::Executor,
+        "",
+        "handler run time",
+    ),
+    (
+        "rondo_executor_queue_wait_seconds",
+        Kind::Histogram,
+        Process::Executor,
+        "",
+        "from publish to the handler's start",
+    ),
+    (
+        "rondo_executor_running",
+        Kind::Gauge,
+        Process::Executor,
+        "",
+        "handlers running now",
+    ),
+    (
+        "rondo_persist_events_total",
+        Kind::Counter,
+        Process::Persist,
+        "",
+        "events stored in MySQL",
+    ),
+    (
+        "rondo_persist_batch_events",
+        Kind::Histogram,
+        Process::Persist,
+        "",
+        "events per stored batch",
+    ),
+    (
+        "rondo_persist_batch_seconds",
+        Kind::Histogram,
+        Process::Persist,
+        "",
+        "time to store one batch",
+    ),
+    (
+        "rondo_persist_dead_letters_total",
+        Kind::Counter,
+        Process::Persist,
+        "reason",
+        "events dead-lettered: undecodable, rejected (by MySQL)",
+    ),
+    (
+        "rondo_persist_backlog",
+        Kind::Gauge,
+        Process::Persist,
+        "",
+        "messages waiting in the persist queue (read every 5 s)",
+    ),
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's recorder (once; later calls return it). Every
+/// process calls it at start: what is recorded before is not kept.
+pub fn install() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Suffix("_events".into()), BATCH_BUCKETS)
+            })
+            .expect("non-empty buckets")
+            .build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may be installed already (a test harness): the
+        // handle then renders what this one sees, which is nothing.
+        if metrics::set_global_recorder(recorder).is_ok() {
+            for (name, kind, _, _, help) in METRICS {
+                match kind {
+                    Kind::Counter => metrics::describe_counter!(*name, *help),
+                    Kind::Gauge => metrics::describe_gauge!(*name, *help),
+                    Kind::Histogram => metrics::describe_histogram!(*name, *help),
+                }
+            }
+        }
+        handle
+    })
+}
+
+/// The text format of everything recorded so far.
+pub fn render() -> String {
+    let handle = install();
+    handle.run_upkeep();
+    handle.render()
+}
+
+/// Whether a process is connected to the services it needs (`/readyz`).
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// `/metrics`, `/healthz` (the process runs) and `/readyz` (200 when
+/// `ready`, else 503).
+pub fn router(ready: Readiness) -> Router {
+    Router::new()
+        .route("/metrics", get(|| async { render() }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.is_ready();
+                async move {
+                    if ready {
+                        (StatusCode::OK, "ready")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+                    }
+                }
+            }),
+        )
+}
+
+/// Serves [`router`] on `addr` until `shutdown`; returns the bound address.
+pub async fn serve(
+    addr: &str,
+    ready: Readiness,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let server =
+        axum::serve(listener, router(ready)).with_graceful_shutdown(shutdown.cancelled_owned());
+    tokio::spawn(async move {
+        if let Err(e) = server.await {
+            tracing::warn!(error = %e, "the metrics server stopped");
+        }
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_real_histograms_and_counters_render() {
+        install();
+        metrics::counter!("rondo_unit_test_total", "outcome" => "ok").increment(2);
+        metrics::histogram!("rondo_unit_test_seconds").record(0.003);
+        let text = render();
+        assert!(
+            text.contains("rondo_unit_test_total{outcome=\"ok\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rondo_unit_test_seconds_bucket{le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rondo_unit_test_seconds_bucket{le=\"0.002\"} 0"),
+            "{text}"
+        );
+    }
+}
