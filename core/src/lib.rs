@@ -35,6 +35,8 @@
 //! * [`batcher`]: group commit (many callers, one message or pipeline per
 //!   key), how triggers, events and Redis writes are batched.
 //! * [`histogram`]: millisecond latency histograms (publish lateness).
+//! * [`metrics`]: the Prometheus recorder every process installs, the list
+//!   of every metric, and the `/metrics` `/healthz` `/readyz` server.
 //! * `testkit` (feature `testkit`): a namespace per test, cleaned up on drop;
 //!   `eventually`; queue depths; fixtures; daemon checks.
 
