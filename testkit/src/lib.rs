@@ -122,6 +122,39 @@ pub struct Admin {
     pub token: String,
 }
 
+/// `(trigger_code, handle_code)` of every stored trigger log of job `id`
+/// (None: that side has not been stored yet).
+pub async fn stored_codes(db: &MySqlPool, id: u64) -> Vec<(Option<i32>, Option<i32>)> {
+    sqlx::query_as("SELECT trigger_code, handle_code FROM job_log WHERE job_id = ?")
+        .bind(id)
+        .fetch_all(db)
+        .await
+        .expect("read job_log")
+}
+
+/// Publishes `body` as it is to the events exchange with `routing_key`
+/// (say, a malformed event for the persistence worker to dead-letter),
+/// as the broker user of `amqp_url`, and waits for the confirm.
+pub async fn publish_raw_event(amqp_url: &str, config: &Config, routing_key: &str, body: &[u8]) {
+    let conn = rondo_core::amqp::connect(amqp_url, "testkit")
+        .await
+        .expect("connect to the broker");
+    let ch = rondo_core::amqp::confirm_channel(&conn)
+        .await
+        .expect("a confirm channel");
+    let exchange = config.names().events_exchange();
+    let publish = rondo_core::amqp::Publish {
+        exchange: &exchange,
+        routing_key,
+        ..rondo_core::amqp::Publish::default()
+    };
+    let confirmed = rondo_core::amqp::publish_confirmed(&ch, publish, body)
+        .await
+        .expect("publish");
+    assert!(confirmed, "the broker took the event");
+    let _ = conn.close(200, "done".into()).await;
+}
+
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(

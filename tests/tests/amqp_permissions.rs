@@ -8,9 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use rondo_testkit::recorder::Recorder;
-use rondo_testkit::{Cluster, World, eventually};
+use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
-use sqlx::Row;
 
 const README: &str = include_str!("../../README.md");
 
@@ -149,37 +148,17 @@ async fn each_process_works_with_only_the_readme_rights() {
         "three runs stored in MySQL",
         Duration::from_secs(30),
         || async {
-            let row = sqlx::query(
-                "SELECT COUNT(*) AS n FROM job_log WHERE job_id = ? AND handle_code = 200",
-            )
-            .bind(job)
-            .fetch_one(cluster.db())
-            .await
-            .ok()?;
-            (row.get::<i64, _>("n") >= 3).then_some(())
+            let codes = stored_codes(cluster.db(), job).await;
+            (codes.iter().filter(|c| c.1 == Some(200)).count() >= 3).then_some(())
         },
     )
     .await;
     assert!(recorder.runs().len() >= 3);
 
     // A malformed event is dead-lettered by the worker with its own rights.
-    let conn = rondo_core::amqp::connect(&scheduler, "perm-test")
-        .await
-        .unwrap();
-    let ch = rondo_core::amqp::confirm_channel(&conn).await.unwrap();
-    let names = cluster.config().names();
-    let exchange = names.events_exchange();
-    let publish = rondo_core::amqp::Publish {
-        exchange: &exchange,
-        routing_key: "job.upsert",
-        ..rondo_core::amqp::Publish::default()
-    };
-    assert!(
-        rondo_core::amqp::publish_confirmed(&ch, publish, b"not json")
-            .await
-            .unwrap()
-    );
-    let dead = names.dead_queue();
+    let config = cluster.config().clone();
+    publish_raw_event(&scheduler, &config, "job.upsert", b"not json").await;
+    let dead = config.names().dead_queue();
     eventually(
         "the malformed event dead-lettered",
         Duration::from_secs(15),
@@ -195,7 +174,6 @@ async fn each_process_works_with_only_the_readme_rights() {
         },
     )
     .await;
-    let _ = conn.close(200, "done".into()).await;
     cluster.stop().await;
     drop(vhost);
 }

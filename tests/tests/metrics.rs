@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use rondo_testkit::procs::free_addr;
-use rondo_testkit::{Cluster, World, eventually};
+use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
-use sqlx::Row;
 
 /// The README's metric table lists exactly the metrics rondo records.
 #[test]
@@ -32,14 +31,9 @@ fn the_readme_lists_every_metric() {
 }
 
 /// How many triggers of job `id` MySQL holds as sent.
-async fn stored_fires(db: &sqlx::MySqlPool, id: u64) -> f64 {
-    let row =
-        sqlx::query("SELECT COUNT(*) AS n FROM job_log WHERE job_id = ? AND trigger_code = 200")
-            .bind(id)
-            .fetch_one(db)
-            .await
-            .unwrap();
-    row.get::<i64, _>("n") as f64
+async fn sent_count(db: &sqlx::MySqlPool, id: u64) -> f64 {
+    let codes = stored_codes(db, id).await;
+    codes.iter().filter(|c| c.0 == Some(200)).count() as f64
 }
 
 /// The value of the sample `series` (name with its labels, exactly as
@@ -131,36 +125,14 @@ async fn every_process_counts_what_happened() {
         "the four results stored",
         Duration::from_secs(30),
         || async {
-            let row = sqlx::query(
-                "SELECT COUNT(*) AS n FROM job_log WHERE job_id = ? AND handle_code IS NOT NULL",
-            )
-            .bind(job)
-            .fetch_one(cluster.db())
-            .await
-            .ok()?;
-            (row.get::<i64, _>("n") == 4).then_some(())
+            let codes = stored_codes(cluster.db(), job).await;
+            (codes.iter().filter(|c| c.1.is_some()).count() == 4).then_some(())
         },
     )
     .await;
     // A malformed event, for the worker to dead-letter.
     let config = cluster.config().clone();
-    let names = config.names();
-    let conn = rondo_core::amqp::connect(&config.amqp.url, "metrics-test")
-        .await
-        .unwrap();
-    let ch = rondo_core::amqp::confirm_channel(&conn).await.unwrap();
-    let exchange = names.events_exchange();
-    let publish = rondo_core::amqp::Publish {
-        exchange: &exchange,
-        routing_key: "job.upsert",
-        ..rondo_core::amqp::Publish::default()
-    };
-    assert!(
-        rondo_core::amqp::publish_confirmed(&ch, publish, b"not json")
-            .await
-            .unwrap()
-    );
-    let _ = conn.close(200, "done".into()).await;
+    publish_raw_event(&config.amqp.url, &config, "job.upsert", b"not json").await;
 
     // The executor: 3 successes, 1 failure, each timed, none running.
     let (_, text) = get(&format!("{executor}/metrics"), None).await;
@@ -259,7 +231,7 @@ async fn every_process_counts_what_happened() {
     eventually(
         "two scheduled fires stored",
         Duration::from_secs(20),
-        || async { (stored_fires(&db, rate).await >= 2.0).then_some(()) },
+        || async { (sent_count(&db, rate).await >= 2.0).then_some(()) },
     )
     .await;
     let (status, _) = api
@@ -272,7 +244,7 @@ async fn every_process_counts_what_happened() {
         || async {
             let (_, text) = get(&metrics, Some(&token)).await;
             let fires = sample(&text, "rondo_fires_total")?;
-            (fires == stored_fires(&db, rate).await).then_some((fires, text))
+            (fires == sent_count(&db, rate).await).then_some((fires, text))
         },
     )
     .await;
