@@ -170,7 +170,8 @@ impl Executor {
     async fn serve(self, shutdown: CancellationToken) -> Result<(), ExecutorError> {
         rondo_core::metrics::install();
         let incarnation = format!("{:016x}", rand::random::<u64>());
-        // `/metrics`, `/healthz`, `/readyz` (ready: consuming, not stopping).
+        // `/metrics`, `/healthz`, `/readyz` (ready: a link consumes the
+        // queue and the executor is not stopping).
         let readiness = rondo_core::metrics::Readiness::default();
         let observe_stop = CancellationToken::new();
         let _observe_stop = observe_stop.clone().drop_guard();
@@ -230,19 +231,9 @@ impl Executor {
             intake: intake.clone(),
             lifecycle: lifecycle.clone(),
             ready: ready.clone(),
+            readiness: readiness.clone(),
         };
         let mut session = Some(tokio::spawn(session.run().in_current_span()));
-        {
-            let (ready, stopping) = (ready.clone(), lifecycle.shutdown.clone());
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = ready.cancelled() => readiness.set(true),
-                    () = stopping.cancelled() => return,
-                }
-                stopping.cancelled().await;
-                readiness.set(false);
-            });
-        }
         let registration = self.registration(&incarnation);
         let mut heartbeat = Some({
             let (registration, runner) = (registration.clone(), runner.clone());
@@ -269,6 +260,7 @@ impl Executor {
             lifecycle.shutdown.cancel();
         }
         tracing::info!("shutting down: no new triggers");
+        readiness.set(false);
         intake.close();
         if let Some(heartbeat) = heartbeat {
             let _ = heartbeat.await;

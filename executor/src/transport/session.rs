@@ -57,6 +57,8 @@ pub(crate) struct Session {
     /// Cancelled once the executor's queue has been declared (registration
     /// waits for it, so no trigger is routed to a queue that does not exist).
     pub(crate) ready: CancellationToken,
+    /// `/readyz`: true while a link consumes the executor queue.
+    pub(crate) readiness: rondo_core::metrics::Readiness,
 }
 
 /// One live connection and its channels.
@@ -163,6 +165,7 @@ impl Session {
         // Registered (routed to) only once it consumes: a queue in use is
         // one the leader never deletes.
         self.ready.cancel();
+        self.readiness.set(consumer.is_some());
         let mut events = link.conn.events_listener();
         let mut liveness = tokio::time::interval(LIVENESS_CHECK);
         let mut control = self.listen_control(&link).await;
@@ -229,6 +232,7 @@ impl Session {
                 }
             }
         }
+        self.readiness.set(false);
         self.drop_link(link).await;
     }
 
