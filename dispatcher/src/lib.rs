@@ -18,8 +18,8 @@
 //!
 //! # Layout
 //!
-//! * [`registry`]: the live executors of a group (heartbeat fresher than the
-//!   dead timeout) and what their hashes say (`running_jobs`).
+//! * [`registry`]: the live executors of a group (liveness lease fresher
+//!   than `registry.lease_ms`) and what their hashes say (`running_jobs`).
 //! * [`route`]: the routing strategies, one file per family (`order`,
 //!   `hash`, `usage`, `health`); the extension point for new ones. Lua
 //!   scripts for the stateful ones are in `lua/`.

@@ -156,7 +156,10 @@ impl Executor {
     /// within `executor.shutdown_grace_ms` (then cancels them), publishes
     /// their results, acks, runs the `destroy` hooks of the jobs' workers,
     /// and closes the connection. Triggers still waiting for their turn
-    /// (SERIAL_EXECUTION) are left unacked, for the next start.
+    /// (SERIAL_EXECUTION) go back to the queue (a message of only such
+    /// triggers is requeued; the waiting part of a mixed one is published
+    /// back to this executor's queue), for the next start or, once this
+    /// executor is offline, the leader to route again.
     ///
     /// Broker and Redis outages are logged and retried, never returned.
     /// `Err` when a core task failed (the broker refuses the executor's

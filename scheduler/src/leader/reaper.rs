@@ -7,8 +7,10 @@
 //!   gets no trigger from routing, and the reaper takes the messages
 //!   waiting in its durable queue (`basic.get`) and settles each trigger
 //!   in them by its dedupe mark ([`rondo_core::dedupe`]):
-//!   - no mark (never started), or a kill: routed again, same trigger id,
-//!     to a live executor of the group (which answers a kill as killed);
+//!   - no mark (never started): routed again, same trigger id, to a live
+//!     executor of the group;
+//!   - a kill mark (killed before anyone took it): answered as killed
+//!     here, never run;
 //!     a scheduled fire later than `scheduler.misfire_threshold_ms` by
 //!     now gets the job's misfire rule first: `DO_NOTHING` answers it as
 //!     skipped, `FIRE_ONCE_NOW` sends one per job and answers the rest as
