@@ -185,6 +185,23 @@ impl Executor {
                 .map_err(|e| ExecutorError::Failed(format!("serving metrics on {addr}: {e}")))?;
             tracing::info!(%bound, "metrics served");
         }
+        // Before the queue is declared (its binding would already take the
+        // other executor's triggers): the id must not be live in another
+        // group. Redis out of reach: the check is skipped, not the start.
+        let registration = self.registration(&incarnation);
+        match registration
+            .id_taken_by(self.config.registry.lease_ms)
+            .await
+        {
+            Ok(Some(app)) => {
+                return Err(ExecutorError::Config(format!(
+                    "executor.id {:?} is in use by a live executor of group {app:?}; ids are routing keys and must be unique in the namespace",
+                    self.id
+                )));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not check that the executor id is free"),
+        }
         let lifecycle = Lifecycle::new(shutdown);
         let names = self.config.names();
         let publisher = Publisher::new(names.clone());
@@ -237,7 +254,6 @@ impl Executor {
             readiness: readiness.clone(),
         };
         let mut session = Some(tokio::spawn(session.run().in_current_span()));
-        let registration = self.registration(&incarnation);
         let mut heartbeat = Some({
             let (registration, runner) = (registration.clone(), runner.clone());
             let shutdown = lifecycle.shutdown.clone();

@@ -456,3 +456,35 @@ async fn a_channel_closed_by_the_broker_is_rebuilt_and_the_result_still_arrives(
     );
     h.stop().await;
 }
+
+/// Ids are routing keys: an executor whose id a live executor of another
+/// group uses refuses to start, before it declares (and binds) a queue
+/// that would take the other's triggers.
+#[tokio::test]
+async fn an_id_live_in_another_group_is_refused_before_any_queue() {
+    let h = Harness::start("idclash", builtin::register).await;
+    h.registered().await;
+    let mut other = h.config.clone();
+    other.executor.app = "another".into();
+    let clash = rondo_executor::Executor::builder(other.clone());
+    let clash = builtin::register(clash).build().expect("valid executor");
+    let queue = clash.queue();
+    let stopped = tokio::time::timeout(PATIENCE, clash.run(Default::default()))
+        .await
+        .expect("refused at once");
+    let Err(rondo_executor::ExecutorError::Config(message)) = stopped else {
+        panic!("expected a refusal, got {stopped:?}");
+    };
+    assert!(message.contains("in use by a live executor"), "{message}");
+    // No queue of the other group was declared.
+    let passive = lapin::options::QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    let probe = h.conn.create_channel().await.unwrap();
+    let declared = probe
+        .queue_declare(queue.as_str().into(), passive, Default::default())
+        .await;
+    assert!(declared.is_err(), "queue {queue} exists");
+    h.stop().await;
+}

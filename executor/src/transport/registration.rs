@@ -104,6 +104,30 @@ impl Registration {
         Ok(())
     }
 
+    /// The group of another live executor using this executor's id, if
+    /// any. Triggers and kills are routed by the bare id, so two executors
+    /// of one id in different groups would each get the other's triggers.
+    /// An entry not renewed within `lease_ms` (a crashed executor) does not
+    /// count.
+    pub(crate) async fn id_taken_by(&self, lease_ms: u64) -> Result<Option<String>, Error> {
+        let mut conn = self.pool.get().await?;
+        let app: Option<String> = redis::cmd("HGET")
+            .arg(self.names.executor(&self.executor_id))
+            .arg(registry::field::APP)
+            .query_async(&mut *conn)
+            .await?;
+        let Some(app) = app.filter(|a| *a != self.app) else {
+            return Ok(None);
+        };
+        let score: Option<i64> = redis::cmd("ZSCORE")
+            .arg(self.names.registry(&app))
+            .arg(&self.executor_id)
+            .query_async(&mut *conn)
+            .await?;
+        let live = score.is_some_and(|s| s >= rondo_core::clock::now_ms() - lease_ms as i64);
+        Ok(live.then_some(app))
+    }
+
     /// Registers once `ready` fires, then beats until `shutdown`: every
     /// heartbeat, and soon after `changes` is notified when `running_jobs`
     /// then differs from what was last written; the lease is renewed in
