@@ -232,6 +232,17 @@ impl Api {
         job["id"].as_u64().expect("the job's id")
     }
 
+    /// Waits until the live executors of group `app` are exactly `ids`.
+    pub async fn until_executors(&self, app: &str, ids: &[&str]) {
+        let path = format!("/api/v1/groups/{app}/executors");
+        let want = serde_json::json!(ids);
+        eventually(&format!("executors {ids:?} of {app}"), PATIENCE, || async {
+            let (_, live) = self.get(&path).await;
+            (live == want).then_some(())
+        })
+        .await;
+    }
+
     /// Fires a job once now (asserting 200) and returns its trigger id.
     pub async fn trigger_now(&self, job_id: u64) -> String {
         let (status, out) = self

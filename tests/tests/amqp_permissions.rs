@@ -130,15 +130,7 @@ async fn each_process_works_with_only_the_readme_rights() {
         api.post("/api/v1/groups", json!({ "app": app })).await.0,
         201
     );
-    eventually(
-        "the executor to register",
-        Duration::from_secs(15),
-        || async {
-            let (_, live) = api.get(&format!("/api/v1/groups/{app}/executors")).await;
-            (live == json!([format!("{app}-1")])).then_some(())
-        },
-    )
-    .await;
+    api.until_executors(app, &[&format!("{app}-1")]).await;
     let job = api
         .create_job(json!({ "group": app, "handler": "record", "schedule_type": "FIX_RATE", "schedule_conf": "1" }))
         .await;

@@ -94,15 +94,7 @@ async fn every_process_counts_what_happened() {
             201
         );
     }
-    eventually(
-        "the executor to register",
-        Duration::from_secs(15),
-        || async {
-            let (_, live) = api.get("/api/v1/groups/met/executors").await;
-            (live == json!(["met-1"])).then_some(())
-        },
-    )
-    .await;
+    api.until_executors("met", &["met-1"]).await;
     let job = api
         .create_job(json!({ "group": "met", "handler": "demo", "schedule_type": "NONE" }))
         .await;
