@@ -1,4 +1,6 @@
-//! Users, API tokens and the audit log (migration `…_auth.sql`): the rows
+//! Users, API tokens and the audit log (migrations `…_auth.sql`,
+//! `…_audit_event_id.sql`; audit rows are written as `Event::Audit` by
+//! `write_events`, read here): the rows
 //! sign-in reads and writes. What they mean (roles, rights, how secrets are
 //! made) is `rondo_core::auth`; only hashes of secrets come here.
 

@@ -173,12 +173,12 @@ struct CachedToken {
     expires_ms: Option<i64>,
 }
 
-/// A session as stored in Redis.
+/// A live session: whose, and its CSRF token (its start, kept in Redis,
+/// is only read to end it on time).
 #[derive(Clone)]
 pub struct Session {
     pub username: String,
     pub csrf: String,
-    pub created_ms: i64,
 }
 
 impl Auth {
@@ -349,7 +349,6 @@ impl Auth {
             Session {
                 username: user.clone(),
                 csrf: csrf.clone(),
-                created_ms: created,
             },
         )))
     }
