@@ -176,6 +176,12 @@ elif ! command -v mariadb >/dev/null 2>&1; then
   pkgs+=(mariadb-client)   # needed to create the app user
 fi
 
+# The Python side of the tests (schemathesis, the example Python executor)
+# lives in a virtualenv that scripts/python-env.sh makes.
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  pkgs+=(python3 python3-venv)
+fi
+
 if ((${#pkgs[@]})); then
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install ${pkgs[*]} by hand"
   export DEBIAN_FRONTEND=noninteractive

@@ -119,15 +119,33 @@ pub fn query_escape(value: &str) -> String {
         .collect()
 }
 
+/// The endpoints of the conversations below (shared with the check of the
+/// CLI against the API's spec).
+pub(crate) const LOGIN: &str = "/api/v1/auth/login";
+pub(crate) const LOGOUT: &str = "/api/v1/auth/logout";
+pub(crate) const PASSWORD: &str = "/api/v1/auth/password";
+pub(crate) const TOKENS: &str = "/api/v1/tokens";
+
+pub(crate) fn login_body(user: &str, password: &str) -> Value {
+    json!({ "username": user, "password": password })
+}
+
+/// The token `rondo login` makes.
+pub(crate) fn token_body(name: &str, days: u32) -> Value {
+    json!({ "name": name, "expires_in_days": days, "read_only": false })
+}
+
+pub(crate) fn password_body(current: &str, new: &str) -> Value {
+    json!({ "current_password": current, "new_password": new })
+}
+
 /// `rondo login`: a session, a new token from it, the session closed, the
 /// token saved.
 pub async fn login(api: &mut Api, user: &str, days: u32) -> anyhow::Result<(u16, Value)> {
     let password = secret("RONDO_PASSWORD", &format!("password for {user}"))?;
     api.token = None;
-    let body = json!({ "username": user, "password": password });
-    let (status, who) = api
-        .call(reqwest::Method::POST, "/api/v1/auth/login", Some(body))
-        .await?;
+    let body = login_body(user, &password);
+    let (status, who) = api.call(reqwest::Method::POST, LOGIN, Some(body)).await?;
     if status != 200 {
         return Ok((status, who));
     }
@@ -137,14 +155,10 @@ pub async fn login(api: &mut Api, user: &str, days: u32) -> anyhow::Result<(u16,
         None => bail!("the node answered the sign-in without a session cookie"),
     }
     let host = hostname();
-    let spec = json!({ "name": format!("rondo-cli@{host}"), "expires_in_days": days });
-    let (status, made) = api
-        .call(reqwest::Method::POST, "/api/v1/tokens", Some(spec))
-        .await?;
+    let spec = token_body(&format!("rondo-cli@{host}"), days);
+    let (status, made) = api.call(reqwest::Method::POST, TOKENS, Some(spec)).await?;
     // The session was only the way to the token.
-    let _ = api
-        .call(reqwest::Method::POST, "/api/v1/auth/logout", None)
-        .await;
+    let _ = api.call(reqwest::Method::POST, LOGOUT, None).await;
     if status != 201 {
         return Ok((status, made));
     }
@@ -180,11 +194,7 @@ pub async fn logout(api: &mut Api) -> anyhow::Result<(u16, Value)> {
     let id = entry["id"].as_u64().unwrap_or_default();
     api.token = entry["token"].as_str().map(str::to_owned);
     let (status, answer) = api
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/tokens/{id}"),
-            None,
-        )
+        .call(reqwest::Method::DELETE, &format!("{TOKENS}/{id}"), None)
         .await?;
     // Revoked now, or already unusable (revoked, expired): forget it.
     if status < 300 || status == 401 || status == 404 {
@@ -198,9 +208,8 @@ pub async fn logout(api: &mut Api) -> anyhow::Result<(u16, Value)> {
 pub async fn change_password(api: &mut Api) -> anyhow::Result<(u16, Value)> {
     let current = secret("RONDO_PASSWORD", "current password")?;
     let new = secret("RONDO_NEW_PASSWORD", "new password")?;
-    let body = json!({ "current_password": current, "new_password": new });
-    api.call(reqwest::Method::PUT, "/api/v1/auth/password", Some(body))
-        .await
+    let body = password_body(&current, &new);
+    api.call(reqwest::Method::PUT, PASSWORD, Some(body)).await
 }
 
 fn hostname() -> String {

@@ -41,7 +41,10 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 enum Command {
     /// Leader, term, live nodes, ring and due-set sizes.
-    Cluster,
+    Cluster {
+        #[command(subcommand)]
+        action: Option<ClusterCmd>,
+    },
     /// Executor groups.
     #[command(subcommand)]
     Group(GroupCmd),
@@ -107,6 +110,13 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum ClusterCmd {
+    /// Starts this node's lateness and claim-tick histograms afresh
+    /// (admins).
+    ResetStats,
+}
+
+#[derive(Subcommand)]
 enum UserCmd {
     List,
     Get {
@@ -124,6 +134,9 @@ enum UserCmd {
         /// Shorthand for `--role admin`.
         #[arg(long)]
         admin: bool,
+        /// Create the user disabled (it cannot sign in until enabled).
+        #[arg(long)]
+        disabled: bool,
     },
     /// Changes what is given.
     Update {
@@ -382,7 +395,13 @@ impl Api {
 
 /// The one HTTP call a plain command is. (`login`, `logout` and
 /// `password` are conversations: see `credentials`.)
-fn request(cmd: &Command) -> anyhow::Result<(reqwest::Method, String, Option<Value>)> {
+/// A password from the environment or the terminal: `(variable, what)`.
+type Secret<'a> = &'a dyn Fn(&str, &str) -> anyhow::Result<String>;
+
+fn request(
+    cmd: &Command,
+    secret: Secret<'_>,
+) -> anyhow::Result<(reqwest::Method, String, Option<Value>)> {
     use reqwest::Method as M;
     Ok(match cmd {
         Command::Login { .. } | Command::Logout | Command::Password => {
@@ -397,10 +416,17 @@ fn request(cmd: &Command) -> anyhow::Result<(reqwest::Method, String, Option<Val
                 role,
                 groups,
                 admin,
+                disabled,
             } => {
                 let role = if *admin { "admin" } else { role.as_str() };
-                let password = credentials::secret("RONDO_NEW_PASSWORD", "new user's password")?;
-                let body = json!({ "username": username, "password": password, "role": role, "groups": groups });
+                let password = secret("RONDO_NEW_PASSWORD", "new user's password")?;
+                let body = json!({
+                    "username": username,
+                    "password": password,
+                    "role": role,
+                    "groups": groups,
+                    "enabled": !disabled,
+                });
                 (M::POST, "/api/v1/users".into(), Some(body))
             }
             UserCmd::Update {
@@ -423,7 +449,7 @@ fn request(cmd: &Command) -> anyhow::Result<(reqwest::Method, String, Option<Val
                     m.insert("enabled".into(), (*enable).into());
                 }
                 if *reset_password {
-                    let p = credentials::secret("RONDO_NEW_PASSWORD", "new password")?;
+                    let p = secret("RONDO_NEW_PASSWORD", "new password")?;
                     m.insert("password".into(), p.into());
                 }
                 (
@@ -476,7 +502,10 @@ fn request(cmd: &Command) -> anyhow::Result<(reqwest::Method, String, Option<Val
             put("until_ms", until_ms.map(|v| v.to_string()));
             (M::GET, format!("/api/v1/audit?{}", q.join("&")), None)
         }
-        Command::Cluster => (M::GET, "/api/v1/cluster".into(), None),
+        Command::Cluster { action: None } => (M::GET, "/api/v1/cluster".into(), None),
+        Command::Cluster {
+            action: Some(ClusterCmd::ResetStats),
+        } => (M::POST, "/api/v1/cluster/stats/reset".into(), None),
         Command::Log { trigger_id } => (M::GET, format!("/api/v1/logs/{trigger_id}"), None),
         Command::Kill { trigger_id } => (M::POST, format!("/api/v1/logs/{trigger_id}/kill"), None),
         Command::Report { days } => (M::GET, format!("/api/v1/reports?days={days}"), None),
@@ -558,7 +587,7 @@ async fn main() -> ExitCode {
         Command::Login { user, days } => credentials::login(&mut api, user, *days).await,
         Command::Logout => credentials::logout(&mut api).await,
         Command::Password => credentials::change_password(&mut api).await,
-        other => match request(other) {
+        other => match request(other, &credentials::secret) {
             Ok((method, path, body)) => api.call(method, &path, body).await,
             Err(e) => Err(e),
         },
@@ -678,5 +707,257 @@ mod tests {
             panic!("job update");
         };
         assert_eq!(fields.to_json(), json!({ "child_jobs": [] }));
+    }
+
+    /// One invocation of every command with every flag, and the calls of
+    /// the conversations (`login`, `logout`, `password`).
+    fn every_call() -> Vec<(String, String, Option<Value>)> {
+        let argvs: &[&[&str]] = &[
+            &["cluster"],
+            &["cluster", "reset-stats"],
+            &["group", "create", "g", "--title", "T"],
+            &["group", "list"],
+            &["group", "get", "g"],
+            &["group", "update", "g", "--title", "T"],
+            &["group", "delete", "g"],
+            &["group", "executors", "g"],
+            &[
+                "job",
+                "create",
+                "--group",
+                "g",
+                "--handler",
+                "h",
+                "--cron",
+                "0 * * * * ?",
+                "--params",
+                "p",
+                "--description",
+                "d",
+                "--routing",
+                "ROUND",
+                "--block",
+                "DISCARD_LATER",
+                "--misfire",
+                "FIRE_ONCE_NOW",
+                "--timeout",
+                "5",
+                "--retries",
+                "2",
+                "--retry-backoff",
+                "3",
+                "--child-job",
+                "7",
+                "--alarm-email",
+                "a@b.c",
+                "--alarm-webhook",
+                "https://h/x",
+                "--stopped",
+            ],
+            &[
+                "job", "list", "--group", "g", "--limit", "5", "--offset", "1",
+            ],
+            &["job", "get", "1"],
+            &[
+                "job",
+                "update",
+                "1",
+                "--group",
+                "g",
+                "--handler",
+                "h",
+                "--fix-rate",
+                "5",
+                "--params",
+                "p",
+                "--description",
+                "d",
+                "--routing",
+                "ROUND",
+                "--block",
+                "DISCARD_LATER",
+                "--misfire",
+                "FIRE_ONCE_NOW",
+                "--timeout",
+                "5",
+                "--retries",
+                "2",
+                "--retry-backoff",
+                "3",
+                "--no-child-jobs",
+                "--alarm-email",
+                "",
+                "--alarm-webhook",
+                "",
+                "--stopped",
+            ],
+            &["job", "delete", "1"],
+            &["job", "start", "1"],
+            &["job", "stop", "1"],
+            &["job", "trigger", "1", "--params", "p"],
+            &["job", "logs", "1", "--limit", "3"],
+            &["log", "1-2-3"],
+            &["kill", "1-2-3"],
+            &["report", "--days", "3"],
+            &["retention", "--days", "30"],
+            &["whoami"],
+            &["user", "list"],
+            &["user", "get", "ann"],
+            &[
+                "user",
+                "create",
+                "ann",
+                "--role",
+                "operator",
+                "--group",
+                "g",
+                "--disabled",
+            ],
+            &[
+                "user",
+                "update",
+                "ann",
+                "--role",
+                "viewer",
+                "--group",
+                "g",
+                "--enable",
+                "--reset-password",
+            ],
+            &["user", "delete", "ann"],
+            &["token", "list", "--user", "ann"],
+            &["token", "create", "ci", "--days", "7", "--read-only"],
+            &["token", "revoke", "3"],
+            &[
+                "audit",
+                "--user",
+                "ann",
+                "--action",
+                "job.create",
+                "--target",
+                "job:1",
+                "--group",
+                "g",
+                "--since-ms",
+                "1",
+                "--until-ms",
+                "2",
+                "--limit",
+                "5",
+            ],
+        ];
+        let secret = |_: &str, _: &str| Ok("a password of the test".to_owned());
+        let mut calls: Vec<(String, String, Option<Value>)> = argvs
+            .iter()
+            .map(|argv| {
+                let cli = Cli::try_parse_from(std::iter::once("rondo").chain(argv.iter().copied()))
+                    .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                let (method, path, body) = request(&cli.command, &secret).expect("one call");
+                (method.to_string(), path, body)
+            })
+            .collect();
+        use credentials::*;
+        calls.extend([
+            ("POST".into(), LOGIN.into(), Some(login_body("ann", "pw"))),
+            ("POST".into(), TOKENS.into(), Some(token_body("cli", 90))),
+            ("POST".into(), LOGOUT.into(), None),
+            ("DELETE".into(), format!("{TOKENS}/3"), None),
+            ("PUT".into(), PASSWORD.into(), Some(password_body("a", "b"))),
+        ]);
+        calls
+    }
+
+    /// Whether `path` (without its query) fills the spec's `template`.
+    fn fills(template: &str, path: &str) -> bool {
+        let (t, p): (Vec<&str>, Vec<&str>) =
+            (template.split('/').collect(), path.split('/').collect());
+        t.len() == p.len()
+            && t.iter()
+                .zip(&p)
+                .all(|(t, p)| (t.starts_with('{') && !p.is_empty()) || t == p)
+    }
+
+    /// The properties of a request body's schema, following `$ref` and a
+    /// nullable `oneOf`.
+    fn body_fields(spec: &Value, schema: &Value) -> Vec<String> {
+        if let Some(to) = schema["$ref"].as_str() {
+            let name = to.rsplit('/').next().expect("a schema name");
+            return body_fields(spec, &spec["components"]["schemas"][name]);
+        }
+        if let Some(any) = schema["oneOf"].as_array() {
+            return any.iter().flat_map(|s| body_fields(spec, s)).collect();
+        }
+        schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The CLI reaches every operation of the admin API (`/api/v1`; the
+    /// probes and the scrape are for load balancers and Prometheus), sets
+    /// every field of each request body (a path parameter names the field
+    /// it fills) and every query parameter. Read from the committed spec,
+    /// which the scheduler's own test holds to the handlers.
+    #[test]
+    fn the_cli_covers_every_route_field_and_query_parameter_of_the_spec() {
+        let spec: Value =
+            serde_json::from_str(include_str!("../../docs/openapi.json")).expect("the spec");
+        let calls = every_call();
+        let mut gaps = Vec::new();
+        for (template, ops) in spec["paths"].as_object().expect("paths") {
+            if !template.starts_with("/api/v1/") {
+                continue;
+            }
+            for (method, op) in ops.as_object().expect("operations") {
+                let method = method.to_uppercase();
+                let mine: Vec<&(String, String, Option<Value>)> = calls
+                    .iter()
+                    .filter(|(m, p, _)| {
+                        *m == method && fills(template, p.split('?').next().unwrap_or(p))
+                    })
+                    .collect();
+                if mine.is_empty() {
+                    gaps.push(format!("{method} {template}: no command"));
+                    continue;
+                }
+                let params = op["parameters"].as_array().cloned().unwrap_or_default();
+                let in_path: Vec<&str> = params
+                    .iter()
+                    .filter(|p| p["in"] == "path")
+                    .filter_map(|p| p["name"].as_str())
+                    .collect();
+                for q in params.iter().filter(|p| p["in"] == "query") {
+                    let name = q["name"].as_str().expect("a name");
+                    let set = mine.iter().any(|(_, p, _)| {
+                        p.split_once('?').is_some_and(|(_, query)| {
+                            query
+                                .split('&')
+                                .any(|kv| kv.split('=').next() == Some(name))
+                        })
+                    });
+                    if !set {
+                        gaps.push(format!("{method} {template}: no flag sets query `{name}`"));
+                    }
+                }
+                let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+                for field in body_fields(&spec, schema) {
+                    let set = in_path.contains(&field.as_str())
+                        || mine
+                            .iter()
+                            .any(|(_, _, b)| b.as_ref().is_some_and(|b| b.get(&field).is_some()));
+                    if !set {
+                        gaps.push(format!("{method} {template}: no flag sets `{field}`"));
+                    }
+                }
+            }
+        }
+        assert!(
+            gaps.is_empty(),
+            "the CLI has fallen behind the API:\n{}",
+            gaps.join("\n")
+        );
+        // The check sees what it should: a known operation and field.
+        assert!(fills("/api/v1/jobs/{id}/trigger", "/api/v1/jobs/7/trigger"));
+        assert!(!fills("/api/v1/jobs/{id}", "/api/v1/jobs/7/trigger"));
     }
 }

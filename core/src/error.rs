@@ -5,7 +5,7 @@ use serde::Serialize;
 
 /// What went wrong, in the few ways a caller can act on. Maps to an HTTP
 /// status in the admin API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The caller's input is wrong; retrying the same input will not help.
@@ -47,7 +47,7 @@ impl ErrorKind {
 
 /// An error with its kind, the input field it concerns (if any) and a
 /// lowercase message.
-#[derive(Debug, Clone, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, thiserror::Error, Serialize, utoipa::ToSchema)]
 #[error("{kind:?}{}: {message}", field.as_deref().map(|f| format!(" ({f})")).unwrap_or_default())]
 pub struct Error {
     pub kind: ErrorKind,

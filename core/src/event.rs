@@ -13,7 +13,7 @@ use crate::trigger::{ExecResult, Trigger};
 
 /// The dispatcher's record of a trigger: published, or failed before it
 /// reached an executor.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TriggerRecord {
     pub trigger: Trigger,
     /// 200 when the broker confirmed it, 500 when it could not be published.
@@ -61,7 +61,7 @@ pub struct AlarmRecord {
 /// Who changed or ran what, when, from where: one row of the audit log.
 /// Published, and confirmed by the broker, before the API answers the
 /// change it records, so a MySQL outage delays it and loses nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditRecord {
     /// Random, unique: storing the record twice keeps one row.
     pub id: String,

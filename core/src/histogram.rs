@@ -23,7 +23,7 @@ pub struct Histogram {
 }
 
 /// What a histogram holds, summarised.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Summary {
     pub count: u64,
     pub p50: i64,

@@ -2,6 +2,7 @@
 //! with XXL-JOB's names, and the validation that turns raw input into a job.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::error::Error;
 use crate::schedule::{MisfireRule, Schedule};
@@ -39,6 +40,22 @@ macro_rules! named_enum {
                     other => Err(Error::invalid(field, format!(
                         "unknown value {other:?}, expected one of {}", Self::NAMES.join(", ")))),
                 }
+            }
+        }
+
+        // By hand: the derive does not see the names through the macro.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some(Self::NAMES.iter().copied()))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
             }
         }
 
@@ -103,18 +120,23 @@ impl Misfire {
 
 /// An executor group (XXL-JOB's `xxl_job_group`): the executors that share an
 /// app name. Their addresses come from the registry, never from the user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Group {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub app: String,
     pub title: String,
     pub updated_ms: i64,
 }
 
 /// A group as the API receives it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupSpec {
+    /// Required to create; unchangeable (an update may repeat it).
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub app: Option<String>,
+    /// Defaults to `app`.
+    #[schema(max_length = 255)]
     pub title: Option<String>,
 }
 
@@ -165,7 +187,7 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<(), Error> {
 }
 
 /// A job as stored in Redis and MySQL (XXL-JOB's `xxl_job_info`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Job {
     pub id: u64,
     pub group: String,
@@ -226,24 +248,57 @@ impl Job {
 
 /// A job as the API receives it; every field optional so that one
 /// validation names whichever is missing or wrong.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+///
+/// The enum fields are read as text so that an unknown value is answered
+/// with the field's name and the values it takes; the spec lists them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
+    /// The executor group (required to create).
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub group: Option<String>,
+    #[schema(max_length = 255)]
     pub description: Option<String>,
+    /// Default `NONE` (fires only when triggered).
+    #[schema(value_type = Option<ScheduleType>)]
     pub schedule_type: Option<String>,
+    /// A Quartz cron expression for `CRON`, seconds for `FIX_RATE`;
+    /// required unless `NONE`.
     pub schedule_conf: Option<String>,
+    /// Default `DO_NOTHING`.
+    #[schema(value_type = Option<Misfire>)]
     pub misfire: Option<String>,
+    /// Default `FIRST`.
+    #[schema(value_type = Option<Routing>)]
     pub routing: Option<String>,
+    /// Default `SERIAL_EXECUTION`.
+    #[schema(value_type = Option<BlockStrategy>)]
     pub block: Option<String>,
+    /// The executor's handler name.
+    #[schema(max_length = 255)]
     pub handler: Option<String>,
+    /// Passed to the handler; at most 16 KiB.
+    #[schema(max_length = 16384)]
     pub params: Option<String>,
+    /// Seconds; 0 (the default) = no timeout; at most a year.
+    #[schema(maximum = 31536000)]
     pub timeout_s: Option<u32>,
+    /// Retries after a failure; default 0, at most 1000.
+    #[schema(maximum = 1000)]
     pub retries: Option<u32>,
+    /// Jobs triggered after a success; at most 64, no cycles.
+    #[schema(max_items = 64, value_type = Option<Vec<i64>>)]
     pub child_jobs: Option<Vec<u64>>,
+    /// Seconds between a failure and its retry; at most 86400.
+    #[schema(maximum = 86400)]
     pub retry_backoff_s: Option<u32>,
+    /// Comma-separated e-mail addresses alerted on failure.
+    #[schema(max_length = 255)]
     pub alarm_email: Option<String>,
+    /// An http(s) URL that receives a JSON POST on failure.
+    #[schema(max_length = 1024)]
     pub alarm_webhook: Option<String>,
+    /// Default true.
     pub enabled: Option<bool>,
 }
 
@@ -329,6 +384,20 @@ impl JobSpec {
                 format!("must be at most {MAX_RETRY_BACKOFF_S} (one day)"),
             ));
         }
+        let timeout_s = self.timeout_s.unwrap_or(0);
+        if timeout_s > MAX_TIMEOUT_S {
+            return Err(Error::invalid(
+                "timeout_s",
+                format!("must be at most {MAX_TIMEOUT_S} (a year)"),
+            ));
+        }
+        let retries = self.retries.unwrap_or(0);
+        if retries > MAX_RETRIES {
+            return Err(Error::invalid(
+                "retries",
+                format!("must be at most {MAX_RETRIES}"),
+            ));
+        }
         let child_jobs = self.child_jobs.unwrap_or_default();
         if child_jobs.contains(&id) {
             return Err(Error::invalid(
@@ -366,8 +435,8 @@ impl JobSpec {
             )?,
             handler,
             params,
-            timeout_s: self.timeout_s.unwrap_or(0),
-            retries: self.retries.unwrap_or(0),
+            timeout_s,
+            retries,
             child_jobs,
             retry_backoff_s,
             alarm_email,
@@ -379,6 +448,10 @@ impl JobSpec {
     }
 }
 
+/// The longest timeout (a year).
+pub const MAX_TIMEOUT_S: u32 = 365 * 24 * 3600;
+/// The most retries of one fire.
+pub const MAX_RETRIES: u32 = 1000;
 /// The most child jobs a job may name.
 pub const MAX_CHILD_JOBS: usize = 64;
 /// The longest retry backoff (one day).

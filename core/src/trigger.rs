@@ -16,7 +16,7 @@ pub mod code {
 }
 
 /// Why a trigger happened (XXL-JOB's `TriggerTypeEnum`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TriggerType {
     /// The schedule (CRON or FIX_RATE).
@@ -44,7 +44,7 @@ impl TriggerType {
 }
 
 /// One trigger: one run of a job's handler on one executor.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Trigger {
     /// Unique per (job, fire, shard, attempt); the executor dedupes on it.
     pub trigger_id: String,

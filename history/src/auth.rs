@@ -13,7 +13,7 @@ use sqlx::mysql::MySqlRow;
 use crate::{Error, History};
 
 /// A user as stored, without the password hash.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct UserRow {
     pub username: String,
     pub role: Role,
@@ -25,7 +25,7 @@ pub struct UserRow {
 }
 
 /// An API token as stored (its hash stays inside this crate).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TokenRow {
     pub id: u64,
     pub username: String,

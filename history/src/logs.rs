@@ -8,7 +8,7 @@ use sqlx::mysql::MySqlRow;
 
 /// One `job_log` row as the API shows it: times in ms, codes as numbers,
 /// `null` for what is not known yet (a trigger without a result).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LogRow {
     pub trigger_id: Option<String>,
     pub job_id: Option<u64>,
@@ -33,7 +33,7 @@ pub struct LogRow {
 }
 
 /// One log line of a trigger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LogLine {
     pub seq: Option<i64>,
     pub ts_ms: Option<i64>,
@@ -41,7 +41,7 @@ pub struct LogLine {
 }
 
 /// A trigger's log row (absent while only its lines arrived) and its lines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TriggerLog {
     pub log: Option<LogRow>,
     pub lines: Vec<LogLine>,

@@ -81,7 +81,7 @@ impl Drop for MaintenanceLock {
 }
 
 /// What one application of retention did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Retention {
     pub days: u32,
     /// False when `days` is below [`MIN_RETENTION_DAYS`]: nothing dropped.

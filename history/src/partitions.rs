@@ -165,7 +165,7 @@ async fn oldest_day(
 }
 
 /// What dropping the old days of one table removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Dropped {
     pub table: String,
     pub partitions: Vec<String>,

@@ -22,8 +22,10 @@ use crate::partitions::{DAY_MS, date_of_day, day_of};
 pub const MAX_DAYS: u32 = 366;
 
 /// One day of the report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct ReportRow {
+    /// The UTC day.
+    #[schema(value_type = String, format = Date)]
     pub day: NaiveDate,
     pub running_count: u32,
     pub success_count: u32,

@@ -38,7 +38,7 @@ pub enum Role {
 }
 
 /// The content of `/leader` and of the API's cluster status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LeaderInfo {
     pub node: String,
     pub term: u64,

@@ -7,10 +7,12 @@ use axum::extract::{Query, State};
 use axum::{Extension, Json};
 use rondo_core::Error;
 use rondo_core::auth::Access;
+use rondo_core::event::AuditRecord;
 use rondo_history::auth::AuditFilter;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::auth::Caller;
+use super::doc::ApiErrors;
 use super::input::query_usize;
 use super::state::{ApiResult, AppState};
 
@@ -35,12 +37,30 @@ fn millis(q: &HashMap<String, String>, key: &str) -> Result<Option<i64>, Error> 
         .transpose()
 }
 
-/// `GET /api/v1/audit?user=&action=&target=&group=&since_ms=&until_ms=&limit=`.
+/// Audit records.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct AuditPage {
+    items: Vec<AuditRecord>,
+}
+
+/// The audit log, newest first, by filter (every filter optional; text
+/// filters match exactly). Admins, or an admin's read-only token.
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit",
+    params(
+        ("user" = Option<String>, Query, description = "Who.", max_length = 128),
+        ("action" = Option<String>, Query, description = "What, e.g. `job.update`.", max_length = 128),
+        ("target" = Option<String>, Query, description = "To what, e.g. `job:7`.", max_length = 128),
+        ("group" = Option<String>, Query, description = "The executor group concerned.", max_length = 128),
+        ("since_ms" = Option<i64>, Query, description = "From (ms since the epoch)."),
+        ("until_ms" = Option<i64>, Query, description = "Until (ms since the epoch)."),
+        ("limit" = Option<u32>, Query, description = "How many (default 100).", maximum = 1000),
+    ),
+    responses((status = 200, description = "Audit records.", body = AuditPage), ApiErrors))]
 pub(super) async fn audit_log(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AuditPage>> {
     caller.require(Access::ReadAdmin, "audit")?;
     let filter = AuditFilter {
         username: text(&q, "user")?,
@@ -51,7 +71,7 @@ pub(super) async fn audit_log(
         until_ms: millis(&q, "until_ms")?,
         limit: query_usize(&q, "limit", 100, 1000)? as u32,
     };
-    Ok(Json(
-        json!({ "items": s.history.audit_log(&filter).await? }),
-    ))
+    Ok(Json(AuditPage {
+        items: s.history.audit_log(&filter).await?,
+    }))
 }

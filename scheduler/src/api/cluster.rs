@@ -1,53 +1,114 @@
 //! Cluster status: the leader and term, live nodes, ring and due-set
 //! sizes, and this node's firing, lanes and claim figures.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
-use serde_json::{Value, json};
+use rondo_core::histogram::Summary;
+use rondo_dispatcher::LaneStats;
+use serde::Serialize;
 
 use super::auth::Caller;
+use super::doc::ApiErrors;
 use super::state::{ApiResult, AppState};
-use crate::cluster::Role;
+use crate::cluster::{LeaderInfo, Role};
+use crate::leader::claim::TickReport;
 
-pub(super) async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+/// This node's view of the cluster, and its own figures.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ClusterStatus {
+    /// This node's id.
+    node: String,
+    role: NodeRole,
+    /// The leader and its term, when one is elected.
+    leader: Option<LeaderInfo>,
+    /// Live scheduler nodes.
+    nodes: Vec<String>,
+    /// Fires waiting in each node's ring, by node id.
+    ring_sizes: BTreeMap<String, u64>,
+    /// Jobs in each due partition.
+    due_sizes: Vec<u64>,
+    /// Fires in this node's wheel.
+    wheel_len: usize,
+    firing: Firing,
+    /// When this node last claimed due jobs (ms; 0 if never).
+    last_claim_ms: i64,
+    /// The dispatcher's fast and slow lanes.
+    #[schema(value_type = Object)]
+    lanes: LaneStats,
+    claim: Claim,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct NodeRole {
+    leader: bool,
+    /// The leader's fencing term (leaders only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    term: Option<u64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Firing {
+    fired: u64,
+    retried: u64,
+    publish_lateness_ms: Summary,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Claim {
+    last_tick: TickReport,
+    tick_ms: Summary,
+}
+
+#[utoipa::path(get, path = "/api/v1/cluster", tag = "cluster",
+    responses((status = 200, description = "Cluster status.", body = ClusterStatus), ApiErrors))]
+pub(super) async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<ClusterStatus>> {
     let nodes = s.view.nodes.borrow().clone();
     let leader = s.view.leader.borrow().clone();
     let role = match *s.view.role.borrow() {
-        Role::Leader { term } => json!({ "leader": true, "term": term }),
-        Role::Follower => json!({ "leader": false }),
+        Role::Leader { term } => NodeRole {
+            leader: true,
+            term: Some(term),
+        },
+        Role::Follower => NodeRole {
+            leader: false,
+            term: None,
+        },
     };
-    let mut rings = serde_json::Map::new();
+    let mut ring_sizes = BTreeMap::new();
     for node in &nodes {
-        rings.insert(node.clone(), json!(s.store.ring_size(node).await?));
+        ring_sizes.insert(node.clone(), s.store.ring_size(node).await?);
     }
-    Ok(Json(json!({
-        "node": s.node,
-        "role": role,
-        "leader": leader,
-        "nodes": nodes,
-        "ring_sizes": rings,
-        "due_sizes": s.store.due_sizes().await?,
-        "wheel_len": s.firing.wheel_len(),
-        "firing": {
-            "fired": s.firing.stats.fired.load(Relaxed),
-            "retried": s.firing.stats.retried.load(Relaxed),
-            "publish_lateness_ms": s.firing.stats.publish_lateness.summary(),
+    Ok(Json(ClusterStatus {
+        node: s.node.clone(),
+        role,
+        leader,
+        nodes,
+        ring_sizes,
+        due_sizes: s.store.due_sizes().await?,
+        wheel_len: s.firing.wheel_len(),
+        firing: Firing {
+            fired: s.firing.stats.fired.load(Relaxed),
+            retried: s.firing.stats.retried.load(Relaxed),
+            publish_lateness_ms: s.firing.stats.publish_lateness.summary(),
         },
-        "last_claim_ms": *s.claimer.last_claim_ms.borrow(),
-        "lanes": s.dispatcher.lane_stats(),
-        "claim": {
-            "last_tick": *s.claimer.last_tick.lock().expect("last tick lock"),
-            "tick_ms": s.claimer.tick_ms.summary(),
+        last_claim_ms: *s.claimer.last_claim_ms.borrow(),
+        lanes: s.dispatcher.lane_stats(),
+        claim: Claim {
+            last_tick: *s.claimer.last_tick.lock().expect("last tick lock"),
+            tick_ms: s.claimer.tick_ms.summary(),
         },
-    })))
+    }))
 }
 
 /// Starts this node's publish-lateness and claim-tick histograms afresh (the benchmark
 /// measures a steady window, not the warm-up). Admins only.
+#[utoipa::path(post, path = "/api/v1/cluster/stats/reset", tag = "cluster",
+    responses((status = 204, description = "Reset."), ApiErrors))]
 pub(super) async fn reset_stats(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,

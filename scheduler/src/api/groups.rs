@@ -7,19 +7,24 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
+use rondo_core::model::Group;
 use rondo_core::model::{GroupSpec, validate_app_name};
 use rondo_core::{Error, Event, clock};
-use serde_json::{Value, json};
 
 use super::auth::Caller;
+use super::doc::ApiErrors;
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
 
+/// Creates an executor group. Admins only.
+#[utoipa::path(post, path = "/api/v1/groups", tag = "groups",
+    request_body = GroupSpec,
+    responses((status = 201, description = "The group, created.", body = Group), ApiErrors))]
 pub(super) async fn create_group(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     body: Bytes,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Group>)> {
     caller.require(Access::Admin, "app")?;
     let group = parse_body::<GroupSpec>(&body)?.validate(clock::now_ms())?;
     s.store.create_group(&group).await?;
@@ -33,37 +38,48 @@ pub(super) async fn create_group(
             audit,
         ])
         .await?;
-    Ok((StatusCode::CREATED, Json(json!(group))))
+    Ok((StatusCode::CREATED, Json(group)))
 }
 
 /// The groups the caller may read.
+#[utoipa::path(get, path = "/api/v1/groups", tag = "groups",
+    responses((status = 200, description = "The groups the caller may read.", body = Vec<Group>), ApiErrors))]
 pub(super) async fn list_groups(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<Group>>> {
     let mut groups = s.store.list_groups().await?;
     if let Some(readable) = caller.readable_groups() {
         groups.retain(|g| readable.contains(&g.app));
     }
-    Ok(Json(json!(groups)))
+    Ok(Json(groups))
 }
 
+/// One group.
+#[utoipa::path(get, path = "/api/v1/groups/{app}", tag = "groups",
+    params(AppParam),
+    responses((status = 200, description = "The group.", body = Group), ApiErrors))]
 pub(super) async fn get_group(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(app): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Group>> {
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
-    Ok(Json(json!(s.store.get_group(&app).await?)))
+    Ok(Json(s.store.get_group(&app).await?))
 }
 
+/// Changes a group's title (a group cannot be renamed). Operators of the
+/// group.
+#[utoipa::path(put, path = "/api/v1/groups/{app}", tag = "groups",
+    params(AppParam), request_body(content = Option<GroupSpec>, description = "The fields to change (`app`, if given, must be the group's); no body changes nothing."),
+    responses((status = 200, description = "The group, changed.", body = Group), ApiErrors))]
 pub(super) async fn update_group(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(app): Path<String>,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Group>> {
     validate_app_name("app", &app)?;
     caller.require(Access::OperateGroup(&app), "app")?;
     let mut spec = parse_body::<GroupSpec>(&body)?;
@@ -84,9 +100,13 @@ pub(super) async fn update_group(
             audit,
         ])
         .await?;
-    Ok(Json(json!(group)))
+    Ok(Json(group))
 }
 
+/// Deletes a group that has no jobs (409 otherwise). Admins only.
+#[utoipa::path(delete, path = "/api/v1/groups/{app}", tag = "groups",
+    params(AppParam),
+    responses((status = 204, description = "Deleted."), ApiErrors))]
 pub(super) async fn delete_group(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -107,12 +127,26 @@ pub(super) async fn delete_group(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The ids of the group's live executors (lease not expired, not retired).
+#[utoipa::path(get, path = "/api/v1/groups/{app}/executors", tag = "groups",
+    params(AppParam),
+    responses((status = 200, description = "Executor ids.", body = Vec<String>), ApiErrors))]
 pub(super) async fn group_executors(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(app): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<String>>> {
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
-    Ok(Json(json!(s.dispatcher.registry().live(&app).await?)))
+    Ok(Json(s.dispatcher.registry().live(&app).await?))
+}
+
+/// The `{app}` path parameter.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // only describes the path; handlers read it as text
+struct AppParam {
+    /// The group's app name.
+    #[param(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    app: String,
 }

@@ -10,22 +10,44 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
+use rondo_core::event::TriggerRecord;
 use rondo_core::model::validate_app_name;
 use rondo_core::{Error, Event, Job, JobSpec, TriggerType, clock};
 use rondo_dispatcher::Fire;
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use super::auth::Caller;
+use super::doc::ApiErrors;
 use super::input::{parse_body, parse_id, query_usize};
 use super::state::{ApiResult, AppState};
 
 /// A job with its next fire, as the API returns it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct JobView {
     #[serde(flatten)]
     job: Job,
+    /// The next scheduled fire (ms since the epoch, UTC); null when the
+    /// job is stopped or its schedule has no more fires.
     next_fire_ms: Option<i64>,
+}
+
+/// A page of jobs, by id.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct JobPage {
+    /// Jobs matching, on all pages.
+    total: usize,
+    offset: usize,
+    items: Vec<Job>,
+}
+
+/// The `{id}` path parameter of a job.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // only describes the path; handlers read it as text
+pub(super) struct JobIdParam {
+    /// The job's id.
+    #[param(minimum = 0)]
+    id: i64,
 }
 
 async fn view(s: &AppState, job: Job) -> Result<JobView, Error> {
@@ -156,6 +178,10 @@ async fn may_run_children(s: &AppState, caller: &Caller, job: &Job) -> Result<()
     Ok(())
 }
 
+/// Creates a job (operators of its group, and of its child jobs' groups).
+#[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs",
+    request_body = JobSpec,
+    responses((status = 201, description = "The job, created.", body = JobView), ApiErrors))]
 pub(super) async fn create_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -184,18 +210,25 @@ pub(super) async fn create_job(
 }
 
 /// Jobs by id, one group's or every readable group's.
+#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
+    params(
+        ("group" = Option<String>, Query, description = "Only this group's jobs.", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("limit" = Option<u32>, Query, description = "Page size (default 100).", maximum = 1000),
+        ("offset" = Option<i64>, Query, description = "Jobs to skip (default 0).", minimum = 0),
+    ),
+    responses((status = 200, description = "A page of jobs.", body = JobPage), ApiErrors))]
 pub(super) async fn list_jobs(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobPage>> {
     let group = q.get("group").map(String::as_str);
     if let Some(g) = group {
         validate_app_name("group", g)?;
         caller.require(Access::ReadGroup(g), "group")?;
     }
     let limit = query_usize(&q, "limit", 100, 1000)?;
-    let offset = query_usize(&q, "offset", 0, usize::MAX)?;
+    let offset = query_usize(&q, "offset", 0, super::input::MAX_ID as usize)?;
     let ids = match (group, caller.readable_groups()) {
         (None, Some(readable)) => {
             let mut ids = Vec::new();
@@ -209,15 +242,21 @@ pub(super) async fn list_jobs(
     };
     let page: Vec<u64> = ids.iter().copied().skip(offset).take(limit).collect();
     let jobs = s.store.get_jobs(&page).await?;
-    let items: Vec<&Job> = page
+    let items = page
         .iter()
-        .filter_map(|id| jobs.get(id).map(|j| j.as_ref()))
+        .filter_map(|id| jobs.get(id).map(|j| Job::clone(j)))
         .collect();
-    Ok(Json(
-        json!({ "total": ids.len(), "offset": offset, "items": items }),
-    ))
+    Ok(Json(JobPage {
+        total: ids.len(),
+        offset,
+        items,
+    }))
 }
 
+/// One job, with its next fire.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 200, description = "The job.", body = JobView), ApiErrors))]
 pub(super) async fn get_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -227,7 +266,11 @@ pub(super) async fn get_job(
     Ok(Json(view(&s, job).await?))
 }
 
-/// Changes a job; moving it to another group needs the right on both.
+/// Changes a job: the fields given replace the job's (a partial update);
+/// moving it to another group needs the right on both.
+#[utoipa::path(put, path = "/api/v1/jobs/{id}", tag = "jobs",
+    params(JobIdParam), request_body(content = Option<JobSpec>, description = "The fields to change; no body changes nothing."),
+    responses((status = 200, description = "The job, changed.", body = JobView), ApiErrors))]
 pub(super) async fn update_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -259,6 +302,10 @@ pub(super) async fn update_job(
     }))
 }
 
+/// Deletes a job (its logs stay until retention drops them).
+#[utoipa::path(delete, path = "/api/v1/jobs/{id}", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 204, description = "Deleted."), ApiErrors))]
 pub(super) async fn delete_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -308,6 +355,10 @@ async fn set_enabled(
     })
 }
 
+/// Starts a job: it fires on its schedule from now.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/start", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 200, description = "The job, started.", body = JobView), ApiErrors))]
 pub(super) async fn start_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -316,6 +367,10 @@ pub(super) async fn start_job(
     Ok(Json(set_enabled(&s, &caller, &id, true).await?))
 }
 
+/// Stops a job: no more scheduled fires (manual triggers still run it).
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/stop", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 200, description = "The job, stopped.", body = JobView), ApiErrors))]
 pub(super) async fn stop_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -337,20 +392,32 @@ mod tests {
     }
 }
 
-#[derive(serde::Deserialize, Default)]
+/// A manual trigger.
+#[derive(serde::Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct TriggerSpec {
+pub(super) struct TriggerSpec {
+    /// Params for this run instead of the job's; at most 16 KiB.
+    #[schema(max_length = 16384)]
     params: Option<String>,
+}
+
+/// The triggers a manual fire sent (one per shard for a broadcast).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Triggered {
+    triggers: Vec<TriggerRecord>,
 }
 
 /// Fires a job once, now, whatever its schedule or status (XXL-JOB's
 /// "execute once"), optionally with other params.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/trigger", tag = "jobs",
+    params(JobIdParam), request_body(content = Option<TriggerSpec>, description = "Optional: no body runs the job's own params."),
+    responses((status = 200, description = "What was sent; a trigger the broker did not take has code 500.", body = Triggered), ApiErrors))]
 pub(super) async fn trigger_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Triggered>> {
     let spec = parse_body::<TriggerSpec>(&body)?;
     if let Some(p) = &spec.params
         && p.len() > rondo_core::model::MAX_PARAMS_BYTES
@@ -386,5 +453,7 @@ pub(super) async fn trigger_job(
     };
     let dispatched = s.dispatcher.dispatch(&fire).await?;
     s.events.publish(&[audit]).await?;
-    Ok(Json(json!({ "triggers": dispatched.records })))
+    Ok(Json(Triggered {
+        triggers: dispatched.records,
+    }))
 }

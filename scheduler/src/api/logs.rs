@@ -7,22 +7,57 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
 use rondo_core::{Error, ErrorKind, trigger_id};
-use serde_json::{Value, json};
+use rondo_history::{LogRow, TriggerLog};
+use serde::Serialize;
 
 use super::auth::Caller;
+use super::doc::ApiErrors;
 use super::input::{parse_id, query_usize};
+use super::jobs::JobIdParam;
 use super::state::{ApiResult, AppState};
+
+/// The `{trigger_id}` path parameter.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // only describes the path; handlers read it as text
+struct TriggerIdParam {
+    /// The trigger's id (from a log row or a manual trigger's answer).
+    #[param(max_length = 96)]
+    trigger_id: String,
+}
+
+/// How a kill reached its trigger.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum KillHow {
+    /// Not started yet: remembered, the executor answers it as killed.
+    Queued,
+    /// Running: the executor was told to cancel it.
+    Sent,
+}
+
+/// The answer to a kill.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Kill {
+    trigger_id: String,
+    executor_id: String,
+    kill: KillHow,
+}
 
 /// A job's latest trigger logs, those of the groups the caller may read:
 /// the caller needs read on the job's group now (a deleted job: on the
 /// group of one of its logs), and sees no log from a group it may not read
 /// (the job may have moved).
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/logs", tag = "logs",
+    params(JobIdParam,
+        ("limit" = Option<u32>, Query, description = "How many, newest first (default 20).", maximum = 1000)),
+    responses((status = 200, description = "Trigger log rows, newest first.", body = Vec<LogRow>), ApiErrors))]
 pub(super) async fn job_logs(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<LogRow>>> {
     let id = parse_id(&id)?;
     let limit = query_usize(&q, "limit", 20, 1000)?;
     let group = match s.store.get_job(id).await {
@@ -52,14 +87,18 @@ pub(super) async fn job_logs(
             .into());
         }
     }
-    Ok(Json(json!(rows)))
+    Ok(Json(rows))
 }
 
+/// One trigger's log row and log lines.
+#[utoipa::path(get, path = "/api/v1/logs/{trigger_id}", tag = "logs",
+    params(TriggerIdParam),
+    responses((status = 200, description = "The trigger's log.", body = TriggerLog), ApiErrors))]
 pub(super) async fn trigger_log(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(trigger_id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TriggerLog>> {
     if trigger_id.len() > trigger_id::MAX_LEN {
         let msg = format!("is longer than {} characters", trigger_id::MAX_LEN);
         return Err(Error::invalid("trigger_id", msg).into());
@@ -75,7 +114,7 @@ pub(super) async fn trigger_log(
         let group = group.ok_or_else(not_found)?;
         caller.require(Access::ReadGroup(group), "trigger_id")?;
     }
-    Ok(Json(json!(log)))
+    Ok(Json(log))
 }
 
 /// Kills a trigger that has no result yet, wherever it is.
@@ -87,11 +126,14 @@ pub(super) async fn trigger_log(
 ///   once, in case it holds it waiting.
 /// * Running: a `kill` message on the control exchange; the executor
 ///   cancels the run and answers "killed" — `"kill": "sent"`.
+#[utoipa::path(post, path = "/api/v1/logs/{trigger_id}/kill", tag = "logs",
+    params(TriggerIdParam),
+    responses((status = 202, description = "The kill is remembered or sent; the trigger's result follows.", body = Kill), ApiErrors))]
 pub(super) async fn kill_trigger(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(trigger_id): Path<String>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Kill>)> {
     let job_id = trigger_id::job_of(&trigger_id)?;
     // The right is checked on the job's group before anything is said
     // about the trigger (a deleted job's: the trigger's own group).
@@ -137,9 +179,11 @@ pub(super) async fn kill_trigger(
         s.events.publish(&[audited("queued")]).await?;
         return Ok((
             StatusCode::ACCEPTED,
-            Json(
-                json!({ "trigger_id": trigger_id, "executor_id": trigger.executor_id, "kill": "queued" }),
-            ),
+            Json(Kill {
+                trigger_id,
+                executor_id: trigger.executor_id,
+                kill: KillHow::Queued,
+            }),
         ));
     }
     if !delivered? {
@@ -153,8 +197,10 @@ pub(super) async fn kill_trigger(
     s.events.publish(&[audited("sent")]).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(
-            json!({ "trigger_id": trigger_id, "executor_id": trigger.executor_id, "kill": "sent" }),
-        ),
+        Json(Kill {
+            trigger_id,
+            executor_id: trigger.executor_id,
+            kill: KillHow::Sent,
+        }),
     ))
 }

@@ -4,10 +4,14 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 
+use super::doc::ApiErrors;
 use super::state::{ApiResult, AppState};
 use crate::cluster::Role;
 
-/// Sets the gauges from the node's state, then renders everything.
+/// Prometheus metrics of this node, in the text exposition format. Open
+/// without credentials when `scheduler.metrics_public` is set.
+#[utoipa::path(get, path = "/metrics", tag = "cluster",
+    responses((status = 200, description = "Prometheus text format 0.0.4.", content_type = "text/plain", body = String), ApiErrors))]
 pub(super) async fn metrics(State(s): State<AppState>) -> ApiResult<String> {
     let term = match *s.view.role.borrow() {
         Role::Leader { term } => Some(term),
@@ -31,6 +35,18 @@ pub(super) async fn metrics(State(s): State<AppState>) -> ApiResult<String> {
 }
 
 /// Ready: Redis answers and this node is a member of the cluster.
+/// Alive: the process answers. Open.
+#[utoipa::path(get, path = "/healthz", tag = "cluster", security(()),
+    responses((status = 200, description = "`ok`.", content_type = "text/plain", body = String)))]
+pub(super) async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready: this node is a member of the cluster and reaches Redis. Open.
+#[utoipa::path(get, path = "/readyz", tag = "cluster", security(()),
+    responses(
+        (status = 200, description = "`ready`.", content_type = "text/plain", body = String),
+        (status = 503, description = "`not ready`.", content_type = "text/plain", body = String)))]
 pub(super) async fn ready(State(s): State<AppState>) -> (StatusCode, &'static str) {
     let member = s.view.nodes.borrow().contains(&s.node);
     if member && s.store.ping().await.is_ok() {

@@ -21,6 +21,7 @@
 mod audit;
 pub mod auth;
 mod cluster;
+mod doc;
 mod gate;
 mod groups;
 mod input;
@@ -33,88 +34,119 @@ mod state;
 mod tokens;
 mod users;
 
+use std::sync::Arc;
+
 use axum::Router;
+use axum::http::header;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{delete, get, post, put};
+use axum::response::{IntoResponse, Redirect};
+use axum::routing::get;
 use rondo_core::Error;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use auth::Auth;
 pub use state::{ApiError, AppState};
 
+/// The routes that need credentials, each with its part of the spec.
+fn protected_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(session::me))
+        .routes(routes!(session::logout))
+        .routes(routes!(session::change_password))
+        .routes(routes!(tokens::list_tokens, tokens::create_token))
+        .routes(routes!(tokens::revoke_token))
+        .routes(routes!(users::list_users, users::create_user))
+        .routes(routes!(
+            users::get_user,
+            users::update_user,
+            users::delete_user
+        ))
+        .routes(routes!(audit::audit_log))
+        .routes(routes!(cluster::cluster_status))
+        .routes(routes!(cluster::reset_stats))
+        .routes(routes!(groups::create_group, groups::list_groups))
+        .routes(routes!(
+            groups::get_group,
+            groups::update_group,
+            groups::delete_group
+        ))
+        .routes(routes!(groups::group_executors))
+        .routes(routes!(jobs::create_job, jobs::list_jobs))
+        .routes(routes!(jobs::get_job, jobs::update_job, jobs::delete_job))
+        .routes(routes!(jobs::start_job))
+        .routes(routes!(jobs::stop_job))
+        .routes(routes!(jobs::trigger_job))
+        .routes(routes!(logs::job_logs))
+        .routes(routes!(logs::trigger_log))
+        .routes(routes!(logs::kill_trigger))
+        .routes(routes!(reports::reports))
+        .routes(routes!(reports::retention))
+}
+
+/// The routes open to anyone.
+fn open_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(metrics::healthz))
+        .routes(routes!(metrics::ready))
+        .routes(routes!(session::login))
+}
+
+/// The admin API's OpenAPI 3.1 document, as `/api/v1/openapi.json` serves
+/// it (the committed `docs/openapi.json` is this, checked by a test).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    OpenApiRouter::with_openapi(doc::ApiDoc::openapi())
+        .merge(open_routes())
+        .merge(protected_routes())
+        .routes(routes!(metrics::metrics))
+        .into_openapi()
+}
+
 /// The admin API's routes over `state`; tests call it directly. Only
-/// `/healthz` and sign-in are open: every other route first goes through
-/// [`gate::authenticate`].
+/// `/healthz`, `/readyz`, sign-in and the reference page's sign-in form
+/// are open (and `/metrics` with `scheduler.metrics_public`): every other
+/// route first goes through [`gate::authenticate`].
 pub fn router(state: AppState) -> Router {
-    let metrics = get(metrics::metrics);
-    let (public_metrics, protected_metrics) = if state.metrics_public {
-        (Some(metrics), None)
+    let spec = Arc::new(
+        openapi()
+            .to_json()
+            .expect("the OpenAPI document serializes"),
+    );
+    let mut protected = protected_routes();
+    let mut open = open_routes();
+    if state.metrics_public {
+        open = open.routes(routes!(metrics::metrics));
     } else {
-        (None, Some(metrics))
-    };
-    let mut protected = Router::new()
-        .route("/api/v1/auth/me", get(session::me))
-        .route("/api/v1/auth/logout", post(session::logout))
-        .route("/api/v1/auth/password", put(session::change_password))
-        .route(
-            "/api/v1/tokens",
-            get(tokens::list_tokens).post(tokens::create_token),
-        )
-        .route("/api/v1/tokens/{id}", delete(tokens::revoke_token))
-        .route(
-            "/api/v1/users",
-            get(users::list_users).post(users::create_user),
-        )
-        .route(
-            "/api/v1/users/{username}",
-            get(users::get_user)
-                .put(users::update_user)
-                .delete(users::delete_user),
-        )
-        .route("/api/v1/audit", get(audit::audit_log))
-        .route("/api/v1/cluster", get(cluster::cluster_status))
-        .route("/api/v1/cluster/stats/reset", post(cluster::reset_stats))
-        .route(
-            "/api/v1/groups",
-            post(groups::create_group).get(groups::list_groups),
-        )
-        .route(
-            "/api/v1/groups/{app}",
-            get(groups::get_group)
-                .put(groups::update_group)
-                .delete(groups::delete_group),
-        )
-        .route(
-            "/api/v1/groups/{app}/executors",
-            get(groups::group_executors),
-        )
-        .route("/api/v1/jobs", post(jobs::create_job).get(jobs::list_jobs))
-        .route(
-            "/api/v1/jobs/{id}",
-            get(jobs::get_job)
-                .put(jobs::update_job)
-                .delete(jobs::delete_job),
-        )
-        .route("/api/v1/jobs/{id}/start", post(jobs::start_job))
-        .route("/api/v1/jobs/{id}/stop", post(jobs::stop_job))
-        .route("/api/v1/jobs/{id}/trigger", post(jobs::trigger_job))
-        .route("/api/v1/jobs/{id}/logs", get(logs::job_logs))
-        .route("/api/v1/logs/{trigger_id}", get(logs::trigger_log))
-        .route("/api/v1/logs/{trigger_id}/kill", post(logs::kill_trigger))
-        .route("/api/v1/reports", get(reports::reports))
-        .route("/api/v1/maintenance/retention", post(reports::retention));
-    if let Some(m) = protected_metrics {
-        protected = protected.route("/metrics", m);
+        protected = protected.routes(routes!(metrics::metrics));
     }
-    let protected = protected.route_layer(from_fn_with_state(state.clone(), gate::authenticate));
-    let mut open = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(metrics::ready))
-        .route("/api/v1/auth/login", post(session::login));
-    if let Some(m) = public_metrics {
-        open = open.route("/metrics", m);
-    }
+    let (protected, _) = protected.split_for_parts();
+    let (open, _) = open.split_for_parts();
+    let protected = protected
+        .route(
+            "/api/v1/openapi.json",
+            get(move || {
+                let spec = spec.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        spec.to_string(),
+                    )
+                }
+            }),
+        )
+        .route("/api/v1/docs/assets/{file}", get(doc::docs_asset))
+        .route_layer(from_fn_with_state(state.clone(), gate::authenticate));
+    let open = open
+        .route(
+            "/api/v1/docs",
+            get(|| async { Redirect::permanent("/api/v1/docs/") }),
+        )
+        .route("/api/v1/docs/", get(doc::docs_page));
     open.merge(protected)
-        .fallback(|| async { ApiError::from(Error::not_found("path", "no such endpoint")) })
+        .fallback(|| async {
+            ApiError::from(Error::not_found("path", "no such endpoint")).into_response()
+        })
         .layer(from_fn_with_state(state.clone(), gate::client_address))
         .with_state(state)
 }

@@ -10,11 +10,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use rondo_core::auth;
+use rondo_core::auth::Role;
 use rondo_core::{Error, clock};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::auth::{Caller, ClientAddress, SESSION_COOKIE, Via, audit_event};
+use super::auth::{Caller, ClientAddress, SESSION_COOKIE, Via as Signed, audit_event};
+use super::doc::ApiErrors;
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
 
@@ -23,11 +24,51 @@ use super::state::{ApiResult, AppState};
 static DUMMY_HASH: LazyLock<String> =
     LazyLock::new(|| auth::hash_password("not a password anyone has").expect("hashing a constant"));
 
-#[derive(Deserialize)]
+/// A sign-in.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Login {
+pub(super) struct Login {
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     username: String,
+    #[schema(format = Password)]
     password: String,
+}
+
+/// A new session (its cookie is set with the answer).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Session {
+    username: String,
+    role: Role,
+    /// Executor groups granted (empty for an admin, who has them all).
+    groups: Vec<String>,
+    /// Send as `X-CSRF-Token` with every request that changes something.
+    csrf_token: String,
+    /// The session ends after this many seconds without a request.
+    idle_s: u64,
+    /// ... and at the latest at this time (ms since the epoch).
+    expires_ms: i64,
+}
+
+/// How the caller is signed in.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Via {
+    Token,
+    Session,
+}
+
+/// Who the caller is.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Me {
+    username: String,
+    role: Role,
+    /// Executor groups granted (empty for an admin, who has them all).
+    groups: Vec<String>,
+    /// A read-only token: only the reading rights of its user.
+    read_only: bool,
+    via: Via,
+    /// The session's CSRF token; null for a token.
+    csrf_token: Option<String>,
 }
 
 /// Checks a password against a stored hash off the async threads
@@ -61,6 +102,10 @@ fn session_cookie(s: &AppState, value: &str, max_age_s: u64) -> HeaderValue {
 /// The body must be sent as `application/json`: a cross-site HTML form
 /// cannot send that type, so no other site can sign a browser in to an
 /// account of its choosing.
+#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth",
+    security(()),
+    request_body = Login,
+    responses((status = 200, description = "Signed in; the answer sets the `rondo_session` cookie (HttpOnly, SameSite=Strict).", body = Session), ApiErrors))]
 pub(super) async fn login(
     State(s): State<AppState>,
     Extension(ClientAddress(address)): Extension<ClientAddress>,
@@ -112,14 +157,14 @@ pub(super) async fn login(
     );
     s.events.publish(&[login]).await?;
     let max = s.auth.config.session_max_s;
-    let body = json!({
-        "username": user.username,
-        "role": user.role,
-        "groups": user.groups,
-        "csrf_token": csrf,
-        "idle_s": s.auth.config.session_idle_s,
-        "expires_ms": clock::now_ms() + max as i64 * 1000,
-    });
+    let body = Session {
+        username: user.username,
+        role: user.role,
+        groups: user.groups,
+        csrf_token: csrf,
+        idle_s: s.auth.config.session_idle_s,
+        expires_ms: clock::now_ms() + max as i64 * 1000,
+    };
     let mut response = (StatusCode::OK, Json(body)).into_response();
     response
         .headers_mut()
@@ -129,28 +174,32 @@ pub(super) async fn login(
 
 /// `GET /api/v1/auth/me`: who the caller is, with the session's CSRF token
 /// (a reloaded page reads it here).
-pub(super) async fn me(Extension(caller): Extension<Caller>) -> Json<serde_json::Value> {
+#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
+    responses((status = 200, description = "The caller.", body = Me), ApiErrors))]
+pub(super) async fn me(Extension(caller): Extension<Caller>) -> Json<Me> {
     let p = &caller.principal;
-    let (via, csrf) = match &caller.via {
-        Via::Token { .. } => ("token", None),
-        Via::Session { csrf, .. } => ("session", Some(csrf.clone())),
+    let (via, csrf_token) = match &caller.via {
+        Signed::Token { .. } => (Via::Token, None),
+        Signed::Session { csrf, .. } => (Via::Session, Some(csrf.clone())),
     };
-    Json(json!({
-        "username": p.username,
-        "role": p.role,
-        "groups": p.groups,
-        "read_only": p.read_only,
-        "via": via,
-        "csrf_token": csrf,
-    }))
+    Json(Me {
+        username: p.username.clone(),
+        role: p.role,
+        groups: p.groups.iter().cloned().collect(),
+        read_only: p.read_only,
+        via,
+        csrf_token,
+    })
 }
 
 /// `POST /api/v1/auth/logout`: ends the session and clears its cookie.
+#[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth",
+    responses((status = 204, description = "Signed out (with a token: nothing to end)."), ApiErrors))]
 pub(super) async fn logout(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> ApiResult<Response> {
-    if let Via::Session { id_hash, .. } = &caller.via {
+    if let Signed::Session { id_hash, .. } = &caller.via {
         s.auth.close_session(id_hash, caller.username()).await?;
         let target = format!("user:{}", caller.username());
         s.events
@@ -164,15 +213,22 @@ pub(super) async fn logout(
     Ok(response)
 }
 
-#[derive(Deserialize)]
+/// A password change.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PasswordChange {
+pub(super) struct PasswordChange {
+    #[schema(format = Password)]
     current_password: String,
+    /// 12 to 256 characters.
+    #[schema(format = Password, min_length = 12, max_length = 256)]
     new_password: String,
 }
 
 /// `PUT /api/v1/auth/password`: the caller's new password, given the
 /// current one. The caller's other sessions end.
+#[utoipa::path(put, path = "/api/v1/auth/password", tag = "auth",
+    request_body = PasswordChange,
+    responses((status = 204, description = "Changed."), ApiErrors))]
 pub(super) async fn change_password(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -207,8 +263,8 @@ pub(super) async fn change_password(
         .set_password(caller.username(), &hash, clock::now_ms())
         .await?;
     let keep = match &caller.via {
-        Via::Session { id_hash, .. } => Some(id_hash.as_str()),
-        Via::Token { .. } => None,
+        Signed::Session { id_hash, .. } => Some(id_hash.as_str()),
+        Signed::Token { .. } => None,
     };
     s.auth.close_sessions_of(caller.username(), keep).await?;
     let target = format!("user:{}", caller.username());

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use rondo_core::Error;
 use rondo_dispatcher::{Dispatcher, EventPublisher};
 use rondo_history::History;
-use serde_json::json;
 
 use crate::cluster::ClusterView;
 use crate::leader::claim::Claimer;
@@ -62,7 +61,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::warn!(error = %self.0, "api request failed");
         }
-        (status, Json(json!({ "error": self.0 }))).into_response()
+        (status, Json(super::doc::ErrorBody { error: self.0 })).into_response()
     }
 }
 

@@ -10,10 +10,11 @@ use axum::{Extension, Json};
 use rondo_core::auth::{self, Access};
 use rondo_core::{Error, clock};
 use rondo_history::auth::NewToken;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use rondo_history::auth::TokenRow;
+use serde::{Deserialize, Serialize};
 
 use super::auth::{Caller, Via};
+use super::doc::ApiErrors;
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
 
@@ -22,22 +23,62 @@ pub const MAX_TOKEN_DAYS: u32 = 365;
 pub const DEFAULT_TOKEN_DAYS: u32 = 90;
 const DAY_MS: i64 = 86_400_000;
 
-#[derive(Deserialize)]
+/// A token to create.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct TokenSpec {
+pub(super) struct TokenSpec {
+    /// What it is for: 1 to 64 characters (trimmed).
+    #[schema(min_length = 1, max_length = 64)]
     name: String,
+    /// 1 to 365 days (default 90); a token made with a token ends no
+    /// later than that one.
+    #[schema(minimum = 1, maximum = 365)]
     expires_in_days: Option<u32>,
+    /// Only the reading rights of its user (default false).
     #[serde(default)]
     read_only: bool,
 }
 
+/// Tokens.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct TokenList {
+    items: Vec<TokenRow>,
+}
+
+/// A new token: `token` is shown this once (only its hash is kept).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct NewTokenView {
+    id: u64,
+    /// `rondo_pat_…`: send as `Authorization: Bearer <token>`.
+    token: String,
+    name: String,
+    prefix: String,
+    username: String,
+    read_only: bool,
+    created_ms: i64,
+    expires_ms: i64,
+}
+
+/// The `{id}` path parameter of a token.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // only describes the path; the handler reads it as text
+struct TokenIdParam {
+    /// The token's id.
+    #[param(minimum = 0)]
+    id: i64,
+}
+
 /// `GET /api/v1/tokens[?user=]`: the caller's tokens; an admin's sees
 /// everyone's, or one user's.
+#[utoipa::path(get, path = "/api/v1/tokens", tag = "tokens",
+    params(("user" = Option<String>, Query, description = "One user's tokens (admins).", pattern = "^[A-Za-z0-9._@-]{1,64}$")),
+    responses((status = 200, description = "Tokens, without their secrets.", body = TokenList), ApiErrors))]
 pub(super) async fn list_tokens(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TokenList>> {
     let user = q.get("user").map(String::as_str);
     if let Some(u) = user {
         auth::check_username("user", u)?;
@@ -50,16 +91,21 @@ pub(super) async fn list_tokens(
         }
         Some(caller.username())
     };
-    Ok(Json(json!({ "items": s.history.tokens(whose).await? })))
+    Ok(Json(TokenList {
+        items: s.history.tokens(whose).await?,
+    }))
 }
 
 /// `POST /api/v1/tokens`: a new token for the caller, shown once. Made
 /// with a token, it ends no later than that one and is revoked with it.
+#[utoipa::path(post, path = "/api/v1/tokens", tag = "tokens",
+    request_body = TokenSpec,
+    responses((status = 201, description = "The token, shown once.", body = NewTokenView), ApiErrors))]
 pub(super) async fn create_token(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     body: Bytes,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<NewTokenView>)> {
     let spec = parse_body::<TokenSpec>(&body)?;
     let name = spec.name.trim();
     if name.is_empty() || name.chars().count() > 64 {
@@ -105,22 +151,25 @@ pub(super) async fn create_token(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "id": id,
-            "token": token,
-            "name": name,
-            "prefix": prefix,
-            "username": caller.username(),
-            "read_only": spec.read_only,
-            "created_ms": now,
-            "expires_ms": expires_ms,
-        })),
+        Json(NewTokenView {
+            id,
+            prefix: prefix.to_owned(),
+            token,
+            name: name.to_owned(),
+            username: caller.username().to_owned(),
+            read_only: spec.read_only,
+            created_ms: now,
+            expires_ms,
+        }),
     ))
 }
 
 /// `DELETE /api/v1/tokens/{id}`: revokes one of the caller's tokens (an
 /// admin: anyone's), and the tokens made with it. A read-only token may
 /// revoke its user's: revoking only takes rights away.
+#[utoipa::path(delete, path = "/api/v1/tokens/{id}", tag = "tokens",
+    params(TokenIdParam),
+    responses((status = 204, description = "Revoked, with the tokens made with it."), ApiErrors))]
 pub(super) async fn revoke_token(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -128,7 +177,9 @@ pub(super) async fn revoke_token(
 ) -> ApiResult<StatusCode> {
     let id: u64 = id
         .parse()
-        .map_err(|_| Error::invalid("id", format!("must be a token id, got {id:?}")))?;
+        .ok()
+        .filter(|id| *id <= super::input::MAX_ID)
+        .ok_or_else(|| Error::invalid("id", format!("must be a token id, got {id:?}")))?;
     // Anyone's for an admin; a read-only token only its own user's.
     let whose = (!caller.principal.may(Access::Admin)).then(|| caller.username());
     if !s.history.revoke_token(id, whose, clock::now_ms()).await? {

@@ -10,24 +10,53 @@ use rondo_core::auth::{self, Access, Role};
 use rondo_core::model::validate_app_name;
 use rondo_core::{Error, ErrorKind, clock};
 use rondo_history::auth::UserRow;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use super::auth::Caller;
+use super::doc::ApiErrors;
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
 
 /// The most groups one user may be granted.
 const MAX_GROUPS: usize = 256;
 
-#[derive(Deserialize, Default)]
+/// A user to create, or the fields to change (a partial update; the
+/// username cannot change).
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct UserSpec {
+pub(super) struct UserSpec {
+    /// Required to create.
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     username: Option<String>,
+    /// Required to create; 12 to 256 characters. Changing it ends the
+    /// user's sessions.
+    #[schema(format = Password, min_length = 12, max_length = 256)]
     password: Option<String>,
+    /// Default `viewer`.
+    #[schema(value_type = Option<Role>)]
     role: Option<String>,
+    /// Executor groups granted (operators and viewers): at most 256 app
+    /// names.
+    #[schema(max_items = 256)]
     groups: Option<Vec<String>>,
+    /// Default true; a disabled user cannot sign in, and its tokens stop
+    /// working.
     enabled: Option<bool>,
+}
+
+/// Users.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct UserList {
+    items: Vec<UserRow>,
+}
+
+/// The `{username}` path parameter.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // only describes the path; handlers read it as text
+struct UsernameParam {
+    #[param(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
+    username: String,
 }
 
 fn check_groups(groups: &[String]) -> Result<Vec<String>, Error> {
@@ -60,14 +89,21 @@ fn admin_reading(caller: &Caller) -> Result<(), Error> {
     caller.require(Access::ReadAdmin, "user")
 }
 
+#[utoipa::path(get, path = "/api/v1/users", tag = "users",
+    responses((status = 200, description = "Every user.", body = UserList), ApiErrors))]
 pub(super) async fn list_users(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<UserList>> {
     admin_reading(&caller)?;
-    Ok(Json(json!({ "items": s.history.users().await? })))
+    Ok(Json(UserList {
+        items: s.history.users().await?,
+    }))
 }
 
+#[utoipa::path(post, path = "/api/v1/users", tag = "users",
+    request_body = UserSpec,
+    responses((status = 201, description = "The user, created.", body = UserRow), ApiErrors))]
 pub(super) async fn create_user(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -124,6 +160,9 @@ async fn existing(s: &AppState, username: &str) -> Result<UserRow, Error> {
         .ok_or_else(|| Error::not_found("username", format!("no user {username:?}")))
 }
 
+#[utoipa::path(get, path = "/api/v1/users/{username}", tag = "users",
+    params(UsernameParam),
+    responses((status = 200, description = "The user.", body = UserRow), ApiErrors))]
 pub(super) async fn get_user(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -151,6 +190,9 @@ async fn keep_an_admin(s: &AppState, old: &UserRow, new: Option<&UserRow>) -> Re
     Ok(())
 }
 
+#[utoipa::path(put, path = "/api/v1/users/{username}", tag = "users",
+    params(UsernameParam), request_body(content = Option<UserSpec>, description = "The fields to change (not `username`); no body changes nothing."),
+    responses((status = 200, description = "The user, changed.", body = UserRow), ApiErrors))]
 pub(super) async fn update_user(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -206,6 +248,9 @@ pub(super) async fn update_user(
     Ok(Json(user))
 }
 
+#[utoipa::path(delete, path = "/api/v1/users/{username}", tag = "users",
+    params(UsernameParam),
+    responses((status = 204, description = "Deleted, with its sessions and tokens."), ApiErrors))]
 pub(super) async fn delete_user(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,

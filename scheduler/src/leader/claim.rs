@@ -28,7 +28,7 @@ use crate::cluster::ClusterView;
 use crate::store::{ClaimItem, Store};
 
 /// Outcome of one claim tick, for logs and the status API.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct TickReport {
     pub jobs: u64,
     pub fires: u64,
