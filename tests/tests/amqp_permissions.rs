@@ -7,6 +7,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use rondo_testkit::procs::free_addr;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
@@ -103,20 +104,24 @@ async fn each_process_works_with_only_the_readme_rights() {
         urls.push((
             role.clone(),
             format!("amqp://{user}:{password}@127.0.0.1:5672/{ns}"),
+            user,
         ));
     }
-    let url_of = |prefix: &str| {
+    let of = |prefix: &str| {
         urls.iter()
-            .find(|(role, _)| role.starts_with(prefix))
+            .find(|(role, _, _)| role.starts_with(prefix))
             .unwrap_or_else(|| panic!("no README user {prefix}…"))
-            .1
-            .clone()
     };
     let (scheduler, executor, persist) = (
-        url_of("rondo-scheduler"),
-        url_of("rondo-executor"),
-        url_of("rondo-persist"),
+        of("rondo-scheduler").1.clone(),
+        of("rondo-executor").1.clone(),
+        of("rondo-persist").1.clone(),
     );
+    let (executor_addr, persist_addr) = (free_addr(), free_addr());
+    world.config.executor.metrics_addr = executor_addr.to_string();
+    world.config.persist.metrics_addr = persist_addr.to_string();
+    let executor_ready = format!("http://{executor_addr}/readyz");
+    let persist_ready = format!("http://{persist_addr}/readyz");
 
     let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
@@ -166,8 +171,68 @@ async fn each_process_works_with_only_the_readme_rights() {
         },
     )
     .await;
+
+    // Readiness follows the broker link: a process whose connection is
+    // closed and whose rights are gone is not ready until they return.
+    for (prefix, ready) in [
+        ("rondo-executor", &executor_ready),
+        ("rondo-persist", &persist_ready),
+    ] {
+        let (_, _, user) = of(prefix);
+        assert_eq!(status(ready).await, 200, "{prefix} ready");
+        rabbitmqctl(&["clear_permissions", "-p", &ns, user]);
+        for pid in connections_of(user) {
+            // Closed already, or closing: the next listing tells.
+            let _ = Command::new("rabbitmqctl")
+                .args(["close_connection", &pid, "readiness test"])
+                .output();
+        }
+        eventually(
+            &format!("{prefix} not ready"),
+            Duration::from_secs(20),
+            || async { (status(ready).await == 503).then_some(()) },
+        )
+        .await;
+        let (_, [configure, write, read]) = perms
+            .iter()
+            .find(|(role, _)| role.starts_with(prefix))
+            .expect("the README's rights");
+        rabbitmqctl(&["set_permissions", "-p", &ns, user, configure, write, read]);
+        eventually(
+            &format!("{prefix} ready again"),
+            Duration::from_secs(30),
+            || async { (status(ready).await == 200).then_some(()) },
+        )
+        .await;
+    }
     cluster.stop().await;
     drop(vhost);
+}
+
+/// The status a GET of `url` answers (0 if nothing answers).
+async fn status(url: &str) -> u16 {
+    reqwest::get(url).await.map_or(0, |r| r.status().as_u16())
+}
+
+/// The broker's pids of `user`'s open connections.
+fn connections_of(user: &str) -> Vec<String> {
+    let out = Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "user",
+            "pid",
+            "--quiet",
+            "--no-table-headers",
+        ])
+        .output()
+        .expect("rabbitmqctl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut cols = l.split_whitespace();
+            (cols.next() == Some(user)).then(|| cols.next().map(str::to_owned))?
+        })
+        .collect()
 }
 
 fn rand_hex() -> String {

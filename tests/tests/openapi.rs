@@ -235,6 +235,8 @@ async fn schemathesis_finds_nothing_wrong() {
         "schemathesis made only {requests} requests:\n{stdout}"
     );
     cluster.stop().await;
+    // Kept when the test fails, for `st replay` and the events.
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn tempdir() -> PathBuf {
