@@ -11,6 +11,11 @@ reqs=(examples/python-executor/requirements.txt scripts/requirements-test.txt)
 stamp="$venv/.requirements.sha256"
 want=$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)
 
+# Tests run in parallel processes and each may call this: one at a time.
+mkdir -p target
+exec 9>target/pyenv.lock
+flock 9
+
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv" >&2
 fi

@@ -17,5 +17,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build --bins (the cluster tests run the real rondo-scheduler)"
 cargo build --workspace --bins
+echo "== python virtualenv (the example Python executor, schemathesis)"
+scripts/python-env.sh
 echo "== cargo test"
 cargo test --workspace --no-fail-fast "$@"

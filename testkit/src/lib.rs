@@ -30,6 +30,7 @@
 pub mod cluster;
 pub mod fake_executors;
 pub mod procs;
+pub mod python;
 pub mod receiver;
 pub mod recorder;
 pub mod stats;
