@@ -51,6 +51,9 @@ enum Command {
     /// Jobs.
     #[command(subcommand)]
     Job(JobCmd),
+    /// Schedules not saved yet.
+    #[command(subcommand)]
+    Schedule(ScheduleCmd),
     /// One trigger's log row and log lines.
     Log { trigger_id: String },
     /// Kills a running trigger on its executor.
@@ -106,6 +109,28 @@ enum Command {
         until_ms: Option<i64>,
         #[arg(long, default_value_t = 100)]
         limit: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum ScheduleCmd {
+    /// The next fires of a schedule, in UTC and in its zone (or the error
+    /// naming what is wrong).
+    Preview {
+        /// Quartz cron expression.
+        #[arg(long, conflicts_with_all = ["fix_rate", "fix_delay"])]
+        cron: Option<String>,
+        /// Fixed rate: seconds ("5") or milliseconds ("250ms").
+        #[arg(long, conflicts_with = "fix_delay")]
+        fix_rate: Option<String>,
+        /// Fixed delay: seconds or milliseconds.
+        #[arg(long)]
+        fix_delay: Option<String>,
+        /// IANA zone (default: the cluster's).
+        #[arg(long)]
+        zone: Option<String>,
+        #[arg(long, default_value_t = 5)]
+        count: u32,
     },
 }
 
@@ -248,6 +273,16 @@ enum JobCmd {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
+    /// The job's next fires, in UTC and in its zone.
+    Next {
+        id: String,
+        #[arg(long, default_value_t = 5)]
+        count: u32,
+    },
+    /// The fires the job missed (misfires, late claims, lost nodes).
+    Misfires {
+        id: String,
+    },
 }
 
 #[derive(Args)]
@@ -257,11 +292,19 @@ struct JobArgs {
     #[arg(long)]
     handler: Option<String>,
     /// Quartz cron expression (schedule_type CRON).
-    #[arg(long, conflicts_with_all = ["fix_rate", "no_schedule"])]
+    #[arg(long, conflicts_with_all = ["fix_rate", "fix_delay", "no_schedule"])]
     cron: Option<String>,
     /// Fixed rate: seconds ("5") or milliseconds ("250ms") (schedule_type FIX_RATE).
-    #[arg(long, conflicts_with = "no_schedule")]
+    #[arg(long, conflicts_with_all = ["fix_delay", "no_schedule"])]
     fix_rate: Option<String>,
+    /// Fixed delay after each run's result: seconds ("5") or milliseconds
+    /// ("250ms") (schedule_type FIX_DELAY).
+    #[arg(long, conflicts_with = "no_schedule")]
+    fix_delay: Option<String>,
+    /// IANA time zone the cron is read in ("Asia/Shanghai"); default: the
+    /// cluster's.
+    #[arg(long)]
+    zone: Option<String>,
     /// No schedule: fired only by `trigger` or as a child job.
     #[arg(long = "no-schedule")]
     no_schedule: bool,
@@ -278,6 +321,9 @@ struct JobArgs {
     /// DO_NOTHING, FIRE_ONCE_NOW
     #[arg(long)]
     misfire: Option<String>,
+    /// A fire later than this many ms is a misfire (default: the cluster's).
+    #[arg(long)]
+    misfire_threshold_ms: Option<u64>,
     /// Seconds, 0 = none.
     #[arg(long)]
     timeout: Option<u32>,
@@ -320,6 +366,9 @@ impl JobArgs {
         } else if let Some(rate) = &self.fix_rate {
             put("schedule_type", Some("FIX_RATE".into()));
             put("schedule_conf", Some(rate.clone().into()));
+        } else if let Some(delay) = &self.fix_delay {
+            put("schedule_type", Some("FIX_DELAY".into()));
+            put("schedule_conf", Some(delay.clone().into()));
         } else if self.no_schedule {
             put("schedule_type", Some("NONE".into()));
         }
@@ -327,7 +376,12 @@ impl JobArgs {
         put("description", self.description.clone().map(Value::from));
         put("routing", self.routing.clone().map(Value::from));
         put("block", self.block.clone().map(Value::from));
+        put("zone", self.zone.clone().map(Value::from));
         put("misfire", self.misfire.clone().map(Value::from));
+        put(
+            "misfire_threshold_ms",
+            self.misfire_threshold_ms.map(Value::from),
+        );
         put("timeout_s", self.timeout.map(Value::from));
         put("retries", self.retries.map(Value::from));
         put("retry_backoff_s", self.retry_backoff.map(Value::from));
@@ -566,7 +620,32 @@ fn request(
                 format!("/api/v1/jobs/{id}/logs?limit={limit}"),
                 None,
             ),
+            JobCmd::Next { id, count } => (
+                M::GET,
+                format!("/api/v1/jobs/{id}/next?count={count}"),
+                None,
+            ),
+            JobCmd::Misfires { id } => (M::GET, format!("/api/v1/jobs/{id}/misfires"), None),
         },
+        Command::Schedule(ScheduleCmd::Preview {
+            cron,
+            fix_rate,
+            fix_delay,
+            zone,
+            count,
+        }) => {
+            let (ty, conf) = match (cron, fix_rate, fix_delay) {
+                (Some(c), _, _) => ("CRON", c.clone()),
+                (_, Some(r), _) => ("FIX_RATE", r.clone()),
+                (_, _, Some(d)) => ("FIX_DELAY", d.clone()),
+                _ => anyhow::bail!("name a schedule: --cron, --fix-rate or --fix-delay"),
+            };
+            let mut body = json!({ "schedule_type": ty, "schedule_conf": conf, "count": count });
+            if let Some(zone) = zone {
+                body["zone"] = zone.clone().into();
+            }
+            (M::POST, "/api/v1/schedules/preview".into(), Some(body))
+        }
     })
 }
 
@@ -635,7 +714,9 @@ mod tests {
             description: Some(String::new()),
             schedule_type: Some(String::new()),
             schedule_conf: Some(String::new()),
+            zone: Some(String::new()),
             misfire: Some(String::new()),
+            misfire_threshold_ms: Some(0),
             routing: Some(String::new()),
             block: Some(String::new()),
             handler: Some(String::new()),
@@ -670,8 +751,12 @@ mod tests {
             "ROUND",
             "--block",
             "DISCARD_LATER",
+            "--zone",
+            "Asia/Shanghai",
             "--misfire",
             "FIRE_ONCE_NOW",
+            "--misfire-threshold-ms",
+            "60000",
             "--timeout",
             "5",
             "--retries",
@@ -740,6 +825,10 @@ mod tests {
                 "DISCARD_LATER",
                 "--misfire",
                 "FIRE_ONCE_NOW",
+                "--zone",
+                "Europe/Berlin",
+                "--misfire-threshold-ms",
+                "1000",
                 "--timeout",
                 "5",
                 "--retries",
@@ -778,6 +867,10 @@ mod tests {
                 "DISCARD_LATER",
                 "--misfire",
                 "FIRE_ONCE_NOW",
+                "--zone",
+                "Europe/Berlin",
+                "--misfire-threshold-ms",
+                "1000",
                 "--timeout",
                 "5",
                 "--retries",
@@ -796,6 +889,18 @@ mod tests {
             &["job", "stop", "1"],
             &["job", "trigger", "1", "--params", "p"],
             &["job", "logs", "1", "--limit", "3"],
+            &["job", "next", "1", "--count", "3"],
+            &["job", "misfires", "1"],
+            &[
+                "schedule",
+                "preview",
+                "--cron",
+                "0 0 2 * * ?",
+                "--zone",
+                "Asia/Shanghai",
+                "--count",
+                "3",
+            ],
             &["log", "1-2-3"],
             &["kill", "1-2-3"],
             &["report", "--days", "3"],

@@ -53,6 +53,12 @@ pub struct Config {
     pub namespace: String,
     /// Partitions of the due sets; fixed when a cluster is created.
     pub partitions: u32,
+    /// The cluster's default time zone (IANA name): a job created without
+    /// a `zone` gets this one (stored with the job, so changing it later
+    /// moves no existing job).
+    pub zone: String,
+    /// The zone whose days the daily report counts; empty: `zone`.
+    pub report_zone: String,
     pub redis: RedisConfig,
     pub amqp: AmqpConfig,
     pub zookeeper: ZkConfig,
@@ -72,6 +78,8 @@ impl Default for Config {
         Config {
             namespace: "rondo".into(),
             partitions: 16,
+            zone: "UTC".into(),
+            report_zone: String::new(),
             redis: RedisConfig::default(),
             amqp: AmqpConfig::default(),
             zookeeper: ZkConfig::default(),
@@ -450,7 +458,26 @@ impl Config {
         Ok(config)
     }
 
+    /// The default job zone, parsed (checked at load).
+    pub fn default_zone(&self) -> chrono_tz::Tz {
+        self.zone.parse().unwrap_or(chrono_tz::Tz::UTC)
+    }
+
+    /// The daily report's zone, parsed (checked at load).
+    pub fn report_tz(&self) -> chrono_tz::Tz {
+        match self.report_zone.as_str() {
+            "" => self.default_zone(),
+            zone => zone.parse().unwrap_or(chrono_tz::Tz::UTC),
+        }
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
+        for (key, zone) in [("zone", &self.zone), ("report_zone", &self.report_zone)] {
+            if !(key == "report_zone" && zone.is_empty()) {
+                crate::schedule::parse_zone(key, zone)
+                    .map_err(|e| ConfigError::Invalid(format!("{key}: {}", e.message)))?;
+            }
+        }
         crate::model::validate_app_name("namespace", &self.namespace)
             .map_err(|e| ConfigError::Invalid(format!("namespace: {}", e.message)))?;
         crate::model::validate_app_name("executor.app", &self.executor.app)

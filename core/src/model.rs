@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Error;
-use crate::schedule::{MisfireRule, Schedule};
+use crate::schedule::{MisfireRule, Schedule, parse_zone};
 
 /// The largest `params` accepted, in bytes. Parameters travel inside every
 /// trigger message and every log row; larger payloads belong in a store the
@@ -106,6 +106,9 @@ named_enum!(
         None = "NONE",
         Cron = "CRON",
         FixRate = "FIX_RATE",
+        /// Not in XXL-JOB: the next fire is a delay after the previous run's
+        /// final result.
+        FixDelay = "FIX_DELAY",
     }
 );
 
@@ -194,7 +197,15 @@ pub struct Job {
     pub description: String,
     pub schedule_type: ScheduleType,
     pub schedule_conf: String,
+    /// The IANA zone the cron fields are read in (jobs stored before zones
+    /// existed ran in UTC).
+    #[serde(default = "utc")]
+    pub zone: String,
     pub misfire: Misfire,
+    /// A fire later than this is a misfire; `None`: the cluster's
+    /// `scheduler.misfire_threshold_ms`.
+    #[serde(default)]
+    pub misfire_threshold_ms: Option<u64>,
     pub routing: Routing,
     pub block: BlockStrategy,
     pub handler: String,
@@ -220,7 +231,14 @@ impl Job {
     /// The compiled schedule. Stored jobs were validated, so this only fails
     /// on data written by something else.
     pub fn schedule(&self) -> Result<Schedule, Error> {
-        Schedule::parse(self.schedule_type.as_str(), &self.schedule_conf)
+        let zone = parse_zone("zone", &self.zone)?;
+        Schedule::parse(self.schedule_type.as_str(), &self.schedule_conf, zone)
+    }
+
+    /// The job's own misfire threshold, if it sets one.
+    pub fn misfire_threshold(&self) -> Option<i64> {
+        self.misfire_threshold_ms
+            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX))
     }
 
     /// The job as an API spec, the base an update is applied on.
@@ -230,7 +248,9 @@ impl Job {
             description: Some(self.description.clone()),
             schedule_type: Some(self.schedule_type.as_str().to_owned()),
             schedule_conf: Some(self.schedule_conf.clone()),
+            zone: Some(self.zone.clone()),
             misfire: Some(self.misfire.as_str().to_owned()),
+            misfire_threshold_ms: self.misfire_threshold_ms,
             routing: Some(self.routing.as_str().to_owned()),
             block: Some(self.block.as_str().to_owned()),
             handler: Some(self.handler.clone()),
@@ -262,12 +282,21 @@ pub struct JobSpec {
     /// Default `NONE` (fires only when triggered).
     #[schema(value_type = Option<ScheduleType>)]
     pub schedule_type: Option<String>,
-    /// A Quartz cron expression for `CRON`, seconds for `FIX_RATE`;
-    /// required unless `NONE`.
+    /// A Quartz cron expression for `CRON`; for `FIX_RATE` and
+    /// `FIX_DELAY` whole seconds (`"30"`, `"30s"`) or milliseconds
+    /// (`"250ms"`); required unless `NONE`.
     pub schedule_conf: Option<String>,
+    /// The IANA time zone the cron fields are read in (`Asia/Shanghai`);
+    /// default: the cluster's `zone`.
+    #[schema(max_length = 64, example = "Asia/Shanghai")]
+    pub zone: Option<String>,
     /// Default `DO_NOTHING`.
     #[schema(value_type = Option<Misfire>)]
     pub misfire: Option<String>,
+    /// A fire found later than this is a misfire (ms, at most 30 days);
+    /// default: the cluster's `scheduler.misfire_threshold_ms`.
+    #[schema(maximum = 2592000000_u64)]
+    pub misfire_threshold_ms: Option<u64>,
     /// Default `FIRST`.
     #[schema(value_type = Option<Routing>)]
     pub routing: Option<String>,
@@ -324,7 +353,9 @@ impl JobSpec {
             description: patch.description.or(self.description),
             schedule_type: patch.schedule_type.or(self.schedule_type),
             schedule_conf: patch.schedule_conf.or(self.schedule_conf),
+            zone: patch.zone.or(self.zone),
             misfire: patch.misfire.or(self.misfire),
+            misfire_threshold_ms: patch.misfire_threshold_ms.or(self.misfire_threshold_ms),
             routing: patch.routing.or(self.routing),
             block: patch.block.or(self.block),
             handler: patch.handler.or(self.handler),
@@ -355,10 +386,19 @@ impl JobSpec {
         if schedule_type != ScheduleType::None && schedule_conf.trim().is_empty() {
             return Err(Error::invalid(
                 "schedule_conf",
-                "is required for CRON and FIX_RATE",
+                "is required for CRON, FIX_RATE and FIX_DELAY",
             ));
         }
-        Schedule::parse(schedule_type.as_str(), &schedule_conf)?;
+        let zone = self.zone.unwrap_or_else(utc);
+        let tz = parse_zone("zone", &zone)?;
+        Schedule::parse(schedule_type.as_str(), &schedule_conf, tz)?;
+        let misfire_threshold_ms = self.misfire_threshold_ms;
+        if misfire_threshold_ms.is_some_and(|ms| ms > MAX_MISFIRE_THRESHOLD_MS) {
+            return Err(Error::invalid(
+                "misfire_threshold_ms",
+                format!("must be at most {MAX_MISFIRE_THRESHOLD_MS} (30 days)"),
+            ));
+        }
         let routing = Routing::parse("routing", self.routing.as_deref().unwrap_or("FIRST"))?;
         if !SUPPORTED_ROUTING.contains(&routing) {
             return Err(Error::invalid(
@@ -427,7 +467,9 @@ impl JobSpec {
             description,
             schedule_type,
             schedule_conf,
+            zone: tz.name().to_owned(),
             misfire: Misfire::parse("misfire", self.misfire.as_deref().unwrap_or("DO_NOTHING"))?,
+            misfire_threshold_ms,
             routing,
             block: BlockStrategy::parse(
                 "block",
@@ -446,6 +488,14 @@ impl JobSpec {
             updated_ms: now_ms,
         })
     }
+}
+
+/// The largest per-job misfire threshold (30 days).
+pub const MAX_MISFIRE_THRESHOLD_MS: u64 = 30 * 24 * 3600 * 1000;
+
+/// The zone of jobs that name none, before the API fills in the cluster's.
+fn utc() -> String {
+    "UTC".to_owned()
 }
 
 /// The longest timeout (a year).

@@ -46,6 +46,18 @@ impl Names {
         format!("{}:{{p{p}}}:ring:{node}", self.ns)
     }
 
+    /// A partition's misfires hash: per job, the fires it missed (a count
+    /// and the latest occurrences).
+    pub fn misfires(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:misfires", self.ns)
+    }
+
+    /// A partition's fixed-delay hash: per `FIX_DELAY` job, the instant of
+    /// the scheduled fire whose ending armed its next fire.
+    pub fn delays(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:delays", self.ns)
+    }
+
     /// Prefix of every ring key of a partition (for scans).
     pub fn ring_prefix(&self, p: u32) -> String {
         format!("{}:{{p{p}}}:ring:", self.ns)
@@ -243,15 +255,25 @@ impl Names {
     }
 }
 
-/// A ring member: `<job>:<fire_ms>`.
+/// A ring member: `<job>:<fire_ms>`, or `<job>:<fire_ms>:m` for a misfire
+/// fired now (`FIRE_ONCE_NOW`, trigger type `MISFIRE`).
 pub fn ring_member(job_id: u64, fire_ms: i64) -> String {
     format!("{job_id}:{fire_ms}")
 }
 
+/// The suffix of a misfire's ring member.
+pub const MISFIRE_SUFFIX: &str = ":m";
+
 /// Parses a ring member back into `(job, fire_ms)`.
 pub fn parse_ring_member(member: &str) -> Option<(u64, i64)> {
+    let member = member.strip_suffix(MISFIRE_SUFFIX).unwrap_or(member);
     let (job, fire) = member.split_once(':')?;
     Some((job.parse().ok()?, fire.parse().ok()?))
+}
+
+/// Whether a ring member is a misfire fired now.
+pub fn is_misfire_member(member: &str) -> bool {
+    member.ends_with(MISFIRE_SUFFIX)
 }
 
 #[cfg(test)]
@@ -284,6 +306,9 @@ mod tests {
             Some((42, 1_700_000_000_123))
         );
         assert_eq!(parse_ring_member("x:1"), None);
+        assert_eq!(parse_ring_member("42:1700:m"), Some((42, 1700)));
+        assert!(is_misfire_member("42:1700:m") && !is_misfire_member("42:1700"));
+        assert_eq!(parse_ring_member("42:1700:x"), None);
         assert_eq!(parse_ring_member("1"), None);
     }
 

@@ -1,6 +1,7 @@
-//! Schedules and their maths: `CRON` in Quartz syntax, `FIX_RATE`, `NONE`,
-//! and the plan the leader follows when it claims a due job (misfire rule,
-//! every fire inside the pre-read window, the following fire).
+//! Schedules and their maths: `CRON` in Quartz syntax read in the job's
+//! time zone, `FIX_RATE`, `FIX_DELAY`, `NONE`, and the plan the leader
+//! follows when it claims a due job (misfire rule, every fire inside the
+//! pre-read window, the following fire).
 //!
 //! # Why `croner`
 //!
@@ -12,15 +13,30 @@
 //! (year) is accepted too.
 
 use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::error::Error;
 
-/// The longest fixed rate accepted (one year), a guard against typos.
+/// The longest fixed rate or delay accepted (one year), a guard against
+/// typos.
 const MAX_FIX_RATE_MS: i64 = 366 * 24 * 3600 * 1000;
-/// The shortest fixed rate accepted.
+/// The shortest fixed rate or delay accepted.
 const MIN_FIX_RATE_MS: i64 = 10;
+
+/// Parses an IANA time zone name (`Asia/Shanghai`, `UTC`); the error names
+/// `field`.
+pub fn parse_zone(field: &str, name: &str) -> Result<Tz, Error> {
+    name.parse::<Tz>().map_err(|_| {
+        Error::invalid(
+            field,
+            format!("unknown time zone {name:?}; expected an IANA name such as \"Asia/Shanghai\", \"Europe/Berlin\" or \"UTC\""),
+        )
+    })
+}
 
 /// How a job is scheduled. Parsed from XXL-JOB's `schedule_type` /
 /// `schedule_conf` pair.
@@ -28,48 +44,88 @@ const MIN_FIX_RATE_MS: i64 = 10;
 pub enum Schedule {
     /// Fired only through the API (manual trigger, child job).
     None,
-    /// A Quartz cron expression, evaluated in UTC.
-    Cron(Box<Cron>),
+    /// A Quartz cron expression, its fields read as wall-clock fields of
+    /// the zone.
+    Cron(Box<Cron>, Tz),
     /// Every `n` milliseconds (written `N` seconds or `Nms`).
     FixRate(i64),
+    /// `n` milliseconds after the previous run's final result (written like
+    /// a fixed rate). Only the first fire is computed from a clock; each
+    /// later one is set by the result monitor.
+    FixDelay(i64),
 }
 
 impl Schedule {
-    /// Parses a schedule; errors name the field that is wrong.
-    pub fn parse(schedule_type: &str, conf: &str) -> Result<Schedule, Error> {
+    /// Parses a schedule whose cron fields are read in `zone`; errors name
+    /// the field that is wrong.
+    pub fn parse(schedule_type: &str, conf: &str, zone: Tz) -> Result<Schedule, Error> {
         match schedule_type {
             "NONE" => Ok(Schedule::None),
-            "CRON" => parse_quartz(conf).map(|c| Schedule::Cron(Box::new(c))),
+            "CRON" => parse_quartz(conf, zone).map(|c| Schedule::Cron(Box::new(c), zone)),
             "FIX_RATE" => parse_fix_rate(conf).map(Schedule::FixRate),
+            "FIX_DELAY" => parse_fix_rate(conf).map(Schedule::FixDelay),
             other => Err(Error::invalid(
                 "schedule_type",
-                format!("unknown schedule type {other:?}, expected CRON, FIX_RATE or NONE"),
+                format!(
+                    "unknown schedule type {other:?}, expected CRON, FIX_RATE, FIX_DELAY or NONE"
+                ),
             )),
         }
     }
 
-    /// The first fire strictly after `after_ms`, or `None` when the schedule
-    /// never fires again (or never fires by itself).
-    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        self.next_after_in(&Utc, after_ms)
+    /// The first fire of a job saved (or rebuilt) at `now_ms`: the next
+    /// cron or rate fire, and for a fixed delay one delay from now.
+    pub fn first_after(&self, now_ms: i64) -> Option<i64> {
+        match self {
+            Schedule::FixDelay(delay) => now_ms.checked_add(*delay),
+            _ => self.next_after(now_ms),
+        }
     }
 
-    /// [`Schedule::next_after`] in a given time zone (cron fields are wall
-    /// clock fields of that zone).
-    pub fn next_after_in<Tz: TimeZone>(&self, tz: &Tz, after_ms: i64) -> Option<i64> {
+    /// The first fire strictly after `after_ms`, or `None` when the schedule
+    /// never fires again, never fires by itself, or (a fixed delay) waits for
+    /// a result to set its next fire.
+    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
         match self {
-            Schedule::None => None,
+            Schedule::None | Schedule::FixDelay(_) => None,
             Schedule::FixRate(rate) => after_ms.checked_add(*rate),
-            Schedule::Cron(cron) => {
-                let after: DateTime<Tz> = tz.timestamp_millis_opt(after_ms).single()?;
+            Schedule::Cron(cron, zone) => {
+                let after: DateTime<Tz> = zone.timestamp_millis_opt(after_ms).single()?;
                 let next = cron.find_next_occurrence(&after, false).ok()?;
                 Some(next.timestamp_millis())
             }
         }
     }
+
+    /// The next `count` fires after `after_ms` (fewer when the schedule
+    /// ends). A fixed delay's are what they would be if every run took no
+    /// time: the first one delay from `after_ms`, then one delay apart.
+    pub fn preview(&self, after_ms: i64, count: usize) -> Vec<i64> {
+        let mut fires = Vec::with_capacity(count.min(64));
+        let mut cursor = self.first_after(after_ms);
+        while let Some(fire) = cursor {
+            if fires.len() >= count {
+                break;
+            }
+            fires.push(fire);
+            cursor = match self {
+                Schedule::FixDelay(delay) => fire.checked_add(*delay),
+                _ => self.next_after(fire),
+            };
+        }
+        fires
+    }
+
+    /// The zone cron fields are read in (UTC for the other kinds).
+    pub fn zone(&self) -> Tz {
+        match self {
+            Schedule::Cron(_, zone) => *zone,
+            _ => Tz::UTC,
+        }
+    }
 }
 
-fn parse_quartz(conf: &str) -> Result<Cron, Error> {
+fn parse_quartz(conf: &str, zone: Tz) -> Result<Cron, Error> {
     let fields = conf.split_whitespace().count();
     if !(6..=7).contains(&fields) {
         return Err(Error::invalid(
@@ -93,7 +149,7 @@ fn parse_quartz(conf: &str) -> Result<Cron, Error> {
     })?;
     // An expression that matches no instant in the future (e.g. 30 February)
     // is a mistake the user wants to hear about now, not a job that never runs.
-    let probe = Utc::now();
+    let probe = Utc::now().with_timezone(&zone);
     if cron.find_next_occurrence(&probe, false).is_err() {
         return Err(Error::invalid(
             "schedule_conf",
@@ -112,14 +168,16 @@ fn parse_fix_rate(conf: &str) -> Result<i64, Error> {
     let value: i64 = digits.trim().parse().map_err(|_| {
         Error::invalid(
             "schedule_conf",
-            format!("fixed rate {conf:?} is not a whole number of seconds (\"5\", \"5s\") or milliseconds (\"250ms\")"),
+            format!("fixed rate or delay {conf:?} is not a whole number of seconds (\"5\", \"5s\") or milliseconds (\"250ms\")"),
         )
     })?;
     let rate = value.saturating_mul(scale);
     if !(MIN_FIX_RATE_MS..=MAX_FIX_RATE_MS).contains(&rate) {
         return Err(Error::invalid(
             "schedule_conf",
-            format!("fixed rate must be between {MIN_FIX_RATE_MS} ms and one year, got {conf:?}"),
+            format!(
+                "a fixed rate or delay must be between {MIN_FIX_RATE_MS} ms and one year, got {conf:?}"
+            ),
         ));
     }
     Ok(rate)
@@ -130,19 +188,98 @@ fn parse_fix_rate(conf: &str) -> Result<i64, Error> {
 pub enum MisfireRule {
     /// Skip it; the next fire is computed from now.
     DoNothing,
-    /// Fire once now; the next fire is computed from now.
+    /// Fire once now (trigger type `MISFIRE`); the next fire is computed
+    /// from now.
     FireOnceNow,
 }
+
+/// The most missed fires a claim counts one by one; past it the count says
+/// "at least this many" (a job every 10 ms, found a day late).
+pub const MAX_COUNTED_MISSES: u64 = 100_000;
 
 /// What the leader does with one due job in one claim.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClaimPlan {
     /// Fire instants (ms) to put on a node's ring, in order.
     pub fires: Vec<i64>,
-    /// The late fire that was skipped or replaced, if the job misfired.
-    pub misfired: Option<i64>,
+    /// The fire in `fires` that a misfire fires now (`FIRE_ONCE_NOW`): it
+    /// is recorded as trigger type `MISFIRE`.
+    pub misfire_fire: Option<i64>,
+    /// The fires the job missed, if it was found late.
+    pub missed: Option<Missed>,
     /// The job's new due-set score; `None` removes it (no further fire).
     pub next: Option<i64>,
+}
+
+/// Fires a job missed because it was claimed late (the leader was down,
+/// stalled or failing over): what became of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missed {
+    /// The first and the last missed fire (ms).
+    pub first_ms: i64,
+    pub last_ms: i64,
+    /// How many scheduled fires fell from `first_ms` to the claim
+    /// ([`MAX_COUNTED_MISSES`] at most).
+    pub count: u64,
+    /// How many of them never ran: all of them for `DO_NOTHING`, all but
+    /// the one fired in their place otherwise.
+    pub skipped: u64,
+    /// More than the threshold late (a misfire); otherwise late by less,
+    /// and fired once at its own instant like XXL-JOB does.
+    pub misfire: bool,
+}
+
+/// One occurrence of missed fires as kept per job (newest first) and shown
+/// by `GET /api/v1/jobs/{id}/misfires`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MissedRecord {
+    /// When the leader found the job late (ms).
+    pub detected_ms: i64,
+    /// The first and last missed fire (ms).
+    pub first_ms: i64,
+    pub last_ms: i64,
+    /// Scheduled fires from `first_ms` up to `detected_ms`.
+    pub count: u64,
+    /// Of those, fires that never ran.
+    pub skipped: u64,
+    /// `MISFIRE` (later than the threshold: the job's misfire strategy
+    /// applied), `LATE` (late by less: the first fired late, the rest
+    /// skipped), or `NODE_LOST` (claimed to a node that died before firing
+    /// it, and found past the threshold when moved).
+    pub cause: String,
+    /// The job's misfire strategy then.
+    pub strategy: String,
+    /// The threshold that applied (ms).
+    pub threshold_ms: i64,
+    /// The fire run in their place (ms), if any; `MISFIRE` fires are
+    /// stored with trigger type `MISFIRE`.
+    pub fired_ms: Option<i64>,
+}
+
+/// The fires a job missed: how many never ran since it was created (a
+/// Redis count: not rebuilt when Redis is), and the last 20 occurrences.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MissedFires {
+    pub skipped: u64,
+    #[serde(default, deserialize_with = "list_or_empty_object")]
+    pub recent: Vec<MissedRecord>,
+}
+
+/// Lua's cjson writes an empty list as `{}`.
+fn list_or_empty_object<'de, D>(d: D) -> Result<Vec<MissedRecord>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrObject {
+        List(Vec<MissedRecord>),
+        Object(#[allow(dead_code)] serde_json::Map<String, serde_json::Value>),
+    }
+    Ok(match ListOrObject::deserialize(d)? {
+        ListOrObject::List(list) => list,
+        ListOrObject::Object(_) => Vec::new(),
+    })
 }
 
 /// Inputs of [`plan_claim`] that are the same for every job of a claim.
@@ -152,30 +289,70 @@ pub struct ClaimWindow {
     pub now_ms: i64,
     /// Fires at or before this instant are claimed (now + pre-read).
     pub horizon_ms: i64,
-    /// A fire later than this many ms is a misfire.
+    /// A fire later than this many ms is a misfire, unless the job sets its
+    /// own threshold.
     pub misfire_threshold_ms: i64,
     /// The most fires one job may put on rings in one claim.
     pub max_fires: usize,
 }
 
-/// Plans one claim of a job whose due-set score is `due_ms`.
+/// Plans one claim of a job whose due-set score is `due_ms`, with the job's
+/// own misfire threshold if it has one.
 ///
-/// A fire more than the threshold late follows `rule`; then every fire up to
-/// the horizon is claimed, and the first fire past it becomes the new score.
+/// As in XXL-JOB, a job found late fires at most once for everything it
+/// missed, and its next fire is computed from now:
+/// * more than the threshold late (a misfire): `DO_NOTHING` skips every
+///   missed fire, `FIRE_ONCE_NOW` fires once now as `MISFIRE`;
+/// * late by less: the first missed fire is fired (late, as `CRON`) and
+///   the others up to now are skipped; the schedule goes on from the last
+///   of them.
+///
+/// Then every fire up to the horizon is claimed, and the first fire past it
+/// becomes the new score.
 pub fn plan_claim(
     schedule: &Schedule,
     rule: MisfireRule,
+    threshold_ms: Option<i64>,
     due_ms: i64,
     w: ClaimWindow,
 ) -> ClaimPlan {
     let mut plan = ClaimPlan::default();
     let mut cursor = Some(due_ms);
-    if due_ms < w.now_ms - w.misfire_threshold_ms {
-        plan.misfired = Some(due_ms);
-        if rule == MisfireRule::FireOnceNow {
-            plan.fires.push(w.now_ms);
+    if due_ms < w.now_ms {
+        let (count, last_ms) = count_until(schedule, due_ms, w.now_ms);
+        let misfire = due_ms < w.now_ms - threshold_ms.unwrap_or(w.misfire_threshold_ms);
+        let fired = if misfire {
+            (rule == MisfireRule::FireOnceNow).then_some(w.now_ms)
+        } else {
+            Some(due_ms)
+        };
+        if let Some(fire) = fired {
+            plan.fires.push(fire);
         }
-        cursor = schedule.next_after(w.now_ms);
+        if misfire {
+            plan.misfire_fire = fired;
+        }
+        let skipped = count - u64::from(fired.is_some());
+        if misfire || skipped > 0 {
+            plan.missed = Some(Missed {
+                first_ms: due_ms,
+                last_ms,
+                count,
+                skipped,
+                misfire,
+            });
+        }
+        cursor = if fired.is_none() {
+            // A fixed delay that fired nothing re-arms from now: no result
+            // will.
+            schedule.first_after(w.now_ms)
+        } else if misfire || count >= MAX_COUNTED_MISSES {
+            schedule.next_after(w.now_ms)
+        } else {
+            // Late by less: the schedule goes on after the last missed fire
+            // (a fixed rate keeps its phase).
+            schedule.next_after(last_ms)
+        };
     }
     while let Some(fire) = cursor {
         if fire > w.horizon_ms || plan.fires.len() >= w.max_fires {
@@ -187,6 +364,22 @@ pub fn plan_claim(
     plan.next = cursor;
     debug_assert!(plan.fires.windows(2).all(|p| p[0] < p[1]));
     plan
+}
+
+/// How many fires from `first_ms` (a fire) up to `now_ms` (inclusive), at
+/// most [`MAX_COUNTED_MISSES`], and the last of them.
+fn count_until(schedule: &Schedule, first_ms: i64, now_ms: i64) -> (u64, i64) {
+    let (mut count, mut last) = (1, first_ms);
+    while count < MAX_COUNTED_MISSES {
+        match schedule.next_after(last) {
+            Some(fire) if fire <= now_ms => {
+                count += 1;
+                last = fire;
+            }
+            _ => break,
+        }
+    }
+    (count, last)
 }
 
 #[cfg(test)]

@@ -61,6 +61,16 @@ pub fn base(id: &str) -> &str {
     }
 }
 
+/// Whether an id is a scheduled fire's (`CRON`, `MISFIRE`) or a retry of
+/// one: `<job>-<fire_ms>-<shard>`, perhaps with `-retry<n>`.
+pub fn is_scheduled(id: &str) -> bool {
+    let parts: Vec<&str> = base(id).split('-').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The retry count an id carries (0 for a first run).
 pub fn retry_count(id: &str) -> u32 {
     id.rsplit_once(RETRY)
@@ -138,6 +148,11 @@ mod tests {
 
     #[test]
     fn adhoc_ids_differ_per_call_and_carry_their_kind() {
+        assert!(is_scheduled(&scheduled(7, 1000, 0)));
+        assert!(is_scheduled(&retry(&scheduled(7, 1000, 1), 2)));
+        assert!(!is_scheduled(&adhoc(7, 1000, TriggerType::Manual, 0)));
+        assert!(!is_scheduled(&child(8, &scheduled(7, 1000, 0))));
+        assert!(!is_scheduled(&shard(&scheduled(7, 1000, 0), 1)));
         let a = adhoc(7, 1000, TriggerType::Manual, 0);
         let b = adhoc(7, 1000, TriggerType::Manual, 0);
         assert_ne!(a, b);

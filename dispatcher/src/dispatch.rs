@@ -53,6 +53,15 @@ impl Fire {
             shard: None,
         }
     }
+
+    /// A misfire fired in place of the fires a job missed (trigger type
+    /// `MISFIRE`); its trigger id is built like a scheduled fire's.
+    pub fn misfire(job: Arc<Job>, fire_ms: i64) -> Fire {
+        Fire {
+            trigger_type: TriggerType::Misfire,
+            ..Fire::scheduled(job, fire_ms)
+        }
+    }
 }
 
 /// What became of a fire: one record per target (or one failed record).

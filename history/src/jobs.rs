@@ -13,13 +13,15 @@ use sqlx::query_builder::Separated;
 use sqlx::{MySql, Row};
 
 /// The `job` columns every statement names, in bind order; `deleted` last.
-pub(crate) const JOB_COLUMNS: [&str; 20] = [
+pub(crate) const JOB_COLUMNS: [&str; 22] = [
     "id",
     "group_app",
     "description",
     "schedule_type",
     "schedule_conf",
+    "zone",
     "misfire",
+    "misfire_threshold_ms",
     "routing",
     "block_strategy",
     "handler",
@@ -49,7 +51,9 @@ pub(crate) fn bind_job(b: &mut Separated<'_, MySql, &'static str>, job: &Job, de
         .push_bind(&job.description)
         .push_bind(job.schedule_type.as_str())
         .push_bind(&job.schedule_conf)
+        .push_bind(&job.zone)
         .push_bind(job.misfire.as_str())
+        .push_bind(job.misfire_threshold_ms)
         .push_bind(job.routing.as_str())
         .push_bind(job.block.as_str())
         .push_bind(&job.handler)
@@ -81,7 +85,9 @@ pub(crate) struct StoredJob {
     pub description: String,
     pub schedule_type: String,
     pub schedule_conf: String,
+    pub zone: String,
     pub misfire: String,
+    pub misfire_threshold_ms: Option<u64>,
     pub routing: String,
     pub block: String,
     pub handler: String,
@@ -106,7 +112,9 @@ impl StoredJob {
             description: row.try_get("description").map_err(get)?,
             schedule_type: row.try_get("schedule_type").map_err(get)?,
             schedule_conf: row.try_get("schedule_conf").map_err(get)?,
+            zone: row.try_get("zone").map_err(get)?,
             misfire: row.try_get("misfire").map_err(get)?,
+            misfire_threshold_ms: row.try_get("misfire_threshold_ms").map_err(get)?,
             routing: row.try_get("routing").map_err(get)?,
             block: row.try_get("block_strategy").map_err(get)?,
             handler: row.try_get("handler").map_err(get)?,
@@ -138,7 +146,9 @@ impl StoredJob {
             description: self.description,
             schedule_type: ScheduleType::parse("schedule_type", &self.schedule_type)?,
             schedule_conf: self.schedule_conf,
+            zone: self.zone,
             misfire: Misfire::parse("misfire", &self.misfire)?,
+            misfire_threshold_ms: self.misfire_threshold_ms,
             routing: Routing::parse("routing", &self.routing)?,
             block: BlockStrategy::parse("block_strategy", &self.block)?,
             handler: self.handler,

@@ -205,8 +205,8 @@ impl History {
 
     /// The daily report of the last `days` days (today included),
     /// recomputed from the trigger logs first.
-    pub async fn report(&self, days: u32) -> Result<Vec<ReportRow>, Error> {
-        report::refresh(&self.pool, days).await
+    pub async fn report(&self, days: u32, zone: chrono_tz::Tz) -> Result<Vec<ReportRow>, Error> {
+        report::refresh(&self.pool, days, zone).await
     }
 
     /// Applies log retention now: drops the log days older than `days`.

@@ -165,6 +165,24 @@ pub async fn pass_at(
     with_retention: bool,
     now_ms: i64,
 ) -> Result<Option<Pass>, Error> {
+    pass_in(
+        pool,
+        retention_days,
+        with_retention,
+        now_ms,
+        chrono_tz::Tz::UTC,
+    )
+    .await
+}
+
+/// [`pass_at`] with the report's days in `zone`.
+pub async fn pass_in(
+    pool: &MySqlPool,
+    retention_days: u32,
+    with_retention: bool,
+    now_ms: i64,
+    zone: chrono_tz::Tz,
+) -> Result<Option<Pass>, Error> {
     let Some(mut lock) = MaintenanceLock::acquire(pool, 0).await? else {
         return Ok(None);
     };
@@ -174,7 +192,9 @@ pub async fn pass_at(
     } else {
         None
     };
-    let report_days = report::refresh_at(pool, REPORT_DAYS, now_ms).await?.len();
+    let report_days = report::refresh_in(pool, REPORT_DAYS, now_ms, zone)
+        .await?
+        .len();
     lock.release().await?;
     Ok(Some(Pass {
         report_days,
@@ -188,14 +208,16 @@ pub struct Maintenance {
     pool: MySqlPool,
     retention_days: u32,
     interval: Duration,
+    report_zone: chrono_tz::Tz,
 }
 
 impl Maintenance {
-    pub fn new(config: &rondo_core::config::PersistConfig, pool: MySqlPool) -> Self {
+    pub fn new(config: &rondo_core::Config, pool: MySqlPool) -> Self {
         Maintenance {
             pool,
-            retention_days: config.retention_days,
-            interval: Duration::from_millis(config.report_interval_ms.max(1)),
+            retention_days: config.persist.retention_days,
+            interval: Duration::from_millis(config.persist.report_interval_ms.max(1)),
+            report_zone: config.report_tz(),
         }
     }
 
@@ -214,7 +236,14 @@ impl Maintenance {
             let now_ms = rondo_core::clock::now_ms();
             // A pass is not cut short by shutdown: it is a few statements,
             // and the binary's grace period bounds a long first split.
-            match pass_at(&self.pool, self.retention_days, with_retention, now_ms).await {
+            let pass = pass_in(
+                &self.pool,
+                self.retention_days,
+                with_retention,
+                now_ms,
+                self.report_zone,
+            );
+            match pass.await {
                 Ok(Some(pass)) => {
                     if with_retention {
                         retention_due = tokio::time::Instant::now() + RETENTION_EVERY;

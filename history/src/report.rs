@@ -1,5 +1,6 @@
-//! The daily report (XXL-JOB's `xxl_job_log_report`): per UTC day of
-//! `fire_ms`, how many triggers are running, succeeded and failed.
+//! The daily report (XXL-JOB's `xxl_job_log_report`): per calendar day of
+//! `fire_ms` in the report's zone (the config's `report_zone`; UTC unless
+//! set), how many triggers are running, succeeded and failed.
 //!
 //! * running: the trigger was sent (`trigger_code` 200) and no result has
 //!   arrived (`handle_code` NULL or 0);
@@ -7,16 +8,20 @@
 //! * fail: anything else that has an outcome: the trigger failed
 //!   (`trigger_code` not 200) or the handler answered another code.
 //!
-//! The three are disjoint. Each day is counted with a range on `fire_ms`,
-//! which reads one day partition of `job_log`. Days are computed from epoch
-//! milliseconds, not with the session's time zone, so any pool can call
-//! these functions.
+//! The three are disjoint. Each day is counted with a range on `fire_ms`
+//! from the day's first instant in the zone to the next day's (23 or 25
+//! hours on a daylight-saving day; a day whose midnight the zone skips
+//! starts at its first valid minute), which reads one or two day
+//! partitions of `job_log`. Bounds are computed here with the IANA rules
+//! (`chrono-tz`), not with MySQL's time zone tables, so any pool can call
+//! these functions. A `day` row holds the counts of the zone that last
+//! refreshed it: after a change of `report_zone`, the days refreshed since
+//! (the last three, every pass) follow the new zone.
 
-use chrono::NaiveDate;
+use chrono::{Days, NaiveDate, NaiveTime, TimeZone};
+use chrono_tz::Tz;
 use serde::Serialize;
 use sqlx::MySqlPool;
-
-use crate::partitions::{DAY_MS, date_of_day, day_of};
 
 /// The most days a report covers (a year and a day).
 pub const MAX_DAYS: u32 = 366;
@@ -24,7 +29,7 @@ pub const MAX_DAYS: u32 = 366;
 /// One day of the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct ReportRow {
-    /// The UTC day.
+    /// The day, in the report's zone.
     #[schema(value_type = String, format = Date)]
     pub day: NaiveDate,
     pub running_count: u32,
@@ -52,11 +57,26 @@ pub async fn refresh_at(
     days_back: u32,
     now_ms: i64,
 ) -> Result<Vec<ReportRow>, crate::Error> {
-    let today = day_of(now_ms);
-    let days = i64::from(days_back.clamp(1, MAX_DAYS));
+    refresh_in(pool, days_back, now_ms, Tz::UTC).await
+}
+
+/// [`refresh_at`] with the days of `zone`.
+pub async fn refresh_in(
+    pool: &MySqlPool,
+    days_back: u32,
+    now_ms: i64,
+    zone: Tz,
+) -> Result<Vec<ReportRow>, crate::Error> {
+    let today = zone
+        .timestamp_millis_opt(now_ms)
+        .single()
+        .map(|t| t.date_naive())
+        .unwrap_or_default();
+    let days = u64::from(days_back.clamp(1, MAX_DAYS));
     let mut out = Vec::new();
-    for day in today - days + 1..=today {
-        let row = count_day(pool, day).await?;
+    for back in (0..days).rev() {
+        let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
+        let row = count_day(pool, day, zone).await?;
         sqlx::query(UPSERT)
             .bind(row.day)
             .bind(row.running_count)
@@ -69,20 +89,39 @@ pub async fn refresh_at(
     Ok(out)
 }
 
-/// [`refresh_at`] now.
-pub async fn refresh(pool: &MySqlPool, days_back: u32) -> Result<Vec<ReportRow>, crate::Error> {
-    refresh_at(pool, days_back, rondo_core::clock::now_ms()).await
+/// [`refresh_in`] now.
+pub async fn refresh(
+    pool: &MySqlPool,
+    days_back: u32,
+    zone: Tz,
+) -> Result<Vec<ReportRow>, crate::Error> {
+    refresh_in(pool, days_back, rondo_core::clock::now_ms(), zone).await
 }
 
-async fn count_day(pool: &MySqlPool, day: i64) -> sqlx::Result<ReportRow> {
+/// The first instant (ms) of `day` in `zone`: its midnight, or, where the
+/// zone skips midnight (a daylight-saving change at 00:00), the first valid
+/// minute after it; of a repeated midnight, the earlier.
+pub fn day_start(zone: Tz, day: NaiveDate) -> i64 {
+    let mut at = day.and_time(NaiveTime::MIN);
+    for _ in 0..=24 * 60 {
+        if let Some(t) = zone.from_local_datetime(&at).earliest() {
+            return t.timestamp_millis();
+        }
+        at += chrono::Duration::minutes(1);
+    }
+    day.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
+}
+
+async fn count_day(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<ReportRow> {
+    let next = day.checked_add_days(Days::new(1)).unwrap_or(day);
     let (running, success, fail): (u64, u64, u64) = sqlx::query_as(COUNT_DAY)
-        .bind(day * DAY_MS)
-        .bind((day + 1) * DAY_MS)
+        .bind(day_start(zone, day))
+        .bind(day_start(zone, next))
         .fetch_one(pool)
         .await?;
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     Ok(ReportRow {
-        day: date_of_day(day),
+        day,
         running_count: clamp(running),
         success_count: clamp(success),
         fail_count: clamp(fail),
@@ -98,4 +137,39 @@ pub async fn read(pool: &MySqlPool, since: NaiveDate) -> Result<Vec<ReportRow>, 
     .bind(since)
     .fetch_all(pool)
     .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(text: &str) -> i64 {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_millis()
+    }
+
+    #[test]
+    fn days_start_at_the_zones_midnight_and_last_23_or_25_hours_across_dst() {
+        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        let shanghai: Tz = "Asia/Shanghai".parse().unwrap();
+        assert_eq!(
+            day_start(shanghai, d("2026-11-24")),
+            ms("2026-11-23T16:00:00Z")
+        );
+        let ny: Tz = "America/New_York".parse().unwrap();
+        let hours = |a: &str, b: &str| (day_start(ny, d(b)) - day_start(ny, d(a))) / 3_600_000;
+        assert_eq!(hours("2026-03-08", "2026-03-09"), 23, "spring forward");
+        assert_eq!(hours("2026-11-01", "2026-11-02"), 25, "fall back");
+        // Santiago moves its clocks at midnight: the day starts at 01:00.
+        let santiago: Tz = "America/Santiago".parse().unwrap();
+        assert_eq!(
+            day_start(santiago, d("2026-09-06")),
+            ms("2026-09-06T01:00:00-03:00")
+        );
+        assert_eq!(
+            day_start(Tz::UTC, d("2026-11-24")),
+            ms("2026-11-24T00:00:00Z")
+        );
+    }
 }

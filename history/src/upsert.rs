@@ -195,12 +195,13 @@ fn job_bytes(r: &JobRow) -> usize {
     j.group.len()
         + j.description.len()
         + j.schedule_conf.len()
+        + j.zone.len()
         + j.handler.len()
         + j.params.len()
         + j.alarm_email.len()
         + j.alarm_webhook.len()
         + 20 * j.child_jobs.len()
-        + 13 * SCALAR_BYTES
+        + 14 * SCALAR_BYTES
 }
 
 async fn upsert_jobs(conn: &mut MySqlConnection, rows: &[JobRow]) -> sqlx::Result<()> {

@@ -55,7 +55,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         .context("migrating the mysql schema")?;
     // Its own token, so that it also stops when the consumer fails.
     let stop_maintenance = shutdown.child_token();
-    let maintenance = Maintenance::new(&config.persist, history.pool().clone());
+    let maintenance = Maintenance::new(&config, history.pool().clone());
     let maintenance = tokio::spawn(
         maintenance
             .run(stop_maintenance.clone())

@@ -184,6 +184,8 @@ impl Parts {
             firing: self.firing.clone(),
             claimer: self.claimer.clone(),
             retention_days: self.config.persist.retention_days,
+            default_zone: self.config.default_zone(),
+            report_zone: self.config.report_tz(),
             dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
             auth: self.auth.clone(),
             metrics_public: self.config.scheduler.metrics_public,

@@ -26,6 +26,8 @@ async fn a_stale_term_cannot_claim_or_reassign() {
         next: Some(2_000),
         node: 0,
         fires: vec![1_000],
+        misfire_fire: None,
+        missed: None,
     };
     assert_eq!(
         store.claim(p, 1, &nodes, &[item(1_000)]).await.unwrap(),
@@ -52,6 +54,8 @@ async fn a_stale_term_cannot_claim_or_reassign() {
         member: "7:1000".into(),
         target: Some(1),
         score: 1_000,
+        rename: None,
+        missed: None,
     }];
     let err = store.reassign(p, 1, "a", &nodes, &moves).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::StaleTerm, "{err}");

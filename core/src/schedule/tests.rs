@@ -1,5 +1,6 @@
 use super::*;
 use chrono::NaiveDateTime;
+use chrono_tz::Tz;
 
 fn ms(s: &str) -> i64 {
     NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
@@ -16,7 +17,7 @@ fn fmt(ms: i64) -> String {
 }
 
 fn cron(expr: &str) -> Schedule {
-    Schedule::parse("CRON", expr).unwrap_or_else(|e| panic!("{expr}: {e}"))
+    Schedule::parse("CRON", expr, Tz::UTC).unwrap_or_else(|e| panic!("{expr}: {e}"))
 }
 
 /// Quartz expressions XXL-JOB users write, with the fires Quartz gives.
@@ -170,7 +171,7 @@ fn malformed_crons_are_refused_naming_the_field() {
         "0 0 0 30 2 ?",
         "1 2 3 4 5 6 7 8",
     ] {
-        let err = Schedule::parse("CRON", bad).expect_err(bad);
+        let err = Schedule::parse("CRON", bad, Tz::UTC).expect_err(bad);
         assert_eq!(err.field.as_deref(), Some("schedule_conf"), "{bad}: {err}");
     }
 }
@@ -178,34 +179,39 @@ fn malformed_crons_are_refused_naming_the_field() {
 #[test]
 fn fix_rate_in_seconds_or_milliseconds() {
     assert!(matches!(
-        Schedule::parse("FIX_RATE", "5").unwrap(),
+        Schedule::parse("FIX_RATE", "5", Tz::UTC).unwrap(),
         Schedule::FixRate(5000)
     ));
     assert!(matches!(
-        Schedule::parse("FIX_RATE", "5s").unwrap(),
+        Schedule::parse("FIX_RATE", "5s", Tz::UTC).unwrap(),
         Schedule::FixRate(5000)
     ));
     assert!(matches!(
-        Schedule::parse("FIX_RATE", "250ms").unwrap(),
+        Schedule::parse("FIX_RATE", "250ms", Tz::UTC).unwrap(),
         Schedule::FixRate(250)
     ));
     assert_eq!(
-        Schedule::parse("FIX_RATE", "250ms")
+        Schedule::parse("FIX_RATE", "250ms", Tz::UTC)
             .unwrap()
             .next_after(1000),
         Some(1250)
     );
     for bad in ["", "abc", "-1", "0", "5ms", "1.5", "99999999999"] {
-        let err = Schedule::parse("FIX_RATE", bad).expect_err(bad);
+        let err = Schedule::parse("FIX_RATE", bad, Tz::UTC).expect_err(bad);
         assert_eq!(err.field.as_deref(), Some("schedule_conf"), "{bad}");
     }
 }
 
 #[test]
 fn unknown_schedule_type_names_the_field() {
-    let err = Schedule::parse("WEEKLY", "x").unwrap_err();
+    let err = Schedule::parse("WEEKLY", "x", Tz::UTC).unwrap_err();
     assert_eq!(err.field.as_deref(), Some("schedule_type"));
-    assert!(Schedule::parse("NONE", "").unwrap().next_after(0).is_none());
+    assert!(
+        Schedule::parse("NONE", "", Tz::UTC)
+            .unwrap()
+            .next_after(0)
+            .is_none()
+    );
 }
 
 fn window(now_ms: i64) -> ClaimWindow {
@@ -220,37 +226,148 @@ fn window(now_ms: i64) -> ClaimWindow {
 #[test]
 fn on_time_claim_takes_every_fire_in_the_window() {
     let s = Schedule::FixRate(1000);
-    let plan = plan_claim(&s, MisfireRule::DoNothing, 10_500, window(10_000));
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 10_500, window(10_000));
     assert_eq!(plan.fires, vec![10_500, 11_500, 12_500, 13_500, 14_500]);
     assert_eq!(plan.next, Some(15_500));
-    assert_eq!(plan.misfired, None);
+    assert_eq!(plan.missed, None);
+    assert_eq!(plan.misfire_fire, None);
 }
 
 #[test]
 fn a_little_late_is_not_a_misfire() {
     let s = Schedule::FixRate(60_000);
-    let plan = plan_claim(&s, MisfireRule::DoNothing, 6_000, window(10_000));
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 6_000, window(10_000));
     assert_eq!(plan.fires, vec![6_000]);
     assert_eq!(plan.next, Some(66_000));
+    assert_eq!(
+        plan.missed, None,
+        "one fire, late, is still fired: nothing missed"
+    );
+}
+
+#[test]
+fn late_by_less_than_the_threshold_fires_once_not_every_missed_fire() {
+    // Every second, found 3.5 s late: XXL-JOB fires once and goes on from
+    // now; the fires in between are skipped (and counted).
+    let s = Schedule::FixRate(1_000);
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 6_500, window(10_000));
+    assert_eq!(
+        plan.fires,
+        vec![6_500, 10_500, 11_500, 12_500, 13_500, 14_500]
+    );
+    assert_eq!(plan.misfire_fire, None, "a late fire stays CRON");
+    assert_eq!(
+        plan.missed,
+        Some(Missed {
+            first_ms: 6_500,
+            last_ms: 9_500,
+            count: 4,
+            skipped: 3,
+            misfire: false
+        })
+    );
+    assert_eq!(plan.next, Some(15_500));
 }
 
 #[test]
 fn misfire_do_nothing_skips_and_reschedules_from_now() {
     let s = Schedule::FixRate(60_000);
-    let plan = plan_claim(&s, MisfireRule::DoNothing, 1_000, window(10_000));
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 1_000, window(10_000));
     assert_eq!(plan.fires, Vec::<i64>::new());
-    assert_eq!(plan.misfired, Some(1_000));
+    let missed = plan.missed.expect("missed");
+    assert!(missed.misfire);
+    assert_eq!(
+        (missed.first_ms, missed.count, missed.skipped),
+        (1_000, 1, 1)
+    );
     assert_eq!(plan.next, Some(70_000));
 }
 
 #[test]
 fn misfire_fire_once_now_fires_once_then_from_now() {
     let s = Schedule::FixRate(2_000);
-    let plan = plan_claim(&s, MisfireRule::FireOnceNow, 1_000, window(100_000));
+    let plan = plan_claim(&s, MisfireRule::FireOnceNow, None, 1_000, window(100_000));
     // Once now, then the regular fires from now inside the window.
     assert_eq!(plan.fires, vec![100_000, 102_000, 104_000]);
-    assert_eq!(plan.misfired, Some(1_000));
+    assert_eq!(
+        plan.misfire_fire,
+        Some(100_000),
+        "the one fire now is MISFIRE"
+    );
+    let missed = plan.missed.expect("missed");
+    // 1 000, 3 000 … 99 000: fifty fires missed, one fired in their place.
+    assert_eq!(
+        (missed.count, missed.skipped, missed.last_ms),
+        (50, 49, 99_000)
+    );
     assert_eq!(plan.next, Some(106_000));
+}
+
+#[test]
+fn a_job_threshold_overrides_the_cluster_one() {
+    let s = Schedule::FixRate(60_000);
+    // 9 s late: a misfire by the cluster's 5 s, not by the job's 30 s.
+    let plan = plan_claim(
+        &s,
+        MisfireRule::DoNothing,
+        Some(30_000),
+        1_000,
+        window(10_000),
+    );
+    assert_eq!(plan.fires, vec![1_000]);
+    assert_eq!(plan.missed, None);
+    // 2 s late: a misfire by the job's 1 s.
+    let plan = plan_claim(
+        &s,
+        MisfireRule::DoNothing,
+        Some(1_000),
+        8_000,
+        window(10_000),
+    );
+    assert_eq!(plan.fires, Vec::<i64>::new());
+    assert!(plan.missed.expect("missed").misfire);
+}
+
+#[test]
+fn a_fixed_delay_fires_once_and_waits_for_its_result() {
+    let s = Schedule::parse("FIX_DELAY", "30s", Tz::UTC).unwrap();
+    assert_eq!(s.first_after(1_000), Some(31_000));
+    assert_eq!(
+        s.next_after(31_000),
+        None,
+        "the result monitor sets the next"
+    );
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 11_000, window(10_000));
+    assert_eq!((plan.fires, plan.next), (vec![11_000], None));
+    // Skipped by a misfire, nothing runs, so no result re-arms it: the
+    // claim does, one delay from now.
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 1_000, window(10_000));
+    assert_eq!((plan.fires, plan.next), (Vec::<i64>::new(), Some(40_000)));
+    let plan = plan_claim(&s, MisfireRule::FireOnceNow, None, 1_000, window(10_000));
+    assert_eq!((plan.fires, plan.next), (vec![10_000], None));
+    assert_eq!(s.preview(0, 3), vec![30_000, 60_000, 90_000]);
+}
+
+#[test]
+fn a_preview_lists_the_next_fires_in_the_jobs_zone() {
+    let shanghai: Tz = "Asia/Shanghai".parse().unwrap();
+    let s = Schedule::parse("CRON", "0 0 2 * * ?", shanghai).unwrap();
+    // 02:00 in Shanghai is 18:00 UTC the day before.
+    assert_eq!(
+        s.preview(ms("2026-11-21 19:00:00"), 2)
+            .into_iter()
+            .map(fmt)
+            .collect::<Vec<_>>(),
+        ["2026-11-22 18:00:00", "2026-11-23 18:00:00"]
+    );
+    assert!(Schedule::None.preview(0, 5).is_empty());
+}
+
+#[test]
+fn an_unknown_zone_names_the_field() {
+    let err = parse_zone("zone", "Mars/Olympus").unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("zone"));
+    assert!(err.message.contains("Mars/Olympus"), "{err}");
 }
 
 #[test]
@@ -260,7 +377,7 @@ fn max_fires_bounds_a_fast_schedule() {
         max_fires: 3,
         ..window(0)
     };
-    let plan = plan_claim(&s, MisfireRule::DoNothing, 0, w);
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 0, w);
     assert_eq!(plan.fires, vec![0, 10, 20]);
     assert_eq!(plan.next, Some(30));
 }
@@ -270,6 +387,7 @@ fn schedule_none_leaves_the_due_set() {
     let plan = plan_claim(
         &Schedule::None,
         MisfireRule::DoNothing,
+        None,
         10_000,
         window(10_000),
     );

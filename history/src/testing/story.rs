@@ -59,7 +59,9 @@ pub fn group(app: &str, title: &str, updated_ms: i64) -> Event {
 pub fn job(id: u64, params: &str, updated_ms: i64) -> Event {
     let job = Job {
         schedule_conf: "0/5 * * * * ?".into(),
+        zone: "UTC".into(),
         misfire: Misfire::FireOnceNow,
+        misfire_threshold_ms: None,
         routing: Routing::Round,
         block: BlockStrategy::DiscardLater,
         handler: "echo".into(),

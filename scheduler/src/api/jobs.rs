@@ -16,9 +16,12 @@ use rondo_core::{Error, Event, Job, JobSpec, TriggerType, clock};
 use rondo_dispatcher::Fire;
 use serde::Serialize;
 
+use rondo_core::schedule::MissedFires;
+
 use super::auth::Caller;
 use super::doc::ApiErrors;
 use super::input::{parse_body, parse_id, query_usize};
+use super::schedules::{NextFires, count_param};
 use super::state::{ApiResult, AppState};
 
 /// A job with its next fire, as the API returns it.
@@ -133,7 +136,7 @@ fn first_fire(job: &Job) -> Result<Option<i64>, Error> {
     if !job.enabled {
         return Ok(None);
     }
-    Ok(job.schedule()?.next_after(clock::now_ms()))
+    Ok(job.schedule()?.first_after(clock::now_ms()))
 }
 
 /// Saves a job and announces it, with the audit record of `action`.
@@ -187,7 +190,10 @@ pub(super) async fn create_job(
     Extension(caller): Extension<Caller>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
-    let spec = parse_body::<JobSpec>(&body)?;
+    let mut spec = parse_body::<JobSpec>(&body)?;
+    if spec.zone.is_none() {
+        spec.zone = Some(s.default_zone.name().to_owned());
+    }
     // Validate before taking an id, so bad input consumes nothing.
     let probe = spec.clone().validate(0, 0, None)?;
     caller.require(Access::OperateGroup(&probe.group), "group")?;
@@ -289,6 +295,7 @@ pub(super) async fn update_job(
     check_children(&s, &caller, &job).await?;
     let reschedule = job.schedule_type != old.schedule_type
         || job.schedule_conf != old.schedule_conf
+        || job.zone != old.zone
         || job.enabled != old.enabled;
     let next = if reschedule {
         first_fire(&job)?
@@ -300,6 +307,44 @@ pub(super) async fn update_job(
         job,
         next_fire_ms: next,
     }))
+}
+
+/// A job's next fires, in UTC and in its zone (from now; a stopped job's
+/// are those it would have).
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/next", tag = "jobs",
+    params(JobIdParam,
+        ("count" = Option<u32>, Query, description = "Fires to list (default 5).", minimum = 1, maximum = 100)),
+    responses((status = 200, description = "The next fires.", body = NextFires), ApiErrors))]
+pub(super) async fn next_fires(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<NextFires>> {
+    let count = count_param(&q)?;
+    let job = readable_job(&s, &caller, &id).await?;
+    let schedule = job.schedule()?;
+    Ok(Json(NextFires::of(
+        &schedule,
+        job.schedule_type.as_str(),
+        &job.schedule_conf,
+        clock::now_ms(),
+        count,
+    )))
+}
+
+/// The fires a job missed: claimed late (misfires, late claims) or lost
+/// with a dead node, how many never ran, and the last 20 occurrences.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/misfires", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 200, description = "What the job missed.", body = MissedFires), ApiErrors))]
+pub(super) async fn job_misfires(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MissedFires>> {
+    let job = readable_job(&s, &caller, &id).await?;
+    Ok(Json(s.store.missed_fires(job.id).await?))
 }
 
 /// Deletes a job (its logs stay until retention drops them).

@@ -29,6 +29,7 @@ mod jobs;
 mod logs;
 mod metrics;
 mod reports;
+mod schedules;
 mod session;
 mod state;
 mod tokens;
@@ -78,6 +79,9 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::start_job))
         .routes(routes!(jobs::stop_job))
         .routes(routes!(jobs::trigger_job))
+        .routes(routes!(jobs::next_fires))
+        .routes(routes!(jobs::job_misfires))
+        .routes(routes!(schedules::preview))
         .routes(routes!(logs::job_logs))
         .routes(routes!(logs::trigger_log))
         .routes(routes!(logs::kill_trigger))

@@ -29,14 +29,20 @@ pub(super) async fn reports(
     if days == 0 {
         return Err(Error::invalid("days", format!("must be between 1 and {max}")).into());
     }
-    let rows = s.history.report(days as u32).await?;
-    Ok(Json(Report { days, items: rows }))
+    let rows = s.history.report(days as u32, s.report_zone).await?;
+    Ok(Json(Report {
+        days,
+        zone: s.report_zone.name().to_owned(),
+        items: rows,
+    }))
 }
 
 /// The daily report.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct Report {
     days: usize,
+    /// The zone whose calendar days are counted (`report_zone`).
+    zone: String,
     items: Vec<ReportRow>,
 }
 

@@ -36,6 +36,10 @@ pub struct AppState {
     pub auth: Arc<super::auth::Auth>,
     /// `scheduler.metrics_public`: `/metrics` needs no credentials.
     pub metrics_public: bool,
+    /// The cluster's `zone`: jobs created without one get it.
+    pub default_zone: chrono_tz::Tz,
+    /// The config's `report_zone`: the days the daily report counts.
+    pub report_zone: chrono_tz::Tz,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

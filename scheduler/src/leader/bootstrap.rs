@@ -292,7 +292,7 @@ pub fn first_due(job: &Job, now_ms: i64) -> Result<Option<i64>, Error> {
     if !job.enabled {
         return Ok(None);
     }
-    let Some(next) = job.schedule()?.next_after(now_ms) else {
+    let Some(next) = job.schedule()?.first_after(now_ms) else {
         return Ok(None);
     };
     Ok(Some(match job.misfire.rule() {

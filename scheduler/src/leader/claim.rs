@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
-use rondo_core::schedule::{ClaimWindow, plan_claim};
+use rondo_core::schedule::{ClaimWindow, MissedRecord, plan_claim};
 use rondo_core::{Error, ErrorKind, Job, clock};
 use rondo_history::History;
 use tokio::sync::watch;
@@ -224,6 +224,8 @@ fn plan_item(
         next: None,
         node,
         fires: Vec::new(),
+        misfire_fire: None,
+        missed: None,
     };
     let Some(job) = job.filter(|j| j.enabled) else {
         tracing::warn!(
@@ -239,11 +241,40 @@ fn plan_item(
             return empty;
         }
     };
-    let plan = plan_claim(&schedule, job.misfire.rule(), score, window);
-    if let Some(late) = plan.misfired {
-        report.misfires += 1;
-        tracing::warn!(job_id = id, fire_ms = late, late_ms = window.now_ms - late, strategy = %job.misfire, "misfire");
-    }
+    let threshold = job.misfire_threshold();
+    let plan = plan_claim(&schedule, job.misfire.rule(), threshold, score, window);
+    let missed = plan.missed.as_ref().map(|m| {
+        if m.misfire {
+            report.misfires += 1;
+        }
+        tracing::warn!(
+            job_id = id,
+            first_ms = m.first_ms,
+            late_ms = window.now_ms - m.first_ms,
+            missed = m.count,
+            skipped = m.skipped,
+            misfire = m.misfire,
+            strategy = %job.misfire,
+            "job found late"
+        );
+        let record = MissedRecord {
+            detected_ms: window.now_ms,
+            first_ms: m.first_ms,
+            last_ms: m.last_ms,
+            count: m.count,
+            skipped: m.skipped,
+            cause: if m.misfire { "MISFIRE" } else { "LATE" }.to_owned(),
+            strategy: job.misfire.as_str().to_owned(),
+            threshold_ms: threshold.unwrap_or(window.misfire_threshold_ms),
+            fired_ms: if m.misfire {
+                plan.misfire_fire
+            } else {
+                Some(m.first_ms)
+            },
+        };
+        let json = serde_json::to_string(&record).expect("a record serializes");
+        (m.skipped, json)
+    });
     report.fires += plan.fires.len() as u64;
     ClaimItem {
         job_id: id,
@@ -251,6 +282,8 @@ fn plan_item(
         next: plan.next,
         node,
         fires: plan.fires,
+        misfire_fire: plan.misfire_fire,
+        missed,
     }
 }
 

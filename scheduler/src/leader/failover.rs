@@ -21,7 +21,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use rondo_core::names::parse_ring_member;
+use rondo_core::names::{MISFIRE_SUFFIX, is_misfire_member, parse_ring_member};
+use rondo_core::schedule::MissedRecord;
 use rondo_core::{Error, Job, Misfire};
 
 use super::assign::pick_node;
@@ -49,38 +50,99 @@ pub fn plan_moves(
         member: member.to_owned(),
         target: None,
         score,
+        rename: None,
+        missed: None,
     };
+    let threshold = |job: &Job| job.misfire_threshold().unwrap_or(misfire_threshold_ms);
+    let late = |job: &Job, score: i64| now_ms - score > threshold(job);
     // The latest late member of each FIRE_ONCE_NOW job is the one fired now.
     let mut fire_now: HashMap<u64, (i64, &str)> = HashMap::new();
-    let late = |score: i64| now_ms - score > misfire_threshold_ms;
     for (member, score) in members {
         let Some((job_id, fire_ms)) = parse_ring_member(member) else {
             continue;
         };
-        let once_now = jobs
-            .get(&job_id)
-            .is_some_and(|j| j.enabled && j.misfire == Misfire::FireOnceNow);
-        if once_now && late(*score) && fire_now.get(&job_id).is_none_or(|(f, _)| *f < fire_ms) {
+        let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
+            continue;
+        };
+        if job.misfire == Misfire::FireOnceNow
+            && late(job, *score)
+            && fire_now.get(&job_id).is_none_or(|(f, _)| *f < fire_ms)
+        {
             fire_now.insert(job_id, (fire_ms, member));
         }
     }
     let chosen: HashSet<&str> = fire_now.values().map(|(_, m)| *m).collect();
-    members
+    let mut moves: Vec<Move> = members
         .iter()
         .map(|(member, score)| {
             let Some((job_id, _)) = parse_ring_member(member) else { return drop(member, *score) };
             let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else { return drop(member, *score) };
             let target = Some(pick_node(job.id, live));
-            if !late(*score) {
-                return Move { member: member.clone(), target, score: *score };
+            if !late(job, *score) {
+                return Move { member: member.clone(), target, score: *score, rename: None, missed: None };
             }
             if chosen.contains(member.as_str()) {
-                return Move { member: member.clone(), target, score: now_ms };
+                // Renamed to a misfire member (trigger type MISFIRE), its
+                // fire instant kept so its trigger id does not change.
+                let rename = (!is_misfire_member(member))
+                    .then(|| format!("{member}{MISFIRE_SUFFIX}"));
+                return Move { member: member.clone(), target, score: now_ms, rename, missed: None };
             }
             tracing::warn!(job_id, member = %member, late_ms = now_ms - score, strategy = %job.misfire, "misfire of a dead node's fire");
             drop(member, *score)
         })
-        .collect()
+        .collect();
+    attach_missed(&mut moves, jobs, now_ms, misfire_threshold_ms);
+    moves
+}
+
+/// Gives each job with late members one record of what it missed, carried
+/// by the first of its late moves (the script records it only if it moves
+/// or drops that member, so a retried call does not count it twice).
+fn attach_missed(
+    moves: &mut [Move],
+    jobs: &HashMap<u64, Arc<Job>>,
+    now_ms: i64,
+    misfire_threshold_ms: i64,
+) {
+    // Per job: index of the carrying move, the late fires, the dropped ones
+    // and the one fired now.
+    let mut per_job: HashMap<u64, (usize, Vec<i64>, u64, Option<i64>)> = HashMap::new();
+    for (i, m) in moves.iter().enumerate() {
+        let Some((job_id, fire_ms)) = parse_ring_member(&m.member) else {
+            continue;
+        };
+        let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
+            continue;
+        };
+        let threshold = job.misfire_threshold().unwrap_or(misfire_threshold_ms);
+        if now_ms - fire_ms <= threshold {
+            continue;
+        }
+        let entry = per_job.entry(job_id).or_insert((i, Vec::new(), 0, None));
+        entry.1.push(fire_ms);
+        if m.target.is_none() {
+            entry.2 += 1;
+        } else {
+            entry.3 = Some(fire_ms);
+        }
+    }
+    for (job_id, (carrier, fires, skipped, fired)) in per_job {
+        let job = &jobs[&job_id];
+        let record = MissedRecord {
+            detected_ms: now_ms,
+            first_ms: fires.iter().copied().min().unwrap_or(now_ms),
+            last_ms: fires.iter().copied().max().unwrap_or(now_ms),
+            count: fires.len() as u64,
+            skipped,
+            cause: "NODE_LOST".to_owned(),
+            strategy: job.misfire.as_str().to_owned(),
+            threshold_ms: job.misfire_threshold().unwrap_or(misfire_threshold_ms),
+            fired_ms: fired,
+        };
+        let json = serde_json::to_string(&record).expect("a record serializes");
+        moves[carrier].missed = Some((skipped, json));
+    }
 }
 
 /// Moves every dead node's ring members to live nodes.
@@ -169,7 +231,9 @@ mod tests {
             vec![Move {
                 member: "1:10000".into(),
                 target: Some(pick_node(1, &live())),
-                score: 10_000
+                score: 10_000,
+                rename: None,
+                missed: None,
             }]
         );
     }
@@ -179,6 +243,28 @@ mod tests {
         let jobs = HashMap::from([(1, job(1, "DO_NOTHING", true))]);
         let moves = plan_moves(&[("1:1000".into(), 1_000)], &jobs, &live(), 12_000, 5_000);
         assert_eq!(moves[0].target, None);
+        let (skipped, record) = moves[0].missed.clone().expect("a missed record");
+        let record: MissedRecord = serde_json::from_str(&record).unwrap();
+        assert_eq!(skipped, 1);
+        assert_eq!(
+            (
+                record.cause.as_str(),
+                record.first_ms,
+                record.count,
+                record.fired_ms
+            ),
+            ("NODE_LOST", 1_000, 1, None)
+        );
+    }
+
+    #[test]
+    fn a_jobs_own_threshold_decides_lateness_in_a_failover() {
+        let mut patient = (*job(1, "DO_NOTHING", true)).clone();
+        patient.misfire_threshold_ms = Some(60_000);
+        let jobs = HashMap::from([(1, Arc::new(patient))]);
+        let moves = plan_moves(&[("1:1000".into(), 1_000)], &jobs, &live(), 12_000, 5_000);
+        assert_eq!((moves[0].target.is_some(), moves[0].score), (true, 1_000));
+        assert_eq!(moves[0].missed, None);
     }
 
     #[test]
@@ -195,6 +281,17 @@ mod tests {
             (moves[1].target.is_some(), moves[1].score),
             (true, 12_000),
             "latest late fire fires now"
+        );
+        assert_eq!(
+            moves[1].rename.as_deref(),
+            Some("1:2000:m"),
+            "as a MISFIRE, with its own trigger id"
+        );
+        let (skipped, record) = moves[0].missed.clone().expect("one record, on the first");
+        let record: MissedRecord = serde_json::from_str(&record).unwrap();
+        assert_eq!(
+            (skipped, record.count, record.fired_ms),
+            (1, 2, Some(2_000))
         );
         assert_eq!(
             (moves[2].target.is_some(), moves[2].score),

@@ -522,7 +522,10 @@ impl Reaper {
         );
         if let Some(job) = job
             && scheduled
-            && late_ms > self.config.scheduler.misfire_threshold_ms
+            && late_ms
+                > job
+                    .misfire_threshold()
+                    .unwrap_or(self.config.scheduler.misfire_threshold_ms)
         {
             let folded = match job.misfire.rule() {
                 MisfireRule::DoNothing => Some("DO_NOTHING skips it".to_owned()),

@@ -322,6 +322,21 @@ impl Monitor {
         if decision.alarm {
             self.alarm(job, &ended).await?;
         }
+        if let Some(next) = decision.rearm {
+            // Counted once per scheduled fire (its instant), however many
+            // of its endings arrive (redeliveries, broadcast shards).
+            let armed = self
+                .store
+                .rearm_fix_delay(job.id, ended.fire_ms, next)
+                .await?;
+            tracing::debug!(
+                job_id = job.id,
+                trigger_id = ended.trigger_id,
+                next,
+                armed,
+                "fixed delay: next fire"
+            );
+        }
         self.state.mark_handled(ended.trigger_id).await?;
         self.state.forget(ended.job_id, ended.trigger_id).await
     }
@@ -404,6 +419,7 @@ fn ended(event: &Event) -> Option<Ended<'_>> {
                 success: r.is_success(),
                 retryable: r.retryable,
                 retry_count: trigger_id::retry_count(&r.trigger_id),
+                scheduled: trigger_id::is_scheduled(&r.trigger_id),
             },
             trigger: None,
         }),
@@ -420,6 +436,7 @@ fn ended(event: &Event) -> Option<Ended<'_>> {
                     success: false,
                     retryable: true,
                     retry_count: t.retry_count,
+                    scheduled: trigger_id::is_scheduled(&t.trigger_id),
                 },
                 trigger: Some(t.clone()),
             })

@@ -45,7 +45,11 @@ impl Firing {
     }
 
     async fn fire_one(self: Arc<Self>, entry: Entry) {
-        let fire = Fire::scheduled(entry.job.clone(), entry.fire_ms);
+        let fire = if entry.misfire {
+            Fire::misfire(entry.job.clone(), entry.fire_ms)
+        } else {
+            Fire::scheduled(entry.job.clone(), entry.fire_ms)
+        };
         let outcome = match self.dispatcher.dispatch(&fire).await {
             Ok(dispatched) => self
                 .acks

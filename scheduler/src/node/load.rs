@@ -80,6 +80,7 @@ impl Firing {
                 .insert(member.clone());
             let entry = Entry {
                 partition,
+                misfire: rondo_core::names::is_misfire_member(&member),
                 member,
                 job: job.clone(),
                 fire_ms,

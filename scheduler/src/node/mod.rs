@@ -44,6 +44,8 @@ struct Entry {
     member: String,
     job: Arc<Job>,
     fire_ms: i64,
+    /// A misfire fired now (trigger type `MISFIRE`), not a scheduled fire.
+    misfire: bool,
     attempt: u32,
 }
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use deadpool_redis::Pool;
 use redis::{AsyncCommands, Script};
 use rondo_core::model::Group;
+use rondo_core::schedule::MissedFires;
 use rondo_core::{Error, ErrorKind, Job, Names};
 
 /// Field of `job:<id>` holding the definition.
@@ -39,6 +40,10 @@ pub struct ClaimItem {
     /// Index into the node list passed with the claim.
     pub node: usize,
     pub fires: Vec<i64>,
+    /// The fire in `fires` that is a misfire fired now (`MISFIRE`).
+    pub misfire_fire: Option<i64>,
+    /// Fires the job missed: how many never ran, and the record kept.
+    pub missed: Option<(u64, String)>,
 }
 
 #[derive(Clone)]
@@ -46,6 +51,7 @@ pub struct Store {
     pool: Pool,
     names: Names,
     claim: Arc<Script>,
+    rearm: Arc<Script>,
     raise_term: Arc<Script>,
     reassign: Arc<Script>,
 }
@@ -55,9 +61,18 @@ impl Store {
         Store {
             pool,
             names,
-            claim: Arc::new(fenced(include_str!("../../lua/claim.lua"))),
+            claim: Arc::new(fenced(&format!(
+                "{}\n{}",
+                include_str!("../../lua/missed.lua"),
+                include_str!("../../lua/claim.lua")
+            ))),
             raise_term: Arc::new(Script::new(include_str!("../../lua/raise_term.lua"))),
-            reassign: Arc::new(fenced(include_str!("../../lua/reassign.lua"))),
+            rearm: Arc::new(Script::new(include_str!("../../lua/rearm.lua"))),
+            reassign: Arc::new(fenced(&format!(
+                "{}\n{}",
+                include_str!("../../lua/missed.lua"),
+                include_str!("../../lua/reassign.lua")
+            ))),
         }
     }
 
@@ -238,9 +253,49 @@ impl Store {
             .del(self.names.route_lfu(job.id))
             .ignore()
             .del(self.names.route_lru(job.id))
+            .ignore()
+            .hdel(self.names.misfires(self.names.partition_of(job.id)), job.id)
+            .ignore()
+            .hdel(self.names.delays(self.names.partition_of(job.id)), job.id)
             .ignore();
         let _: () = pipe.query_async(&mut self.conn().await?).await?;
         Ok(())
+    }
+
+    /// Sets a `FIX_DELAY` job's next fire after the final ending of its
+    /// scheduled fire `fire_ms`, once per fire: a second ending of the same
+    /// fire (a redelivery, another shard) or of an older one changes
+    /// nothing, nor does it when the job is in the due set already (a save
+    /// re-armed it). True when it armed the job.
+    pub async fn rearm_fix_delay(
+        &self,
+        id: u64,
+        fire_ms: i64,
+        next_ms: i64,
+    ) -> Result<bool, Error> {
+        let p = self.names.partition_of(id);
+        let armed: i64 = self
+            .rearm
+            .key(self.names.due(p))
+            .key(self.names.delays(p))
+            .arg(id)
+            .arg(fire_ms)
+            .arg(next_ms)
+            .invoke_async(&mut self.conn().await?)
+            .await?;
+        Ok(armed == 1)
+    }
+
+    /// The fires job `id` missed (counted by the claims and failovers that
+    /// found it late), if it ever missed one.
+    pub async fn missed_fires(&self, id: u64) -> Result<MissedFires, Error> {
+        let key = self.names.misfires(self.names.partition_of(id));
+        let text: Option<String> = self.conn().await?.hget(key, id).await?;
+        let Some(text) = text else {
+            return Ok(MissedFires::default());
+        };
+        serde_json::from_str(&text)
+            .map_err(|e| Error::internal(format!("misfires of job {id}: {e}")))
     }
 
     /// The job's next fire (its due score), if scheduled.
@@ -296,7 +351,8 @@ impl Store {
         let mut inv = self.claim.prepare_invoke();
         inv.key(self.names.term(partition))
             .key(self.names.due(partition))
-            .key(self.names.ring_owners(partition));
+            .key(self.names.ring_owners(partition))
+            .key(self.names.misfires(partition));
         for node in nodes {
             inv.key(self.names.ring(partition, node));
         }
@@ -307,13 +363,20 @@ impl Store {
         for item in items {
             debug_assert!(item.node < nodes.len());
             let next = item.next.map(|n| n.to_string()).unwrap_or_default();
+            let (skipped, record) = item.missed.clone().unwrap_or_default();
             inv.arg(item.job_id)
                 .arg(item.expected_score)
                 .arg(next)
-                .arg(item.node + 4)
+                .arg(item.node + 5)
+                .arg(skipped)
+                .arg(record)
                 .arg(item.fires.len());
             for fire in &item.fires {
-                inv.arg(*fire);
+                if item.misfire_fire == Some(*fire) {
+                    inv.arg(format!("{fire}{}", rondo_core::names::MISFIRE_SUFFIX));
+                } else {
+                    inv.arg(*fire);
+                }
             }
         }
         let (claimed, skipped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
@@ -402,6 +465,12 @@ pub struct Move {
     pub target: Option<usize>,
     /// Its score in the target ring (when it should fire).
     pub score: i64,
+    /// Its name in the target ring, if not its own (a late fire fired now
+    /// as a misfire).
+    pub rename: Option<String>,
+    /// Fires its job missed (how many never ran, and the record), counted
+    /// when this member is moved or dropped.
+    pub missed: Option<(u64, String)>,
 }
 
 impl Store {
@@ -440,7 +509,8 @@ impl Store {
         let mut inv = self.reassign.prepare_invoke();
         inv.key(self.names.term(partition))
             .key(self.names.ring(partition, dead))
-            .key(self.names.ring_owners(partition));
+            .key(self.names.ring_owners(partition))
+            .key(self.names.misfires(partition));
         for node in targets {
             inv.key(self.names.ring(partition, node));
         }
@@ -449,9 +519,13 @@ impl Store {
             inv.arg(node);
         }
         for m in moves {
+            let (skipped, record) = m.missed.clone().unwrap_or_default();
             inv.arg(&m.member)
-                .arg(m.target.map_or(0, |t| t + 4))
-                .arg(m.score);
+                .arg(m.target.map_or(0, |t| t + 5))
+                .arg(m.score)
+                .arg(m.rename.as_deref().unwrap_or(""))
+                .arg(skipped)
+                .arg(record);
         }
         let (moved, dropped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
         Ok((moved, dropped))
