@@ -115,14 +115,6 @@ impl Schedule {
         }
         fires
     }
-
-    /// The zone cron fields are read in (UTC for the other kinds).
-    pub fn zone(&self) -> Tz {
-        match self {
-            Schedule::Cron(_, zone) => *zone,
-            _ => Tz::UTC,
-        }
-    }
 }
 
 fn parse_quartz(conf: &str, zone: Tz) -> Result<Cron, Error> {

@@ -324,10 +324,11 @@ pub(super) async fn next_fires(
     let count = count_param(&q)?;
     let job = readable_job(&s, &caller, &id).await?;
     let schedule = job.schedule()?;
+    let zone = rondo_core::schedule::parse_zone("zone", &job.zone)?;
     Ok(Json(NextFires::of(
         &schedule,
-        job.schedule_type.as_str(),
-        &job.schedule_conf,
+        zone,
+        (job.schedule_type.as_str(), &job.schedule_conf),
         clock::now_ms(),
         count,
     )))

@@ -42,7 +42,7 @@ pub(super) struct NextFires {
     #[schema(value_type = ScheduleType)]
     pub schedule_type: String,
     pub schedule_conf: String,
-    /// The IANA zone cron fields are read in.
+    /// The IANA zone cron fields are read in, and `local` is shown in.
     pub zone: String,
     /// From this instant on (ms; now).
     pub from_ms: i64,
@@ -52,14 +52,16 @@ pub(super) struct NextFires {
 }
 
 impl NextFires {
+    /// The next `count` fires of `schedule` from `from_ms`, shown in
+    /// `zone` (the job's; rates and delays are durations, but a user still
+    /// reads their instants on a wall clock).
     pub(super) fn of(
         schedule: &Schedule,
-        ty: &str,
-        conf: &str,
+        zone: Tz,
+        (ty, conf): (&str, &str),
         from_ms: i64,
         count: usize,
     ) -> Self {
-        let zone = schedule.zone();
         NextFires {
             schedule_type: ty.to_owned(),
             schedule_conf: conf.to_owned(),
@@ -136,8 +138,8 @@ pub(super) async fn preview(State(s): State<AppState>, body: Bytes) -> ApiResult
     let schedule = Schedule::parse(ty.as_str(), &conf, zone)?;
     Ok(Json(NextFires::of(
         &schedule,
-        ty.as_str(),
-        &conf,
+        zone,
+        (ty.as_str(), &conf),
         clock::now_ms(),
         count,
     )))
