@@ -283,6 +283,17 @@ enum JobCmd {
     Misfires {
         id: String,
     },
+    /// The saved versions of a script job's script, newest first.
+    Scripts {
+        id: String,
+    },
+    /// Makes an old version of the script the current one (a new version).
+    RestoreScript {
+        id: String,
+        version: u32,
+        #[arg(long)]
+        remark: Option<String>,
+    },
 }
 
 #[derive(Args)]
@@ -345,6 +356,19 @@ struct JobArgs {
     /// URL POSTed when a trigger fails ("" clears).
     #[arg(long)]
     alarm_webhook: Option<String>,
+    /// BEAN (run --handler) or a script type: GLUE_SHELL, GLUE_PYTHON,
+    /// GLUE_NODEJS, GLUE_POWERSHELL, GLUE_PHP.
+    #[arg(long)]
+    glue_type: Option<String>,
+    /// The script's source.
+    #[arg(long, conflicts_with = "glue_file")]
+    glue_source: Option<String>,
+    /// The script's source, read from a file.
+    #[arg(long)]
+    glue_file: Option<std::path::PathBuf>,
+    /// A remark kept with this version of the script.
+    #[arg(long)]
+    glue_remark: Option<String>,
     /// Create the job stopped.
     #[arg(long)]
     stopped: bool,
@@ -390,6 +414,15 @@ impl JobArgs {
         }
         put("alarm_email", self.alarm_email.clone().map(Value::from));
         put("alarm_webhook", self.alarm_webhook.clone().map(Value::from));
+        put("glue_type", self.glue_type.clone().map(Value::from));
+        put("glue_source", self.glue_source.clone().map(Value::from));
+        if let Some(path) = &self.glue_file {
+            // Read at parse time would hide the path from the error; an
+            // unreadable file becomes an empty script the API refuses.
+            let source = std::fs::read_to_string(path).unwrap_or_default();
+            put("glue_source", Some(source.into()));
+        }
+        put("glue_remark", self.glue_remark.clone().map(Value::from));
         if self.stopped {
             put("enabled", Some(false.into()));
         }
@@ -626,6 +659,16 @@ fn request(
                 None,
             ),
             JobCmd::Misfires { id } => (M::GET, format!("/api/v1/jobs/{id}/misfires"), None),
+            JobCmd::Scripts { id } => (M::GET, format!("/api/v1/jobs/{id}/scripts"), None),
+            JobCmd::RestoreScript {
+                id,
+                version,
+                remark,
+            } => (
+                M::POST,
+                format!("/api/v1/jobs/{id}/scripts/{version}/restore"),
+                Some(json!({ "remark": remark })),
+            ),
         },
         Command::Schedule(ScheduleCmd::Preview {
             cron,
@@ -727,6 +770,9 @@ mod tests {
             retry_backoff_s: Some(0),
             alarm_email: Some(String::new()),
             alarm_webhook: Some(String::new()),
+            glue_type: Some(String::new()),
+            glue_source: Some(String::new()),
+            glue_remark: Some(String::new()),
             enabled: Some(false),
         };
         let model: Vec<String> = match serde_json::to_value(all).unwrap() {
@@ -757,6 +803,12 @@ mod tests {
             "FIRE_ONCE_NOW",
             "--misfire-threshold-ms",
             "60000",
+            "--glue-type",
+            "GLUE_PYTHON",
+            "--glue-source",
+            "print(1)",
+            "--glue-remark",
+            "r",
             "--timeout",
             "5",
             "--retries",
@@ -829,6 +881,12 @@ mod tests {
                 "Europe/Berlin",
                 "--misfire-threshold-ms",
                 "1000",
+                "--glue-type",
+                "GLUE_SHELL",
+                "--glue-source",
+                "echo hi",
+                "--glue-remark",
+                "first",
                 "--timeout",
                 "5",
                 "--retries",
@@ -871,6 +929,12 @@ mod tests {
                 "Europe/Berlin",
                 "--misfire-threshold-ms",
                 "1000",
+                "--glue-type",
+                "GLUE_SHELL",
+                "--glue-source",
+                "echo hi",
+                "--glue-remark",
+                "first",
                 "--timeout",
                 "5",
                 "--retries",
@@ -891,6 +955,8 @@ mod tests {
             &["job", "logs", "1", "--limit", "3"],
             &["job", "next", "1", "--count", "3"],
             &["job", "misfires", "1"],
+            &["job", "scripts", "1"],
+            &["job", "restore-script", "1", "2", "--remark", "back"],
             &[
                 "schedule",
                 "preview",

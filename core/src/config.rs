@@ -372,6 +372,14 @@ pub struct ExecutorConfig {
     /// offered. Off by default: with them on, whoever may create a job in
     /// this executor's group may run any command on its host.
     pub command_handlers: bool,
+    /// Interpreters this executor runs script jobs with (XXL-JOB's GLUE):
+    /// any of `sh`, `python3`, `node`, `pwsh`, `php`. Empty by default: as
+    /// with `command_handlers`, whoever may create a job in this group may
+    /// then run any script on this host. One not installed is skipped with
+    /// a warning at start. In the environment: a comma-separated list
+    /// (`RONDO_EXECUTOR_SCRIPT_HANDLERS=sh,python3`).
+    #[serde(deserialize_with = "list_or_csv")]
+    pub script_handlers: Vec<String>,
 }
 
 impl Default for ExecutorConfig {
@@ -385,6 +393,7 @@ impl Default for ExecutorConfig {
             log_flush_ms: 500,
             shutdown_grace_ms: 10_000,
             command_handlers: false,
+            script_handlers: Vec::new(),
         }
     }
 }
@@ -511,6 +520,13 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "alarm.smtp_tls must be none, starttls or tls".into(),
             ));
+        }
+        for name in &self.executor.script_handlers {
+            if crate::model::GlueType::by_interpreter(name).is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "executor.script_handlers: unknown interpreter {name:?}; expected any of sh, python3, node, pwsh, php"
+                )));
+            }
         }
         self.check_auth()?;
         self.check_default_secrets()?;
@@ -686,6 +702,26 @@ fn apply_override(root: &mut toml::Table, var: &str, value: &str) -> Result<(), 
     };
     table.insert(key, parsed);
     Ok(())
+}
+
+/// A list key given as a TOML array or as one comma-separated string (what
+/// an environment variable holds).
+fn list_or_csv<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrCsv {
+        List(Vec<String>),
+        Csv(String),
+    }
+    Ok(match ListOrCsv::deserialize(d)? {
+        ListOrCsv::List(list) => list,
+        ListOrCsv::Csv(text) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    })
 }
 
 /// Environment values are strings; numbers and booleans are read as such so

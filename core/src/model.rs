@@ -112,6 +112,54 @@ named_enum!(
     }
 );
 
+named_enum!(
+    /// What a job runs (XXL-JOB's `glue_type`): a handler of the executor
+    /// (`BEAN`), or a script kept with the job. XXL-JOB's `GLUE_GROOVY`
+    /// runs inside its Java executor and has no rondo equivalent.
+    #[derive(Default)]
+    GlueType {
+        #[default]
+        Bean = "BEAN",
+        Shell = "GLUE_SHELL",
+        Python = "GLUE_PYTHON",
+        NodeJs = "GLUE_NODEJS",
+        PowerShell = "GLUE_POWERSHELL",
+        Php = "GLUE_PHP",
+    }
+);
+
+impl GlueType {
+    /// The interpreter a script runs with, for a script type.
+    pub fn interpreter(self) -> Option<&'static str> {
+        match self {
+            GlueType::Bean => None,
+            GlueType::Shell => Some("sh"),
+            GlueType::Python => Some("python3"),
+            GlueType::NodeJs => Some("node"),
+            GlueType::PowerShell => Some("pwsh"),
+            GlueType::Php => Some("php"),
+        }
+    }
+
+    /// The handler name executors register a script type under:
+    /// `script:<interpreter>`.
+    pub fn handler(self) -> Option<String> {
+        self.interpreter().map(|i| format!("script:{i}"))
+    }
+
+    /// The script types, by interpreter name (`sh`, `python3`, …).
+    pub fn by_interpreter(name: &str) -> Option<GlueType> {
+        Self::NAMES
+            .iter()
+            .filter_map(|n| GlueType::parse("glue_type", n).ok())
+            .find(|g| g.interpreter() == Some(name))
+    }
+}
+
+/// The largest script kept with a job (XXL-JOB's `glue_source` is a
+/// MEDIUMTEXT; a script this size belongs in the executor's image).
+pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+
 impl Misfire {
     pub fn rule(self) -> MisfireRule {
         match self {
@@ -222,6 +270,22 @@ pub struct Job {
     /// URL that receives a JSON POST when a trigger fails.
     #[serde(default)]
     pub alarm_webhook: String,
+    /// `BEAN` runs `handler`; a script type runs `glue_source`.
+    #[serde(default)]
+    pub glue_type: GlueType,
+    /// The script of a script job.
+    #[serde(default)]
+    pub glue_source: String,
+    /// The remark saved with the script's current version.
+    #[serde(default)]
+    pub glue_remark: String,
+    /// The script's version: 1 for the first, one more at every save that
+    /// changes the type or the source (0: never a script).
+    #[serde(default)]
+    pub glue_version: u32,
+    /// When the current version was saved (ms).
+    #[serde(default)]
+    pub glue_updated_ms: i64,
     pub enabled: bool,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -261,6 +325,9 @@ impl Job {
             retry_backoff_s: Some(self.retry_backoff_s),
             alarm_email: Some(self.alarm_email.clone()),
             alarm_webhook: Some(self.alarm_webhook.clone()),
+            glue_type: Some(self.glue_type.as_str().to_owned()),
+            glue_source: Some(self.glue_source.clone()),
+            glue_remark: Some(self.glue_remark.clone()),
             enabled: Some(self.enabled),
         }
     }
@@ -327,6 +394,17 @@ pub struct JobSpec {
     /// An http(s) URL that receives a JSON POST on failure.
     #[schema(max_length = 1024)]
     pub alarm_webhook: Option<String>,
+    /// Default `BEAN` (run `handler`); a script type runs `glue_source` on
+    /// executors that enable its interpreter, and `handler` is then
+    /// `script:<interpreter>` (set for you).
+    #[schema(value_type = Option<GlueType>)]
+    pub glue_type: Option<String>,
+    /// The script of a script job; at most 64 KiB.
+    #[schema(max_length = 65536)]
+    pub glue_source: Option<String>,
+    /// A remark kept with this version of the script.
+    #[schema(max_length = 255)]
+    pub glue_remark: Option<String>,
     /// Default true.
     pub enabled: Option<bool>,
 }
@@ -366,6 +444,9 @@ impl JobSpec {
             retry_backoff_s: patch.retry_backoff_s.or(self.retry_backoff_s),
             alarm_email: patch.alarm_email.or(self.alarm_email),
             alarm_webhook: patch.alarm_webhook.or(self.alarm_webhook),
+            glue_type: patch.glue_type.or(self.glue_type),
+            glue_source: patch.glue_source.or(self.glue_source),
+            glue_remark: patch.glue_remark.or(self.glue_remark),
             enabled: patch.enabled.or(self.enabled),
         }
     }
@@ -406,7 +487,45 @@ impl JobSpec {
                 format!("routing strategy {routing} is not available in this version"),
             ));
         }
-        let handler = self.handler.unwrap_or_default();
+        let glue_type = parse_glue_type(self.glue_type.as_deref())?;
+        let glue_source = self.glue_source.unwrap_or_default();
+        check_len("glue_source", &glue_source, MAX_SCRIPT_BYTES)?;
+        let glue_remark = self.glue_remark.unwrap_or_default();
+        check_len("glue_remark", &glue_remark, MAX_TEXT)?;
+        let handler = match glue_type.handler() {
+            None => {
+                let handler = self.handler.unwrap_or_default();
+                if handler.starts_with("script:") {
+                    return Err(Error::invalid(
+                        "handler",
+                        format!(
+                            "{handler:?} runs a job's script; a BEAN job names the executor's handler to run"
+                        ),
+                    ));
+                }
+                handler
+            }
+            Some(script) => {
+                if glue_source.trim().is_empty() {
+                    return Err(Error::invalid(
+                        "glue_source",
+                        format!("a {glue_type} job needs its script"),
+                    ));
+                }
+                match self.handler.as_deref() {
+                    None | Some("") => script,
+                    Some(h) if *h == script || h.starts_with("script:") => script,
+                    Some(h) => {
+                        return Err(Error::invalid(
+                            "handler",
+                            format!(
+                                "a {glue_type} job runs its script with handler {script:?}; leave handler empty (not {h:?})"
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
         validate_handler_name(&handler)?;
         let params = self.params.unwrap_or_default();
         check_len("params", &params, MAX_PARAMS_BYTES)?;
@@ -483,6 +602,15 @@ impl JobSpec {
             retry_backoff_s,
             alarm_email,
             alarm_webhook,
+            glue_version: u32::from(glue_type != GlueType::Bean),
+            glue_updated_ms: if glue_type == GlueType::Bean {
+                0
+            } else {
+                now_ms
+            },
+            glue_type,
+            glue_source,
+            glue_remark,
             enabled: self.enabled.unwrap_or(true),
             created_ms: created_ms.unwrap_or(now_ms),
             updated_ms: now_ms,
@@ -541,6 +669,42 @@ fn validate_webhook(url: &str) -> Result<(), Error> {
         ));
     }
     Ok(())
+}
+
+/// Parses a `glue_type`; XXL-JOB's `GLUE_GROOVY` is refused saying why.
+fn parse_glue_type(text: Option<&str>) -> Result<GlueType, Error> {
+    match text {
+        None | Some("") => Ok(GlueType::Bean),
+        Some("GLUE_GROOVY") => Err(Error::invalid(
+            "glue_type",
+            "GLUE_GROOVY runs Java code inside XXL-JOB's executor; rondo has no JVM: port it to a script type or a handler",
+        )),
+        Some(other) => GlueType::parse("glue_type", other),
+    }
+}
+
+impl Job {
+    /// The script version of `self` saved over `old` (the job it replaces,
+    /// `None` when new): a changed type or source is a new version (with
+    /// this save's remark and time), anything else keeps the old one.
+    pub fn versioned_after(mut self, old: Option<&Job>, now_ms: i64) -> Job {
+        let Some(old) = old else {
+            return self;
+        };
+        let changed = self.glue_type != GlueType::Bean
+            && (self.glue_type != old.glue_type || self.glue_source != old.glue_source);
+        if changed {
+            self.glue_version = old.glue_version + 1;
+            self.glue_updated_ms = now_ms;
+        } else {
+            self.glue_version = old.glue_version;
+            self.glue_updated_ms = old.glue_updated_ms;
+            if self.glue_type == old.glue_type {
+                self.glue_remark.clone_from(&old.glue_remark);
+            }
+        }
+        self
+    }
 }
 
 fn validate_handler_name(handler: &str) -> Result<(), Error> {
@@ -697,5 +861,76 @@ mod tests {
             let r = Routing::parse("routing", name).unwrap();
             assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{name}\""));
         }
+    }
+
+    #[test]
+    fn a_script_job_runs_its_script_handler_and_versions_its_changes() {
+        let script = |source: &str| JobSpec {
+            handler: None,
+            glue_type: Some("GLUE_PYTHON".into()),
+            glue_source: Some(source.into()),
+            glue_remark: Some("first".into()),
+            ..spec()
+        };
+        let v1 = script("print(1)").validate(1, 10, None).unwrap();
+        assert_eq!(
+            (v1.handler.as_str(), v1.glue_version, v1.glue_updated_ms),
+            ("script:python3", 1, 10)
+        );
+        // The same script saved again: the same version, and its remark.
+        let same = JobSpec {
+            glue_remark: Some("other".into()),
+            ..script("print(1)")
+        }
+        .validate(1, 20, Some(10))
+        .unwrap()
+        .versioned_after(Some(&v1), 20);
+        assert_eq!((same.glue_version, same.glue_remark.as_str()), (1, "first"));
+        let v2 = JobSpec {
+            glue_remark: Some("second".into()),
+            ..script("print(2)")
+        }
+        .validate(1, 30, Some(10))
+        .unwrap()
+        .versioned_after(Some(&v1), 30);
+        assert_eq!(
+            (v2.glue_version, v2.glue_updated_ms, v2.glue_remark.as_str()),
+            (2, 30, "second")
+        );
+        let bean = spec().validate(1, 0, None).unwrap();
+        assert_eq!((bean.glue_type, bean.glue_version), (GlueType::Bean, 0));
+    }
+
+    #[test]
+    fn script_fields_are_checked_naming_the_field() {
+        let field = |spec: JobSpec| spec.validate(1, 0, None).unwrap_err().field.unwrap();
+        let glue = |ty: &str, source: &str| JobSpec {
+            handler: None,
+            glue_type: Some(ty.into()),
+            glue_source: Some(source.into()),
+            ..spec()
+        };
+        assert_eq!(field(glue("GLUE_GROOVY", "x")), "glue_type");
+        assert_eq!(field(glue("GLUE_SHELL", " ")), "glue_source");
+        assert_eq!(
+            field(glue("GLUE_SHELL", &"x".repeat(MAX_SCRIPT_BYTES + 1))),
+            "glue_source"
+        );
+        assert_eq!(
+            field(JobSpec {
+                handler: Some("demo".into()),
+                ..glue("GLUE_SHELL", "x")
+            }),
+            "handler"
+        );
+        assert_eq!(
+            field(JobSpec {
+                handler: Some("script:sh".into()),
+                ..spec()
+            }),
+            "handler"
+        );
+        assert_eq!(GlueType::by_interpreter("node"), Some(GlueType::NodeJs));
+        assert_eq!(GlueType::by_interpreter("ruby"), None);
     }
 }

@@ -63,6 +63,23 @@ pub struct Trigger {
     pub timeout_s: u32,
     pub block: BlockStrategy,
     pub retry_count: u32,
+    /// A script job's script (its `handler` is then `script:<interpreter>`);
+    /// absent for a handler job. Optional in protocol version 1: an
+    /// executor that does not know it has no `script:*` handler either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<Script>,
+}
+
+/// The script a script job's trigger carries (XXL-JOB's `glueSource`, sent
+/// with every trigger as XXL-JOB does, so an executor needs nothing else).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Script {
+    /// `GLUE_SHELL`, `GLUE_PYTHON`, `GLUE_NODEJS`, `GLUE_POWERSHELL`,
+    /// `GLUE_PHP`.
+    pub glue_type: String,
+    pub source: String,
+    /// The job's script version (for logs: which version ran).
+    pub version: u32,
 }
 
 /// The body of a message on an executor queue: one or more triggers for that

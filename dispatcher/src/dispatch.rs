@@ -9,7 +9,8 @@ use futures_util::future::join_all;
 use rondo_core::amqp::{self, Publish};
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
-use rondo_core::trigger::{Control, code};
+use rondo_core::model::GlueType;
+use rondo_core::trigger::{Control, Script, code};
 use rondo_core::{
     Config, Error, Event, Job, Routing, Trigger, TriggerBatch, TriggerType, clock, trigger_id,
 };
@@ -288,7 +289,16 @@ impl Dispatcher {
     /// Publishes the trigger events (batched with other fires' events of
     /// the same routing key) and waits for their confirms.
     async fn record(&self, records: &[TriggerRecord]) -> Result<(), Error> {
-        let events: Vec<Event> = records.iter().cloned().map(Event::Triggered).collect();
+        // The script stays with the trigger (and its in-flight record, which
+        // a re-route sends again), not in the events: history has the job's.
+        let events: Vec<Event> = records
+            .iter()
+            .cloned()
+            .map(|mut record| {
+                record.trigger.script = None;
+                Event::Triggered(record)
+            })
+            .collect();
         self.events.publish(&events).await
     }
 
@@ -390,6 +400,11 @@ fn build_trigger(fire: &Fire, target: &Target) -> Trigger {
         timeout_s: job.timeout_s,
         block: job.block,
         retry_count: fire.retry_count,
+        script: (job.glue_type != GlueType::Bean).then(|| Script {
+            glue_type: job.glue_type.as_str().to_owned(),
+            source: job.glue_source.clone(),
+            version: job.glue_version,
+        }),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use rondo_core::trigger::Script;
 use rondo_core::{Trigger, TriggerType};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
@@ -30,6 +31,7 @@ struct Inner {
     fire_ms: i64,
     trigger_type: TriggerType,
     retry_count: u32,
+    script: Option<Script>,
     log: JobLog,
     token: CancellationToken,
 }
@@ -52,10 +54,17 @@ impl JobContext {
                 fire_ms: trigger.fire_ms,
                 trigger_type: trigger.trigger_type,
                 retry_count: trigger.retry_count,
+                script: trigger.script.clone(),
                 log,
                 token,
             }),
         }
+    }
+
+    /// The script a script job's trigger carries (`None` for a handler
+    /// job).
+    pub fn script(&self) -> Option<&Script> {
+        self.inner.script.as_ref()
     }
 
     /// Unique per run; results and log lines are keyed by it.

@@ -65,6 +65,7 @@ impl TestRun {
                 timeout_s: 0,
                 block: BlockStrategy::SerialExecution,
                 retry_count: 0,
+                script: None,
             },
             token: CancellationToken::new(),
         }
@@ -89,6 +90,16 @@ impl TestRun {
 
     pub fn job_id(mut self, job_id: u64) -> Self {
         self.trigger.job_id = job_id;
+        self
+    }
+
+    /// A script job's trigger: its script type, source and version.
+    pub fn script(mut self, glue_type: &str, source: &str, version: u32) -> Self {
+        self.trigger.script = Some(rondo_core::trigger::Script {
+            glue_type: glue_type.to_owned(),
+            source: source.to_owned(),
+            version,
+        });
         self
     }
 

@@ -6,14 +6,14 @@
 //! Enums are stored by their XXL-JOB names, child job ids as a JSON array.
 //! A delete is a tombstone row (`deleted = 1`) that readers skip.
 
-use rondo_core::model::{BlockStrategy, Group, Job, Misfire, Routing, ScheduleType};
+use rondo_core::model::{BlockStrategy, GlueType, Group, Job, Misfire, Routing, ScheduleType};
 use rondo_core::{Error, ErrorKind};
 use sqlx::mysql::MySqlRow;
 use sqlx::query_builder::Separated;
 use sqlx::{MySql, Row};
 
 /// The `job` columns every statement names, in bind order; `deleted` last.
-pub(crate) const JOB_COLUMNS: [&str; 22] = [
+pub(crate) const JOB_COLUMNS: [&str; 27] = [
     "id",
     "group_app",
     "description",
@@ -32,6 +32,11 @@ pub(crate) const JOB_COLUMNS: [&str; 22] = [
     "retry_backoff_s",
     "alarm_email",
     "alarm_webhook",
+    "glue_type",
+    "glue_source",
+    "glue_remark",
+    "glue_version",
+    "glue_updated_ms",
     "enabled",
     "created_ms",
     "updated_ms",
@@ -64,6 +69,11 @@ pub(crate) fn bind_job(b: &mut Separated<'_, MySql, &'static str>, job: &Job, de
         .push_bind(job.retry_backoff_s)
         .push_bind(&job.alarm_email)
         .push_bind(&job.alarm_webhook)
+        .push_bind(job.glue_type.as_str())
+        .push_bind(&job.glue_source)
+        .push_bind(&job.glue_remark)
+        .push_bind(job.glue_version)
+        .push_bind(job.glue_updated_ms)
         .push_bind(job.enabled)
         .push_bind(job.created_ms)
         .push_bind(job.updated_ms)
@@ -98,6 +108,11 @@ pub(crate) struct StoredJob {
     pub retry_backoff_s: u32,
     pub alarm_email: String,
     pub alarm_webhook: String,
+    pub glue_type: String,
+    pub glue_source: Option<String>,
+    pub glue_remark: String,
+    pub glue_version: u32,
+    pub glue_updated_ms: i64,
     pub enabled: i8,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -125,6 +140,11 @@ impl StoredJob {
             retry_backoff_s: row.try_get("retry_backoff_s").map_err(get)?,
             alarm_email: row.try_get("alarm_email").map_err(get)?,
             alarm_webhook: row.try_get("alarm_webhook").map_err(get)?,
+            glue_type: row.try_get("glue_type").map_err(get)?,
+            glue_source: row.try_get("glue_source").map_err(get)?,
+            glue_remark: row.try_get("glue_remark").map_err(get)?,
+            glue_version: row.try_get("glue_version").map_err(get)?,
+            glue_updated_ms: row.try_get("glue_updated_ms").map_err(get)?,
             enabled: row.try_get("enabled").map_err(get)?,
             created_ms: row.try_get("created_ms").map_err(get)?,
             updated_ms: row.try_get("updated_ms").map_err(get)?,
@@ -146,7 +166,11 @@ impl StoredJob {
             description: self.description,
             schedule_type: ScheduleType::parse("schedule_type", &self.schedule_type)?,
             schedule_conf: self.schedule_conf,
-            zone: self.zone,
+            zone: if self.zone.is_empty() {
+                "UTC".to_owned()
+            } else {
+                self.zone
+            },
             misfire: Misfire::parse("misfire", &self.misfire)?,
             misfire_threshold_ms: self.misfire_threshold_ms,
             routing: Routing::parse("routing", &self.routing)?,
@@ -159,6 +183,14 @@ impl StoredJob {
             retry_backoff_s: self.retry_backoff_s,
             alarm_email: self.alarm_email,
             alarm_webhook: self.alarm_webhook,
+            glue_type: match self.glue_type.as_str() {
+                "" => GlueType::Bean,
+                text => GlueType::parse("glue_type", text)?,
+            },
+            glue_source: self.glue_source.unwrap_or_default(),
+            glue_remark: self.glue_remark,
+            glue_version: self.glue_version,
+            glue_updated_ms: self.glue_updated_ms,
             enabled: self.enabled != 0,
             created_ms: self.created_ms,
             updated_ms: self.updated_ms,

@@ -38,6 +38,7 @@
 
 pub mod auth;
 mod error;
+pub mod glue;
 mod jobs;
 mod logs;
 pub mod maintenance;
@@ -57,6 +58,7 @@ use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
 pub use error::Error;
+pub use glue::GlueVersion;
 pub use jobs::BadRow;
 pub use logs::{LogLine, LogRow, TriggerLog};
 pub use maintenance::{Maintenance, Retention};
@@ -207,6 +209,20 @@ impl History {
     /// recomputed from the trigger logs first.
     pub async fn report(&self, days: u32, zone: chrono_tz::Tz) -> Result<Vec<ReportRow>, Error> {
         report::refresh(&self.pool, days, zone).await
+    }
+
+    /// The kept versions of a job's script, newest first.
+    pub async fn glue_versions(&self, job_id: u64) -> Result<Vec<GlueVersion>, Error> {
+        glue::versions(&self.pool, job_id).await
+    }
+
+    /// One kept version of a job's script.
+    pub async fn glue_version(
+        &self,
+        job_id: u64,
+        version: u32,
+    ) -> Result<Option<GlueVersion>, Error> {
+        glue::version(&self.pool, job_id, version).await
     }
 
     /// Applies log retention now: drops the log days older than `days`.

@@ -36,7 +36,9 @@ use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
 use crate::jobs::{JOB_COLUMNS, bind_job, job_data_columns};
 use crate::rows::{AlarmRow, GroupRow, JobRow, LineRow, ResultRow, Rows, TriggerRow};
+use rondo_core::Job;
 use rondo_core::event::AuditRecord;
+use rondo_core::model::GlueType;
 
 /// Bind parameters per statement; MySQL's limit is 65,535.
 const MAX_PLACEHOLDERS: usize = 10_000;
@@ -211,6 +213,48 @@ async fn upsert_jobs(conn: &mut MySqlConnection, rows: &[JobRow]) -> sqlx::Resul
         qb.push_values(chunk, |mut b, r| bind_job(&mut b, &r.job, r.deleted));
         qb.push(JOB_UPDATE.as_str());
         qb.build().execute(&mut *conn).await?;
+    }
+    insert_glue_versions(conn, rows).await
+}
+
+/// Script versions kept per job (XXL-JOB keeps 30).
+pub const GLUE_VERSIONS_KEPT: u32 = 30;
+
+/// One `job_glue` row per script version the job rows carry (a version
+/// already stored is left as it is), then only the newest
+/// [`GLUE_VERSIONS_KEPT`] of each of those jobs are kept; a deleted job's
+/// versions go with it.
+async fn insert_glue_versions(conn: &mut MySqlConnection, rows: &[JobRow]) -> sqlx::Result<()> {
+    for gone in rows.iter().filter(|r| r.deleted) {
+        sqlx::query("DELETE FROM job_glue WHERE job_id = ?")
+            .bind(gone.job.id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    let scripts: Vec<&Job> = rows
+        .iter()
+        .filter(|r| !r.deleted && r.job.glue_type != GlueType::Bean && r.job.glue_version > 0)
+        .map(|r| &r.job)
+        .collect();
+    for job in scripts {
+        sqlx::query(
+            "INSERT IGNORE INTO job_glue (job_id, version, glue_type, glue_source, glue_remark, created_ms) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(job.id)
+        .bind(job.glue_version)
+        .bind(job.glue_type.as_str())
+        .bind(&job.glue_source)
+        .bind(&job.glue_remark)
+        .bind(job.glue_updated_ms)
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query("DELETE FROM job_glue WHERE job_id = ? AND version + ? <= ?")
+            .bind(job.id)
+            .bind(GLUE_VERSIONS_KEPT)
+            .bind(job.glue_version)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }

@@ -35,6 +35,7 @@ async fn migrations_are_idempotent_and_create_every_table() {
             "audit_log",
             "executor_group",
             "job",
+            "job_glue",
             "job_log",
             "job_log_line",
             "log_report",

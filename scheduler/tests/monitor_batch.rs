@@ -76,6 +76,7 @@ fn trigger(job_id: u64, fire_ms: i64) -> Trigger {
         timeout_s: 0,
         block: BlockStrategy::SerialExecution,
         retry_count: 0,
+        script: None,
     }
 }
 

@@ -140,6 +140,13 @@ fn config_env(config: &Config) -> Vec<(String, String)> {
             "RONDO_PERSIST_METRICS_ADDR".into(),
             config.persist.metrics_addr.clone(),
         ),
+        (
+            "RONDO_EXECUTOR_SCRIPT_HANDLERS".into(),
+            config.executor.script_handlers.join(","),
+        ),
+        ("RONDO_ZONE".into(), config.zone.clone()),
+        // Script interpreters are looked up on it.
+        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
     ]
 }
 

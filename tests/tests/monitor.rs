@@ -432,6 +432,7 @@ async fn triggers_queued_on_an_offline_executor_are_routed_again_or_misfired() {
         timeout_s: 0,
         block: rondo_core::BlockStrategy::SerialExecution,
         retry_count: 0,
+        script: None,
     };
     let now = clock::now_ms();
     let old = now - 60_000;

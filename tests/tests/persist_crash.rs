@@ -206,6 +206,7 @@ fn triggered(i: usize) -> Event {
             timeout_s: 0,
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
+            script: None,
         },
         code: code::SUCCESS,
         msg: "sent".into(),

@@ -32,6 +32,7 @@ pub(crate) fn trigger(i: usize, first_fire_ms: i64) -> TriggerRecord {
             timeout_s: 300,
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
+            script: None,
         },
         code: code::SUCCESS,
         // What the dispatcher records for a trigger it sent.

@@ -41,6 +41,11 @@ pub fn job(id: u64) -> Job {
         retry_backoff_s: 0,
         alarm_email: String::new(),
         alarm_webhook: String::new(),
+        glue_type: Default::default(),
+        glue_source: String::new(),
+        glue_remark: String::new(),
+        glue_version: 0,
+        glue_updated_ms: 0,
         enabled: true,
         created_ms: T0,
         updated_ms: T0,
@@ -65,6 +70,7 @@ pub fn trigger(trigger_id: &str, job_id: u64) -> Trigger {
         timeout_s: 0,
         block: BlockStrategy::SerialExecution,
         retry_count: 0,
+        script: None,
     }
 }
 

@@ -169,6 +169,14 @@ impl Runner {
                         trigger.handler, self.executor_id
                     ))
                 }
+            } else if let Some(interpreter) = trigger.handler.strip_prefix("script:") {
+                Outcome {
+                    retryable: false,
+                    ..Outcome::fail(format!(
+                        "script jobs run with {interpreter:?} are off on executor {}: enable them there with executor.script_handlers = [\"{interpreter}\"] (RONDO_EXECUTOR_SCRIPT_HANDLERS={interpreter}), with {interpreter} installed",
+                        self.executor_id
+                    ))
+                }
             } else {
                 Outcome::fail(format!(
                     "no handler named {:?} on executor {} (it has: {})",

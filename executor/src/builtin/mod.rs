@@ -8,10 +8,12 @@
 
 mod demo;
 mod http;
+mod script;
 mod shell;
 
 pub use demo::demo;
 pub use http::http;
+pub use script::script;
 pub use shell::shell;
 
 use crate::executor::ExecutorBuilder;
@@ -19,13 +21,26 @@ use crate::executor::ExecutorBuilder;
 pub use crate::handler::COMMAND_HANDLERS;
 
 /// Registers the built-in handlers under their usual names: `http` and
-/// `demo`, and `shell` only when `executor.command_handlers` is on.
+/// `demo`, `shell` only when `executor.command_handlers` is on, and
+/// `script:<interpreter>` for each interpreter of
+/// `executor.script_handlers` found on the `PATH`.
 pub fn register(builder: ExecutorBuilder) -> ExecutorBuilder {
     let commands = builder.config().executor.command_handlers;
-    let builder = builder.handler("http", http).handler("demo", demo);
+    let interpreters = builder.config().executor.script_handlers.clone();
+    let mut builder = builder.handler("http", http).handler("demo", demo);
     if commands {
-        builder.handler("shell", shell)
-    } else {
-        builder
+        builder = builder.handler("shell", shell);
     }
+    for interpreter in interpreters {
+        if script::on_path(&interpreter) {
+            tracing::info!(interpreter, "script jobs enabled");
+            builder = builder.handler(format!("script:{interpreter}"), script);
+        } else {
+            tracing::warn!(
+                interpreter,
+                "executor.script_handlers names an interpreter that is not on the PATH; its script jobs are refused here"
+            );
+        }
+    }
+    builder
 }

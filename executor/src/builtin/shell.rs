@@ -104,7 +104,7 @@ fn command(ctx: &JobContext) -> Command {
     cmd
 }
 
-fn exit_result(status: ExitStatus) -> Result<(), JobError> {
+pub(super) fn exit_result(status: ExitStatus) -> Result<(), JobError> {
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(()),
         (Some(code), _) => Err(JobError::fail(format!("exit code {code}"))),
@@ -114,7 +114,7 @@ fn exit_result(status: ExitStatus) -> Result<(), JobError> {
 }
 
 /// SIGTERM to the group, SIGKILL after the grace, and reap the child.
-async fn stop(child: &mut Child, pid: Option<u32>) {
+pub(super) async fn stop(child: &mut Child, pid: Option<u32>) {
     if let Some(pid) = pid {
         signal_group(pid, "TERM").await;
     }
@@ -146,7 +146,7 @@ async fn signal_group(pid: u32, signal: &str) {
     }
 }
 
-fn spawn_pump<R>(reader: R, ctx: JobContext, prefix: &'static str) -> JoinHandle<()>
+pub(super) fn spawn_pump<R>(reader: R, ctx: JobContext, prefix: &'static str) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -154,7 +154,7 @@ where
 }
 
 /// Gives the pumps a moment to read what is left, then stops them.
-async fn finish_pumps(pumps: [Option<JoinHandle<()>>; 2]) {
+pub(super) async fn finish_pumps(pumps: [Option<JoinHandle<()>>; 2]) {
     for pump in pumps.into_iter().flatten() {
         let abort = pump.abort_handle();
         if tokio::time::timeout(OUTPUT_DRAIN, pump).await.is_err() {

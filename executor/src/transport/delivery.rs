@@ -232,6 +232,7 @@ mod tests {
             timeout_s: 0,
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
+            script: None,
         }
     }
 

@@ -117,6 +117,7 @@ impl Harness {
             timeout_s: 0,
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
+            script: None,
         }
     }
 

@@ -25,6 +25,11 @@ fn job(id: u64, updated_ms: i64) -> Job {
         retry_backoff_s: 30,
         alarm_email: String::new(),
         alarm_webhook: "https://hooks.example.com/x".into(),
+        glue_type: Default::default(),
+        glue_source: String::new(),
+        glue_remark: String::new(),
+        glue_version: 0,
+        glue_updated_ms: 0,
         enabled: true,
         created_ms: 1,
         updated_ms,
@@ -47,6 +52,7 @@ fn trigger(id: &str) -> Trigger {
         timeout_s: 0,
         block: BlockStrategy::SerialExecution,
         retry_count: 0,
+        script: None,
     }
 }
 

@@ -72,6 +72,11 @@ pub fn job(id: u64, params: &str, updated_ms: i64) -> Event {
         retry_backoff_s: 15,
         alarm_email: "ops@example.com".into(),
         alarm_webhook: format!("https://hooks.example.com/rondo/{id}"),
+        glue_type: Default::default(),
+        glue_source: String::new(),
+        glue_remark: String::new(),
+        glue_version: 0,
+        glue_updated_ms: 0,
         updated_ms,
         ..fixtures::job(id)
     };

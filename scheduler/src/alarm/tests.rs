@@ -27,6 +27,11 @@ pub(super) fn job(email: &str, webhook: &str) -> Job {
         retry_backoff_s: 0,
         alarm_email: email.into(),
         alarm_webhook: webhook.into(),
+        glue_type: Default::default(),
+        glue_source: String::new(),
+        glue_remark: String::new(),
+        glue_version: 0,
+        glue_updated_ms: 0,
         enabled: true,
         created_ms: 0,
         updated_ms: 0,
@@ -153,6 +158,7 @@ fn failures_are_built_from_results_and_trigger_records() {
         timeout_s: 0,
         block: BlockStrategy::SerialExecution,
         retry_count: 2,
+        script: None,
     };
     let result = ExecResult {
         trigger_id: "t".into(),

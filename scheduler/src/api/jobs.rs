@@ -286,10 +286,17 @@ pub(super) async fn update_job(
     let id = parse_id(&raw)?;
     let patch = parse_body::<JobSpec>(&body)?;
     let old = operable_job(&s, &caller, &raw).await?;
-    let job = old
-        .to_spec()
+    let mut base = old.to_spec();
+    if patch.glue_type.is_some() && patch.handler.is_none() {
+        // A change of what the job runs: the old handler (a script's, or
+        // the one a script replaces) is not carried over.
+        base.handler = None;
+    }
+    let now = clock::now_ms();
+    let job = base
         .overlay(patch)
-        .validate(id, clock::now_ms(), Some(old.created_ms))?;
+        .validate(id, now, Some(old.created_ms))?
+        .versioned_after(Some(&old), now);
     caller.require(Access::OperateGroup(&job.group), "group")?;
     check_group(&s, &job).await?;
     check_children(&s, &caller, &job).await?;
@@ -346,6 +353,100 @@ pub(super) async fn job_misfires(
 ) -> ApiResult<Json<MissedFires>> {
     let job = readable_job(&s, &caller, &id).await?;
     Ok(Json(s.store.missed_fires(job.id).await?))
+}
+
+/// A script job's kept script versions (the newest 30), newest first.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ScriptVersions {
+    /// The job's current version (0: never a script).
+    current: u32,
+    /// Versions as the persistence worker stored them (the current one
+    /// shows up within moments of its save).
+    items: Vec<rondo_history::GlueVersion>,
+}
+
+/// The saved versions of a script job's script.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/scripts", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 200, description = "The versions, newest first.", body = ScriptVersions), ApiErrors))]
+pub(super) async fn script_versions(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ScriptVersions>> {
+    let job = readable_job(&s, &caller, &id).await?;
+    Ok(Json(ScriptVersions {
+        current: job.glue_version,
+        items: s.history.glue_versions(job.id).await?,
+    }))
+}
+
+/// What a restore saves with the restored script.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RestoreSpec {
+    /// Default: "restored from version N".
+    #[schema(max_length = 255)]
+    remark: Option<String>,
+}
+
+/// Makes a kept version of the script the job's current script: saved as
+/// a new version, so the history only grows.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/scripts/{version}/restore", tag = "jobs",
+    params(JobIdParam, ("version" = u32, Path, description = "The version to restore.", minimum = 1)),
+    request_body(content = Option<RestoreSpec>, description = "An optional remark."),
+    responses((status = 200, description = "The job, with the restored script.", body = JobView), ApiErrors))]
+pub(super) async fn restore_script(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((raw, version)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Json<JobView>> {
+    let spec = parse_body::<RestoreSpec>(&body)?;
+    let old = operable_job(&s, &caller, &raw).await?;
+    let number: u32 = version
+        .parse()
+        .map_err(|_| Error::invalid("version", format!("{version:?} is not a version number")))?;
+    let kept = s
+        .history
+        .glue_version(old.id, number)
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(
+                "version",
+                format!("job {} has no kept script version {number}", old.id),
+            )
+        })?;
+    let patch = JobSpec {
+        glue_type: Some(kept.glue_type),
+        glue_source: Some(kept.glue_source),
+        glue_remark: Some(
+            spec.remark
+                .unwrap_or_else(|| format!("restored from version {number}")),
+        ),
+        ..JobSpec::default()
+    };
+    let mut base = old.to_spec();
+    base.handler = None;
+    let now = clock::now_ms();
+    let job = base
+        .overlay(patch)
+        .validate(old.id, now, Some(old.created_ms))?
+        .versioned_after(Some(&old), now);
+    let next = s.store.next_fire(old.id).await?;
+    save_and_announce(
+        &s,
+        &caller,
+        "job.script.restore",
+        &job,
+        next,
+        Some(&old.group),
+    )
+    .await?;
+    Ok(Json(JobView {
+        job,
+        next_fire_ms: next,
+    }))
 }
 
 /// Deletes a job (its logs stay until retention drops them).

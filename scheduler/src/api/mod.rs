@@ -81,6 +81,8 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::trigger_job))
         .routes(routes!(jobs::next_fires))
         .routes(routes!(jobs::job_misfires))
+        .routes(routes!(jobs::script_versions))
+        .routes(routes!(jobs::restore_script))
         .routes(routes!(schedules::preview))
         .routes(routes!(logs::job_logs))
         .routes(routes!(logs::trigger_log))

@@ -1,0 +1,224 @@
+//! Script jobs (XXL-JOB's GLUE): the trigger carries the job's script and
+//! its type; the executor runs it with the type's interpreter.
+//!
+//! # Convention (XXL-JOB's `ScriptJobHandler`)
+//!
+//! The script is written to a file of its own (mode 0700, in
+//! `$TMPDIR/rondo-scripts`, removed after the run) and run as
+//!
+//! ```text
+//! <interpreter> <script file> <params> <shard_index> <shard_total>
+//! ```
+//!
+//! so `$1`/`sys.argv[1]` is the job's params and the next two the shard, as
+//! XXL-JOB passes them. The environment adds `RONDO_TRIGGER_ID`,
+//! `RONDO_JOB_ID`, `RONDO_SHARD_INDEX`, `RONDO_SHARD_TOTAL`, `RONDO_PARAMS`
+//! and `RONDO_SCRIPT_VERSION`. Interpreters: `GLUE_SHELL` → `sh`,
+//! `GLUE_PYTHON` → `python3`, `GLUE_NODEJS` → `node`, `GLUE_POWERSHELL` →
+//! `pwsh -NoLogo -NoProfile -NonInteractive -File`, `GLUE_PHP` → `php`.
+//!
+//! Output, exit codes, timeout and kill work as for `shell`: stdout and
+//! stderr lines become the job log, exit 0 is success, and a cancelled run
+//! (timeout, kill, shutdown) ends the script's whole process group.
+//!
+//! An executor offers `script:<interpreter>` only for the interpreters its
+//! `executor.script_handlers` names and that it finds on its `PATH`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use rondo_core::model::GlueType;
+use tokio::process::Command;
+
+use super::shell::{exit_result, finish_pumps, spawn_pump, stop};
+use crate::context::JobContext;
+use crate::error::JobError;
+
+/// The script handler of every script type (see the module doc).
+pub async fn script(ctx: JobContext) -> Result<(), JobError> {
+    let Some(script) = ctx.script() else {
+        return Err(JobError::abort(
+            "script: the trigger carries no script (only script jobs run script:* handlers)",
+        ));
+    };
+    let glue = GlueType::parse("glue_type", &script.glue_type)
+        .map_err(|e| JobError::abort(format!("script: {}", e.message)))?;
+    let Some(interpreter) = glue.interpreter() else {
+        return Err(JobError::abort("script: a BEAN job has no script"));
+    };
+    let file = ScriptFile::write(&ctx, glue, &script.source)
+        .map_err(|e| JobError::fail(format!("cannot write the script file: {e}")))?;
+    ctx.log(format!(
+        "[rondo] running {} version {} with {interpreter}",
+        glue, script.version
+    ));
+    let mut child = command(&ctx, interpreter, &file.path, script.version)
+        .spawn()
+        .map_err(|e| JobError::fail(format!("cannot start {interpreter}: {e}")))?;
+    let pid = child.id();
+    let pumps = [
+        child
+            .stdout
+            .take()
+            .map(|out| spawn_pump(out, ctx.clone(), "")),
+        child
+            .stderr
+            .take()
+            .map(|err| spawn_pump(err, ctx.clone(), "[stderr] ")),
+    ];
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = ctx.cancelled() => {
+            stop(&mut child, pid).await;
+            finish_pumps(pumps).await;
+            ctx.log("[rondo] script killed: the run was cancelled");
+            return Err(JobError::fail("killed: the run was cancelled"));
+        }
+    };
+    finish_pumps(pumps).await;
+    let status = status.map_err(|e| JobError::fail(format!("waiting for {interpreter}: {e}")))?;
+    exit_result(status)
+}
+
+fn command(ctx: &JobContext, interpreter: &str, file: &Path, version: u32) -> Command {
+    let shard_index = ctx.shard_index().to_string();
+    let shard_total = ctx.shard_total().to_string();
+    let mut cmd = Command::new(interpreter);
+    if interpreter == "pwsh" {
+        cmd.args(["-NoLogo", "-NoProfile", "-NonInteractive", "-File"]);
+    }
+    cmd.arg(file)
+        .arg(ctx.params())
+        .arg(&shard_index)
+        .arg(&shard_total)
+        .env("RONDO_TRIGGER_ID", ctx.trigger_id())
+        .env("RONDO_JOB_ID", ctx.job_id().to_string())
+        .env("RONDO_SHARD_INDEX", &shard_index)
+        .env("RONDO_SHARD_TOTAL", &shard_total)
+        .env("RONDO_PARAMS", ctx.params())
+        .env("RONDO_SCRIPT_VERSION", version.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A run's script file, removed when dropped.
+struct ScriptFile {
+    path: PathBuf,
+}
+
+impl ScriptFile {
+    fn write(ctx: &JobContext, glue: GlueType, source: &str) -> std::io::Result<ScriptFile> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = std::env::temp_dir().join("rondo-scripts");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        let ext = match glue {
+            GlueType::Shell => "sh",
+            GlueType::Python => "py",
+            GlueType::NodeJs => "js",
+            GlueType::PowerShell => "ps1",
+            GlueType::Php => "php",
+            GlueType::Bean => "txt",
+        };
+        let name = format!("job{}-{:016x}.{ext}", ctx.job_id(), rand::random::<u64>());
+        let path = dir.join(name);
+        // At most 64 KiB to a local temp dir: written in place.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o700)
+            .open(&path)?;
+        std::io::Write::write_all(&mut file, source.as_bytes())?;
+        Ok(ScriptFile { path })
+    }
+}
+
+impl Drop for ScriptFile {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::debug!(error = %e, path = %self.path.display(), "removing a script file failed");
+        }
+    }
+}
+
+/// Whether `name` is an executable file on `PATH`.
+pub(crate) fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    // Without a PATH, exec looks in the usual places; so does this.
+    let paths = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&paths).any(|dir| {
+        std::fs::metadata(dir.join(name))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TestRun;
+
+    #[tokio::test]
+    async fn a_shell_script_gets_params_and_shards_as_xxl_job_passes_them() {
+        let source = "echo \"params=$1 shard=$2/$3\"; echo \"v$RONDO_SCRIPT_VERSION\" >&2";
+        let (outcome, lines) = TestRun::new("a b")
+            .shard(1, 3)
+            .script("GLUE_SHELL", source, 4)
+            .run(script)
+            .await;
+        assert!(outcome.is_success(), "{outcome:?}");
+        assert!(
+            lines.contains(&"params=a b shard=1/3".to_owned()),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"[stderr] v4".to_owned()), "{lines:?}");
+    }
+
+    #[tokio::test]
+    async fn a_python_script_runs_with_python3_and_its_exit_code_counts() {
+        let source = "import sys\nprint('py', sys.argv[1:])\nsys.exit(3)\n";
+        let (outcome, lines) = TestRun::new("x")
+            .script("GLUE_PYTHON", source, 1)
+            .run(script)
+            .await;
+        assert!(
+            lines.contains(&"py ['x', '0', '1']".to_owned()),
+            "{lines:?}"
+        );
+        assert_eq!((outcome.code, outcome.msg.as_str()), (500, "exit code 3"));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_ends_the_scripts_whole_process_group() {
+        let marker =
+            std::env::temp_dir().join(format!("rondo-script-test-{}", rand::random::<u64>()));
+        let source = format!("(sleep 3; touch {}) & sleep 30", marker.display());
+        let started = std::time::Instant::now();
+        let (outcome, _) = TestRun::new("")
+            .timeout_s(1)
+            .script("GLUE_SHELL", &source, 1)
+            .run(script)
+            .await;
+        assert_eq!(outcome.code, 502);
+        assert!(started.elapsed() < std::time::Duration::from_secs(3));
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        assert!(!marker.exists(), "the background child survived");
+    }
+
+    #[tokio::test]
+    async fn a_trigger_without_a_script_is_refused_without_retry() {
+        let (outcome, _) = TestRun::new("").run(script).await;
+        assert!(!outcome.retryable, "{outcome:?}");
+    }
+
+    #[test]
+    fn interpreters_are_found_on_the_path() {
+        assert!(on_path("sh"));
+        assert!(!on_path("rondo-no-such-interpreter"));
+    }
+}

@@ -1,0 +1,280 @@
+//! Script jobs (XXL-JOB's GLUE) on a real cluster: a scheduler node, a
+//! `rondo-executor` process that enables `sh` and `python3`, the
+//! persistence worker and MySQL.
+//!
+//! * `GLUE_SHELL` and `GLUE_PYTHON` scripts run with the params and shards
+//!   as XXL-JOB passes them, their output is the job log, their exit code
+//!   the result;
+//! * every save of a changed script is a version with its remark; an old
+//!   version restored runs again (as a new version);
+//! * a kill ends a running script;
+//! * a script type the executor does not enable is refused, not retried;
+//! * bad scripts are refused by the API naming the field.
+
+use std::time::Duration;
+
+use rondo_testkit::{Api, Cluster, World, eventually};
+use serde_json::{Value, json};
+
+async fn cluster(tag: &str) -> (Cluster, Api) {
+    let mut world = World::new(tag).await;
+    world.config.executor.app = "sc".into();
+    world.config.executor.script_handlers = vec!["sh".into(), "python3".into()];
+    let mut cluster = Cluster::new(world);
+    cluster.spawn_executor("sc-1");
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": "sc" })).await.0,
+        201
+    );
+    api.until_executors("sc", &["sc-1"]).await;
+    (cluster, api)
+}
+
+/// Waits for trigger `tid`'s stored outcome; returns (handle code, handle
+/// message, log lines).
+async fn outcome(api: &Api, tid: &str) -> (i64, String, Vec<String>) {
+    eventually(
+        &format!("the outcome of {tid}"),
+        Duration::from_secs(30),
+        || async {
+            let (status, out) = api.get(&format!("/api/v1/logs/{tid}")).await;
+            let code = out["log"]["handle_code"].as_i64().filter(|c| *c != 0);
+            (status == 200).then_some(())?;
+            let code = code?;
+            let lines: Vec<String> = out["lines"]
+                .as_array()?
+                .iter()
+                .filter_map(|l| l["line"].as_str().map(str::to_owned))
+                .collect();
+            Some((
+                code,
+                out["log"]["handle_msg"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                lines,
+            ))
+        },
+    )
+    .await
+}
+
+fn has_line(lines: &[String], want: &str) -> bool {
+    lines.iter().any(|l| l == want)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shell_and_python_scripts_run_and_old_versions_are_restored() {
+    let (c, api) = cluster("scripts_run").await;
+
+    let (status, job) = api
+        .post(
+            "/api/v1/jobs",
+            json!({ "group": "sc", "glue_type": "GLUE_SHELL", "params": "hello",
+                "glue_source": "echo \"sh v1 $1 $2/$3\"", "glue_remark": "first" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{job}");
+    assert_eq!(
+        (job["handler"].as_str(), job["glue_version"].as_u64()),
+        (Some("script:sh"), Some(1)),
+        "{job}"
+    );
+    let id = job["id"].as_u64().unwrap();
+    let tid = api.trigger_now(id).await;
+    let (code, _, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{lines:?}");
+    assert!(has_line(&lines, "sh v1 hello 0/1"), "{lines:?}");
+
+    let (status, job) = api
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/v1/jobs/{id}"),
+            Some(json!({ "glue_source": "echo sh v2; exit 4", "glue_remark": "second" })),
+        )
+        .await;
+    assert_eq!(
+        (status, job["glue_version"].as_u64()),
+        (200, Some(2)),
+        "{job}"
+    );
+    // A change that leaves the script alone is no new version.
+    let (_, job) = api
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/v1/jobs/{id}"),
+            Some(json!({ "description": "nightly" })),
+        )
+        .await;
+    assert_eq!(job["glue_version"].as_u64(), Some(2), "{job}");
+    let tid = api.trigger_now(id).await;
+    let (code, msg, lines) = outcome(&api, &tid).await;
+    assert_eq!((code, msg.as_str()), (500, "exit code 4"), "{lines:?}");
+    assert!(has_line(&lines, "sh v2"), "{lines:?}");
+
+    let versions = eventually("both versions kept", Duration::from_secs(20), || async {
+        let (_, out) = api.get(&format!("/api/v1/jobs/{id}/scripts")).await;
+        (out["items"].as_array().map(Vec::len) == Some(2)).then_some(out)
+    })
+    .await;
+    assert_eq!(versions["current"], 2);
+    let kept: Vec<(u64, &str)> = versions["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_u64().unwrap(),
+                v["glue_remark"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kept, [(2, "second"), (1, "first")], "{versions}");
+
+    let (status, job) = api
+        .post(&format!("/api/v1/jobs/{id}/scripts/1/restore"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{job}");
+    assert_eq!(
+        (
+            job["glue_version"].as_u64(),
+            job["glue_source"].as_str(),
+            job["glue_remark"].as_str()
+        ),
+        (
+            Some(3),
+            Some("echo \"sh v1 $1 $2/$3\""),
+            Some("restored from version 1")
+        ),
+        "{job}"
+    );
+    let tid = api.trigger_now(id).await;
+    let (code, _, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{lines:?}");
+    assert!(
+        has_line(&lines, "sh v1 hello 0/1"),
+        "the restored script ran: {lines:?}"
+    );
+    let (status, out) = api
+        .post(&format!("/api/v1/jobs/{id}/scripts/9/restore"), json!({}))
+        .await;
+    assert_eq!(status, 404, "{out}");
+
+    // Python, with a shard broadcast of one.
+    let py = api
+        .create_job(
+            json!({ "group": "sc", "glue_type": "GLUE_PYTHON", "params": "p q",
+            "routing": "SHARDING_BROADCAST",
+            "glue_source": "import sys\nprint('py', sys.argv[1:])\n" }),
+        )
+        .await;
+    let tid = api.trigger_now(py).await;
+    let (code, _, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{lines:?}");
+    assert!(has_line(&lines, "py ['p q', '0', '1']"), "{lines:?}");
+
+    // Not enabled on this executor: refused, not retried.
+    let node = api
+        .create_job(
+            json!({ "group": "sc", "glue_type": "GLUE_NODEJS", "retries": 3,
+            "glue_source": "console.log('js')" }),
+        )
+        .await;
+    let tid = api.trigger_now(node).await;
+    let (code, msg, _) = outcome(&api, &tid).await;
+    assert_eq!(code, 500);
+    assert!(msg.contains("executor.script_handlers"), "{msg}");
+    // The monitor has decided (its alarm is stored, after the retry it
+    // would have scheduled): one run, no retry.
+    let logs = eventually(
+        "the monitor's decision",
+        Duration::from_secs(20),
+        || async {
+            let (_, logs) = api.get(&format!("/api/v1/jobs/{node}/logs")).await;
+            logs.as_array()?
+                .iter()
+                .any(|l| l["alarm_status"].as_i64().is_some_and(|a| a > 0))
+                .then_some(logs)
+        },
+    )
+    .await;
+    assert_eq!(
+        logs.as_array().map(Vec::len),
+        Some(1),
+        "not retried: {logs}"
+    );
+
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_ends_a_running_script() {
+    let (c, api) = cluster("scripts_kill").await;
+    let id = api
+        .create_job(json!({ "group": "sc", "glue_type": "GLUE_SHELL",
+            "glue_source": "echo started; sleep 60; echo never" }))
+        .await;
+    let tid = api.trigger_now(id).await;
+    eventually("the script to start", Duration::from_secs(20), || async {
+        let (_, out) = api.get(&format!("/api/v1/logs/{tid}")).await;
+        out["lines"]
+            .as_array()?
+            .iter()
+            .any(|l| l["line"] == "started")
+            .then_some(())
+    })
+    .await;
+    let (status, out) = api
+        .post(&format!("/api/v1/logs/{tid}/kill"), json!({}))
+        .await;
+    assert_eq!((status, out["kill"].as_str()), (202, Some("sent")), "{out}");
+    let (code, msg, lines) = outcome(&api, &tid).await;
+    assert_eq!((code, msg.as_str()), (500, "killed"), "{lines:?}");
+    assert!(!has_line(&lines, "never"), "{lines:?}");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_scripts_are_refused_naming_the_field() {
+    let (c, api) = cluster("scripts_bad").await;
+    let big = "x".repeat(64 * 1024 + 1);
+    for (body, field) in [
+        (
+            json!({ "group": "sc", "glue_type": "GLUE_GROOVY", "glue_source": "x" }),
+            "glue_type",
+        ),
+        (
+            json!({ "group": "sc", "glue_type": "GLUE_RUBY", "glue_source": "x" }),
+            "glue_type",
+        ),
+        (
+            json!({ "group": "sc", "glue_type": "GLUE_SHELL" }),
+            "glue_source",
+        ),
+        (
+            json!({ "group": "sc", "glue_type": "GLUE_SHELL", "glue_source": big }),
+            "glue_source",
+        ),
+        (
+            json!({ "group": "sc", "glue_type": "GLUE_SHELL", "glue_source": "x", "handler": "demo" }),
+            "handler",
+        ),
+        (json!({ "group": "sc", "handler": "script:sh" }), "handler"),
+        (
+            json!({ "group": "sc", "handler": "demo", "glue_remark": "r".repeat(256) }),
+            "glue_remark",
+        ),
+    ] {
+        let (status, out) = api.post("/api/v1/jobs", body.clone()).await;
+        let shown: Value = body.get("glue_type").cloned().unwrap_or(Value::Null);
+        assert_eq!(
+            (status, out["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{shown}: {out}"
+        );
+    }
+    c.stop().await;
+}
