@@ -12,6 +12,7 @@
 #![allow(clippy::print_stdout)]
 
 mod credentials;
+mod import;
 
 use std::process::ExitCode;
 
@@ -54,6 +55,9 @@ enum Command {
     /// Schedules not saved yet.
     #[command(subcommand)]
     Schedule(ScheduleCmd),
+    /// Brings jobs over from another scheduler.
+    #[command(subcommand)]
+    Import(ImportCmd),
     /// One trigger's log row and log lines.
     Log { trigger_id: String },
     /// Kills a running trigger on its executor.
@@ -109,6 +113,29 @@ enum Command {
         until_ms: Option<i64>,
         #[arg(long, default_value_t = 100)]
         limit: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportCmd {
+    /// Creates groups and jobs from XXL-JOB's xxl_job_group and
+    /// xxl_job_info. Nothing is written when a row does not map; running it
+    /// again changes nothing (jobs keep their XXL-JOB id in import_ref).
+    XxlJob {
+        /// XXL-JOB's database: mysql://user:password@host:3306/xxl_job
+        #[arg(long, env = "RONDO_IMPORT_MYSQL", hide_env_values = true)]
+        mysql: String,
+        /// The IANA zone XXL-JOB's admin ran in, for its cron (default: the
+        /// cluster's `zone`).
+        #[arg(long)]
+        zone: Option<String>,
+        /// Names the source in import_ref (default: the database's name).
+        #[arg(long)]
+        source: Option<String>,
+        /// Prints what would be done and every row that does not map, with
+        /// each job's next fires beside XXL-JOB's trigger_next_time.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -369,6 +396,9 @@ struct JobArgs {
     /// A remark kept with this version of the script.
     #[arg(long)]
     glue_remark: Option<String>,
+    /// Where the job was imported from (`rondo import` sets it).
+    #[arg(long)]
+    import_ref: Option<String>,
     /// Create the job stopped.
     #[arg(long)]
     stopped: bool,
@@ -423,6 +453,7 @@ impl JobArgs {
             put("glue_source", Some(source.into()));
         }
         put("glue_remark", self.glue_remark.clone().map(Value::from));
+        put("import_ref", self.import_ref.clone().map(Value::from));
         if self.stopped {
             put("enabled", Some(false.into()));
         }
@@ -491,7 +522,7 @@ fn request(
 ) -> anyhow::Result<(reqwest::Method, String, Option<Value>)> {
     use reqwest::Method as M;
     Ok(match cmd {
-        Command::Login { .. } | Command::Logout | Command::Password => {
+        Command::Login { .. } | Command::Logout | Command::Password | Command::Import(_) => {
             anyhow::bail!("not a single call")
         }
         Command::Whoami => (M::GET, "/api/v1/auth/me".into(), None),
@@ -709,6 +740,20 @@ async fn main() -> ExitCode {
         Command::Login { user, days } => credentials::login(&mut api, user, *days).await,
         Command::Logout => credentials::logout(&mut api).await,
         Command::Password => credentials::change_password(&mut api).await,
+        Command::Import(ImportCmd::XxlJob {
+            mysql,
+            zone,
+            source,
+            dry_run,
+        }) => {
+            let args = import::ImportArgs {
+                mysql,
+                zone: zone.as_deref(),
+                source: source.as_deref(),
+                dry_run: *dry_run,
+            };
+            import::xxl_job(&mut api, &args).await
+        }
         other => match request(other, &credentials::secret) {
             Ok((method, path, body)) => api.call(method, &path, body).await,
             Err(e) => Err(e),
@@ -773,6 +818,7 @@ mod tests {
             glue_type: Some(String::new()),
             glue_source: Some(String::new()),
             glue_remark: Some(String::new()),
+            import_ref: Some(String::new()),
             enabled: Some(false),
         };
         let model: Vec<String> = match serde_json::to_value(all).unwrap() {
@@ -809,6 +855,8 @@ mod tests {
             "print(1)",
             "--glue-remark",
             "r",
+            "--import-ref",
+            "xxl-job/db#1",
             "--timeout",
             "5",
             "--retries",
@@ -887,6 +935,8 @@ mod tests {
                 "echo hi",
                 "--glue-remark",
                 "first",
+                "--import-ref",
+                "x#1",
                 "--timeout",
                 "5",
                 "--retries",
@@ -935,6 +985,8 @@ mod tests {
                 "echo hi",
                 "--glue-remark",
                 "first",
+                "--import-ref",
+                "x#1",
                 "--timeout",
                 "5",
                 "--retries",

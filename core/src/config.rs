@@ -26,7 +26,7 @@ const SECTIONS: &[&str] = &[
 ];
 /// Variables that start with `RONDO_` but are not configuration keys: the
 /// config file path and the CLI's own (API address, token, credentials
-/// file, passwords).
+/// file, passwords, the importer's source database).
 const NOT_KEYS: &[&str] = &[
     "config",
     "api",
@@ -34,6 +34,7 @@ const NOT_KEYS: &[&str] = &[
     "credentials",
     "password",
     "new_password",
+    "import_mysql",
 ];
 
 #[derive(Debug, thiserror::Error)]

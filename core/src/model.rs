@@ -286,6 +286,10 @@ pub struct Job {
     /// When the current version was saved (ms).
     #[serde(default)]
     pub glue_updated_ms: i64,
+    /// Where an importer took the job from (`xxl-job/<database>#<id>`), so a
+    /// second import finds it instead of making a copy; empty otherwise.
+    #[serde(default)]
+    pub import_ref: String,
     pub enabled: bool,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -328,6 +332,7 @@ impl Job {
             glue_type: Some(self.glue_type.as_str().to_owned()),
             glue_source: Some(self.glue_source.clone()),
             glue_remark: Some(self.glue_remark.clone()),
+            import_ref: Some(self.import_ref.clone()),
             enabled: Some(self.enabled),
         }
     }
@@ -405,6 +410,9 @@ pub struct JobSpec {
     /// A remark kept with this version of the script.
     #[schema(max_length = 255)]
     pub glue_remark: Option<String>,
+    /// Where an importer took the job from (`rondo import` sets it).
+    #[schema(max_length = 255)]
+    pub import_ref: Option<String>,
     /// Default true.
     pub enabled: Option<bool>,
 }
@@ -447,6 +455,7 @@ impl JobSpec {
             glue_type: patch.glue_type.or(self.glue_type),
             glue_source: patch.glue_source.or(self.glue_source),
             glue_remark: patch.glue_remark.or(self.glue_remark),
+            import_ref: patch.import_ref.or(self.import_ref),
             enabled: patch.enabled.or(self.enabled),
         }
     }
@@ -492,6 +501,8 @@ impl JobSpec {
         check_len("glue_source", &glue_source, MAX_SCRIPT_BYTES)?;
         let glue_remark = self.glue_remark.unwrap_or_default();
         check_len("glue_remark", &glue_remark, MAX_TEXT)?;
+        let import_ref = self.import_ref.unwrap_or_default();
+        check_len("import_ref", &import_ref, MAX_TEXT)?;
         let handler = match glue_type.handler() {
             None => {
                 let handler = self.handler.unwrap_or_default();
@@ -611,6 +622,7 @@ impl JobSpec {
             glue_type,
             glue_source,
             glue_remark,
+            import_ref,
             enabled: self.enabled.unwrap_or(true),
             created_ms: created_ms.unwrap_or(now_ms),
             updated_ms: now_ms,

@@ -13,7 +13,7 @@ use sqlx::query_builder::Separated;
 use sqlx::{MySql, Row};
 
 /// The `job` columns every statement names, in bind order; `deleted` last.
-pub(crate) const JOB_COLUMNS: [&str; 27] = [
+pub(crate) const JOB_COLUMNS: [&str; 28] = [
     "id",
     "group_app",
     "description",
@@ -37,6 +37,7 @@ pub(crate) const JOB_COLUMNS: [&str; 27] = [
     "glue_remark",
     "glue_version",
     "glue_updated_ms",
+    "import_ref",
     "enabled",
     "created_ms",
     "updated_ms",
@@ -74,6 +75,7 @@ pub(crate) fn bind_job(b: &mut Separated<'_, MySql, &'static str>, job: &Job, de
         .push_bind(&job.glue_remark)
         .push_bind(job.glue_version)
         .push_bind(job.glue_updated_ms)
+        .push_bind(&job.import_ref)
         .push_bind(job.enabled)
         .push_bind(job.created_ms)
         .push_bind(job.updated_ms)
@@ -113,6 +115,7 @@ pub(crate) struct StoredJob {
     pub glue_remark: String,
     pub glue_version: u32,
     pub glue_updated_ms: i64,
+    pub import_ref: String,
     pub enabled: i8,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -145,6 +148,7 @@ impl StoredJob {
             glue_remark: row.try_get("glue_remark").map_err(get)?,
             glue_version: row.try_get("glue_version").map_err(get)?,
             glue_updated_ms: row.try_get("glue_updated_ms").map_err(get)?,
+            import_ref: row.try_get("import_ref").map_err(get)?,
             enabled: row.try_get("enabled").map_err(get)?,
             created_ms: row.try_get("created_ms").map_err(get)?,
             updated_ms: row.try_get("updated_ms").map_err(get)?,
@@ -191,6 +195,7 @@ impl StoredJob {
             glue_remark: self.glue_remark,
             glue_version: self.glue_version,
             glue_updated_ms: self.glue_updated_ms,
+            import_ref: self.import_ref,
             enabled: self.enabled != 0,
             created_ms: self.created_ms,
             updated_ms: self.updated_ms,

@@ -243,6 +243,7 @@ fn tombstone(id: u64, at_ms: i64) -> JobRow {
             glue_remark: String::new(),
             glue_version: 0,
             glue_updated_ms: 0,
+            import_ref: String::new(),
             enabled: false,
             created_ms: 0,
             updated_ms: at_ms,

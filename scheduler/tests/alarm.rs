@@ -51,6 +51,7 @@ fn job(alarm_email: &str, alarm_webhook: &str) -> Job {
         glue_remark: String::new(),
         glue_version: 0,
         glue_updated_ms: 0,
+        import_ref: String::new(),
         enabled: true,
         created_ms: 0,
         updated_ms: 0,

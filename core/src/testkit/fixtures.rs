@@ -46,6 +46,7 @@ pub fn job(id: u64) -> Job {
         glue_remark: String::new(),
         glue_version: 0,
         glue_updated_ms: 0,
+        import_ref: String::new(),
         enabled: true,
         created_ms: T0,
         updated_ms: T0,

@@ -30,6 +30,7 @@ fn job(id: u64, updated_ms: i64) -> Job {
         glue_remark: String::new(),
         glue_version: 0,
         glue_updated_ms: 0,
+        import_ref: String::new(),
         enabled: true,
         created_ms: 1,
         updated_ms,

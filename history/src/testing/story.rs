@@ -77,6 +77,7 @@ pub fn job(id: u64, params: &str, updated_ms: i64) -> Event {
         glue_remark: String::new(),
         glue_version: 0,
         glue_updated_ms: 0,
+        import_ref: String::new(),
         updated_ms,
         ..fixtures::job(id)
     };

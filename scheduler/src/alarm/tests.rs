@@ -32,6 +32,7 @@ pub(super) fn job(email: &str, webhook: &str) -> Job {
         glue_remark: String::new(),
         glue_version: 0,
         glue_updated_ms: 0,
+        import_ref: String::new(),
         enabled: true,
         created_ms: 0,
         updated_ms: 0,
