@@ -381,6 +381,24 @@ pub struct ExecutorConfig {
     /// (`RONDO_EXECUTOR_SCRIPT_HANDLERS=sh,python3`).
     #[serde(deserialize_with = "list_or_csv")]
     pub script_handlers: Vec<String>,
+    /// A PEM file of CA certificates the built-in `http` handler trusts
+    /// for `https://` URLs on top of the bundled Mozilla roots (an
+    /// internal CA); empty: none. Read when the executor is built: a
+    /// missing file, or one without a usable certificate, is a config
+    /// error naming this key.
+    pub http_ca_file: String,
+    /// Whether the `http` handler skips certificate checks for `https://`
+    /// URLs (any certificate, any host name), so anyone on the path can
+    /// read and change the traffic: for a test bench only. Logged as a
+    /// warning at start; set with `http_ca_file` it is a config error.
+    pub http_insecure: bool,
+    /// The most response-body bytes the `http` handler reads (streamed:
+    /// only the first 1 KiB is kept, for the job log). A run waits for the
+    /// whole body, so this bounds the slot and bandwidth an endpoint that
+    /// answers without end can take; a longer response fails the run, not
+    /// retried (the endpoint did answer, and a retry would call it again).
+    /// At least 1.
+    pub http_max_response_bytes: u64,
 }
 
 impl Default for ExecutorConfig {
@@ -395,6 +413,9 @@ impl Default for ExecutorConfig {
             shutdown_grace_ms: 10_000,
             command_handlers: false,
             script_handlers: Vec::new(),
+            http_ca_file: String::new(),
+            http_insecure: false,
+            http_max_response_bytes: 1024 * 1024,
         }
     }
 }

@@ -73,8 +73,8 @@ struct Args {
     config: Option<PathBuf>,
 }
 
-/// Runs a daemon from `main`: arguments, config, `prepare` (the daemon's
-/// own checks and set-up; an error is a bad config), telemetry, run, drain.
+/// Runs a daemon from `main`: arguments, config, telemetry, `prepare` (the
+/// daemon's own checks and set-up; an error is a bad config), run, drain.
 /// Builds the tokio runtime itself, so `--help` and config errors cost no
 /// threads.
 pub fn main(spec: Spec, prepare: impl FnOnce(Config) -> Result<Ready, String>) -> ExitCode {
@@ -86,7 +86,9 @@ pub fn main(spec: Spec, prepare: impl FnOnce(Config) -> Result<Ready, String>) -
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let log = config.log.clone();
+    // Before `prepare`, so what set-up logs (an interpreter not found, TLS
+    // checks off) is seen.
+    crate::telemetry::init(&config.log);
     let ready = match prepare(config) {
         Ok(ready) => ready,
         Err(message) => {
@@ -105,7 +107,6 @@ pub fn main(spec: Spec, prepare: impl FnOnce(Config) -> Result<Ready, String>) -
         }
     };
     runtime.block_on(async {
-        crate::telemetry::init(&log);
         let shutdown = CancellationToken::new();
         tokio::spawn(crate::signals::cancel_on_signal(shutdown.clone()));
         supervise(spec.name, ready, shutdown).await

@@ -26,26 +26,46 @@
 //!
 //! # Result
 //!
-//! A 2xx status succeeds. Any other status fails the run with `http: status
-//! <code> <reason>` (retryable); so does a connection error or no complete
-//! response within `timeout_s`. Params that cannot work (not JSON, no URL,
-//! a bad method or header, another scheme) abort the run (not retryable).
-//! The log shows the request line, the status with the elapsed time, and
-//! the first [`BODY_PREVIEW_BYTES`] bytes of the response body.
+//! A run waits for the whole response body. A 2xx status succeeds. Any
+//! other status fails the run with `http: status <code> <reason>`
+//! (retryable); so does a connection error, a server certificate that
+//! fails verification (`http: certificate verification failed: …`, naming
+//! `executor.http_ca_file` when the CA is unknown), or no complete
+//! response within `timeout_s`. A body longer than
+//! `executor.http_max_response_bytes` (1 MiB by default) fails the run
+//! with `http: response exceeded <n> bytes
+//! (executor.http_max_response_bytes)`, not retried: the endpoint did
+//! answer, and a retry would call it again. Params that cannot work (not
+//! JSON, no URL, a bad method or header, another scheme) abort the run
+//! (not retryable). The log shows the request line, the status with the
+//! elapsed time, and the first [`BODY_PREVIEW_BYTES`] bytes of the body.
 //!
-//! Plain `http://` only: the executor is built without a TLS stack (see the
-//! crate's README); an `https://` URL is refused with a message saying so.
+//! # https
+//!
+//! Through rustls, checking certificates against the Mozilla roots built
+//! into the binary plus `executor.http_ca_file`, or not at all with
+//! `executor.http_insecure` (see `client`). [`Http::from_config`] builds
+//! the handler with an executor's keys; [`http`](fn@http) is the handler
+//! with their defaults.
+
+mod body;
+mod client;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderName, HeaderValue};
-use reqwest::{Client, Method, Url};
+use reqwest::{Client, Method, StatusCode, Url};
+use rondo_core::config::ExecutorConfig;
 use serde::Deserialize;
 
+use self::body::End;
+use self::client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
 use crate::context::JobContext;
-use crate::error::JobError;
+use crate::error::{ExecutorError, JobError};
+use crate::handler::Handler;
 
 /// How much of the response body goes to the job log.
 pub(crate) const BODY_PREVIEW_BYTES: usize = 1024;
@@ -77,39 +97,133 @@ fn default_timeout_s() -> u64 {
     DEFAULT_TIMEOUT_S
 }
 
-/// The http handler (see the module doc).
+/// The http handler with the defaults of the executor's `http_*` keys:
+/// certificates checked against the bundled roots only, bodies up to
+/// 1 MiB. [`register`](super::register) uses [`Http::from_config`]
+/// instead, which honours the keys.
 pub async fn http(ctx: JobContext) -> Result<(), JobError> {
-    let spec = parse(ctx.params())?;
-    let request = build(&spec)?.header(TRIGGER_ID_HEADER, ctx.trigger_id());
-    ctx.log(format!(
-        "http: {} {}",
-        spec.method.to_ascii_uppercase(),
-        spec.url
-    ));
-    let started = Instant::now();
-    let response = tokio::select! {
-        sent = request.send() => sent.map_err(|e| failure(&e, &spec))?,
-        () = ctx.cancelled() => return Err(cancelled(&ctx)),
-    };
-    let status = response.status();
-    ctx.log(format!(
-        "http: {status} in {} ms",
-        started.elapsed().as_millis()
-    ));
-    let preview = tokio::select! {
-        preview = body_preview(response) => preview,
-        () = ctx.cancelled() => return Err(cancelled(&ctx)),
-    };
-    match preview {
-        Ok(preview) if !preview.is_empty() => ctx.log(format!("http: body: {preview}")),
-        Ok(_) => {}
-        Err(e) => ctx.log(format!("http: reading the body failed: {}", chain(&e))),
+    default_handler()?.run(ctx).await
+}
+
+/// The http handler with an executor's `http_*` keys (see the module
+/// doc). Cheap to clone: its runs share one client and connection pool.
+#[derive(Clone)]
+pub struct Http {
+    client: Client,
+    max_response_bytes: u64,
+}
+
+impl Http {
+    /// Checks `executor.http_*` and reads `executor.http_ca_file`; an
+    /// unusable key is [`ExecutorError::Config`] naming it. With
+    /// `executor.http_insecure` on, logs a warning.
+    pub fn from_config(config: &ExecutorConfig) -> Result<Http, ExecutorError> {
+        let settings = Settings::from_config(config).map_err(ExecutorError::Config)?;
+        let handler = Http::with(&settings).map_err(ExecutorError::Config)?;
+        if settings.insecure {
+            tracing::warn!(
+                "{INSECURE_KEY} is on: the http handler accepts any certificate for https:// URLs"
+            );
+        }
+        Ok(handler)
     }
+
+    fn with(settings: &Settings) -> Result<Http, String> {
+        Ok(Http {
+            client: settings.client()?,
+            max_response_bytes: settings.max_response_bytes,
+        })
+    }
+
+    async fn run(self, ctx: JobContext) -> Result<(), JobError> {
+        let spec = parse(ctx.params())?;
+        let request = build(&self.client, &spec)?.header(TRIGGER_ID_HEADER, ctx.trigger_id());
+        ctx.log(format!(
+            "http: {} {}",
+            spec.method.to_ascii_uppercase(),
+            spec.url
+        ));
+        let started = Instant::now();
+        let response = tokio::select! {
+            sent = request.send() => sent.map_err(|e| failure(&e, &spec))?,
+            () = ctx.cancelled() => return Err(cancelled(&ctx)),
+        };
+        let status = response.status();
+        ctx.log(format!(
+            "http: {status} in {} ms",
+            started.elapsed().as_millis()
+        ));
+        let body = tokio::select! {
+            body = body::read(response, self.max_response_bytes) => body,
+            () = ctx.cancelled() => return Err(cancelled(&ctx)),
+        };
+        if !body.preview.is_empty() {
+            ctx.log(format!("http: body: {}", body.preview));
+        }
+        let body_error = self.body_error(body.end, &spec);
+        verdict(status, body_error, &ctx)
+    }
+
+    /// Why the body did not come whole, if it did not.
+    fn body_error(&self, end: End, spec: &RequestSpec) -> Option<JobError> {
+        match end {
+            End::Complete => None,
+            End::TooLarge => Some(JobError::abort(format!(
+                "http: response exceeded {} bytes ({MAX_RESPONSE_KEY})",
+                self.max_response_bytes
+            ))),
+            End::Failed(e) if e.is_timeout() => Some(JobError::fail(format!(
+                "http: no complete response within {}s from {}",
+                spec.timeout_s, spec.url
+            ))),
+            End::Failed(e) => Some(JobError::fail(format!(
+                "http: reading the response body failed: {}",
+                chain(&e)
+            ))),
+        }
+    }
+}
+
+impl Handler for Http {
+    fn call(&self, ctx: JobContext) -> BoxFuture<'static, Result<(), JobError>> {
+        Box::pin(self.clone().run(ctx))
+    }
+}
+
+/// The status decides; on a 2xx a body that did not come whole fails the
+/// run, on another status it is only logged.
+fn verdict(
+    status: StatusCode,
+    body_error: Option<JobError>,
+    ctx: &JobContext,
+) -> Result<(), JobError> {
     if status.is_success() {
-        Ok(())
-    } else {
-        Err(JobError::fail(format!("http: status {status}")))
+        return body_error.map_or(Ok(()), Err);
     }
+    if let Some(JobError::Fail(reason) | JobError::Abort(reason)) = body_error {
+        ctx.log(reason);
+    }
+    Err(JobError::fail(format!("http: status {status}")))
+}
+
+/// The `http` handler's checks for an executor's config, for
+/// [`ExecutorBuilder::build`](crate::ExecutorBuilder::build): what
+/// [`Http::from_config`] would refuse, without building a client.
+pub(crate) fn check_config(config: &ExecutorConfig) -> Result<(), ExecutorError> {
+    Settings::from_config(config)
+        .map(drop)
+        .map_err(ExecutorError::Config)
+}
+
+/// [`http`](fn@http)'s handler, built on its first run.
+fn default_handler() -> Result<Http, JobError> {
+    static DEFAULT: OnceLock<Http> = OnceLock::new();
+    if let Some(handler) = DEFAULT.get() {
+        return Ok(handler.clone());
+    }
+    let settings = Settings::from_config(&ExecutorConfig::default()).map_err(JobError::fail)?;
+    let handler = Http::with(&settings).map_err(JobError::fail)?;
+    Ok(DEFAULT.get_or_init(|| handler).clone())
 }
 
 fn parse(params: &str) -> Result<RequestSpec, JobError> {
@@ -131,25 +245,18 @@ fn parse(params: &str) -> Result<RequestSpec, JobError> {
     serde_json::from_str(params).map_err(|e| JobError::abort(format!("http: bad params: {e}")))
 }
 
-fn build(spec: &RequestSpec) -> Result<reqwest::RequestBuilder, JobError> {
+fn build(client: &Client, spec: &RequestSpec) -> Result<reqwest::RequestBuilder, JobError> {
     let url = Url::parse(&spec.url)
         .map_err(|e| JobError::abort(format!("http: bad url {:?}: {e}", spec.url)))?;
-    match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(JobError::abort(
-                "http: https is not supported by this build (no TLS stack); use http://",
-            ));
-        }
-        other => {
-            return Err(JobError::abort(format!(
-                "http: unsupported scheme {other:?}"
-            )));
-        }
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(JobError::abort(format!(
+            "http: unsupported scheme {:?}; use http:// or https://",
+            url.scheme()
+        )));
     }
     let method = Method::from_bytes(spec.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| JobError::abort(format!("http: bad method {:?}", spec.method)))?;
-    let mut request = client()?.request(method, url);
+    let mut request = client.request(method, url);
     for (name, value) in &spec.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| JobError::abort(format!("http: bad header name {name:?}")))?;
@@ -166,39 +273,6 @@ fn build(spec: &RequestSpec) -> Result<reqwest::RequestBuilder, JobError> {
     Ok(request)
 }
 
-/// One client for every run: its connection pool is shared.
-fn client() -> Result<&'static Client, JobError> {
-    static CLIENT: OnceLock<Client> = OnceLock::new();
-    if let Some(client) = CLIENT.get() {
-        return Ok(client);
-    }
-    let client = Client::builder()
-        .user_agent(concat!("rondo-executor/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| JobError::fail(format!("http: cannot build a client: {}", chain(&e))))?;
-    Ok(CLIENT.get_or_init(|| client))
-}
-
-/// Up to [`BODY_PREVIEW_BYTES`] of the body, as text.
-async fn body_preview(mut response: reqwest::Response) -> Result<String, reqwest::Error> {
-    let mut bytes = Vec::new();
-    let mut truncated = false;
-    while let Some(chunk) = response.chunk().await? {
-        let room = BODY_PREVIEW_BYTES - bytes.len();
-        if chunk.len() >= room {
-            truncated = chunk.len() > room;
-            bytes.extend_from_slice(&chunk[..room]);
-            break;
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if truncated {
-        text.push_str(" …");
-    }
-    Ok(text)
-}
-
 fn failure(e: &reqwest::Error, spec: &RequestSpec) -> JobError {
     if e.is_timeout() {
         return JobError::fail(format!(
@@ -206,7 +280,18 @@ fn failure(e: &reqwest::Error, spec: &RequestSpec) -> JobError {
             spec.timeout_s, spec.url
         ));
     }
-    JobError::fail(format!("http: {}", chain(e)))
+    match client::refused_certificate(e) {
+        // Most often an internal CA: say where it goes.
+        Some(rustls::CertificateError::UnknownIssuer) => JobError::fail(format!(
+            "http: certificate verification failed: {}; if the server's CA is an internal one, add it to {CA_FILE_KEY}",
+            chain(e)
+        )),
+        Some(_) => JobError::fail(format!(
+            "http: certificate verification failed: {}",
+            chain(e)
+        )),
+        None => JobError::fail(format!("http: {}", chain(e))),
+    }
 }
 
 fn cancelled(ctx: &JobContext) -> JobError {
@@ -228,3 +313,5 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;

@@ -12,22 +12,31 @@ mod script;
 mod shell;
 
 pub use demo::demo;
-pub use http::http;
+pub use http::{Http, http};
 pub use script::script;
 pub use shell::shell;
 
 use crate::executor::ExecutorBuilder;
 
+pub(crate) use http::check_config as check_http_config;
+
 pub use crate::handler::COMMAND_HANDLERS;
 
-/// Registers the built-in handlers under their usual names: `http` and
-/// `demo`, `shell` only when `executor.command_handlers` is on, and
-/// `script:<interpreter>` for each interpreter of
-/// `executor.script_handlers` found on the `PATH`.
+/// Registers the built-in handlers under their usual names: `http` (with
+/// the executor's `http_*` keys) and `demo`, `shell` only when
+/// `executor.command_handlers` is on, and `script:<interpreter>` for each
+/// interpreter of `executor.script_handlers` found on the `PATH`.
 pub fn register(builder: ExecutorBuilder) -> ExecutorBuilder {
     let commands = builder.config().executor.command_handlers;
     let interpreters = builder.config().executor.script_handlers.clone();
-    let mut builder = builder.handler("http", http).handler("demo", demo);
+    let configured = Http::from_config(&builder.config().executor);
+    let mut builder = match configured {
+        Ok(configured) => builder.handler("http", configured),
+        // `build` refuses this config, naming the key (`check_config`);
+        // the defaults stand in until then.
+        Err(_) => builder.handler("http", http),
+    }
+    .handler("demo", demo);
     if commands {
         builder = builder.handler("shell", shell);
     }

@@ -1,15 +1,20 @@
-//! The http handler against a small HTTP/1.1 server on a loopback port.
+//! The http handler against a small HTTP/1.1 server on a loopback port
+//! (`tls_tests` serves the same routes over TLS).
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 use super::*;
 use crate::testing::{TestRun, run_handler};
 
-/// Serves `/ok`, `/fail`, `/slow`, `/echo` (the request back) and `/big`.
+/// The size of `/big`'s body and of `/chunked`'s.
+pub(super) const BIG_BYTES: usize = 5000;
+
+/// Serves `/ok`, `/fail`, `/slow`, `/echo` (the request back), `/big`
+/// (with its length) and `/chunked` (as big, in chunks without a length).
 async fn server() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -21,16 +26,21 @@ async fn server() -> SocketAddr {
     addr
 }
 
-async fn serve(mut stream: TcpStream) {
+/// Answers one request on `stream` (a TCP or a TLS stream).
+pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
     let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    if path == "/chunked" {
+        let _ = write_chunked(&mut stream).await;
+        return;
+    }
     let (status, body) = match path.as_str() {
         "/ok" => ("200 OK", "hello rondo".to_owned()),
         "/fail" => ("500 Internal Server Error", "boom".to_owned()),
         "/echo" => ("201 Created", request),
-        "/big" => ("200 OK", "x".repeat(5000)),
+        "/big" => ("200 OK", "x".repeat(BIG_BYTES)),
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(30)).await;
             ("200 OK", String::new())
@@ -42,10 +52,26 @@ async fn serve(mut stream: TcpStream) {
         body.len()
     );
     let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// `/chunked`: [`BIG_BYTES`] in five chunks, so only counting finds the
+/// size.
+async fn write_chunked<S: AsyncWrite + Unpin>(stream: &mut S) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await?;
+    let chunk = "x".repeat(BIG_BYTES / 5);
+    for _ in 0..5 {
+        let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+        stream.write_all(framed.as_bytes()).await?;
+        stream.flush().await?;
+    }
+    stream.write_all(b"0\r\n\r\n").await?;
+    stream.shutdown().await
 }
 
 /// The request head and body, as text.
-async fn read_request(stream: &mut TcpStream) -> Option<String> {
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Option<String> {
     let mut data = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -170,6 +196,59 @@ async fn only_the_start_of_a_long_body_is_logged() {
     assert_eq!(preview, format!("{} …", "x".repeat(BODY_PREVIEW_BYTES)));
 }
 
+/// The handler with `http_max_response_bytes` set.
+pub(super) fn capped(max_response_bytes: u64) -> Http {
+    let config = ExecutorConfig {
+        http_max_response_bytes: max_response_bytes,
+        ..ExecutorConfig::default()
+    };
+    Http::from_config(&config).unwrap()
+}
+
+#[tokio::test]
+async fn a_body_past_the_cap_fails_the_run_naming_the_key() {
+    let addr = server().await;
+    let expected = "aborted: http: response exceeded 4096 bytes (executor.http_max_response_bytes)";
+    // Refused on its Content-Length, before a byte of the body is read.
+    let (outcome, lines) = run_handler(capped(4096), format!("http://{addr}/big")).await;
+    assert_eq!(
+        (outcome.code, outcome.msg.as_str(), outcome.retryable),
+        (500, expected, false)
+    );
+    assert_eq!(lines.len(), 2, "no body was read: {lines:?}");
+    // Without a length: counted as it comes, the start still logged.
+    let (outcome, lines) = run_handler(capped(4096), format!("http://{addr}/chunked")).await;
+    assert_eq!((outcome.msg.as_str(), outcome.retryable), (expected, false));
+    let preview = lines[2].strip_prefix("http: body: ").unwrap();
+    assert_eq!(preview, format!("{} …", "x".repeat(BODY_PREVIEW_BYTES)));
+}
+
+#[tokio::test]
+async fn a_body_of_exactly_the_cap_succeeds() {
+    let addr = server().await;
+    let cap = u64::try_from(BIG_BYTES).unwrap();
+    for path in ["big", "chunked"] {
+        let (outcome, _) = run_handler(capped(cap), format!("http://{addr}/{path}")).await;
+        assert!(outcome.is_success(), "{path}: {outcome:?}");
+    }
+    let (outcome, _) = run_handler(http, format!("http://{addr}/chunked")).await;
+    assert!(outcome.is_success(), "under the default 1 MiB: {outcome:?}");
+}
+
+#[tokio::test]
+async fn another_status_wins_over_the_cap() {
+    let addr = server().await;
+    let (outcome, lines) = run_handler(capped(2), format!("http://{addr}/fail")).await;
+    assert_eq!(
+        (outcome.msg.as_str(), outcome.retryable),
+        ("http: status 500 Internal Server Error", true)
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        "http: response exceeded 2 bytes (executor.http_max_response_bytes)"
+    );
+}
+
 #[tokio::test]
 async fn a_refused_connection_is_a_retryable_failure() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -191,17 +270,15 @@ async fn unusable_params_abort() {
         r#"{"url": "http://127.0.0.1:1/", "verb": "GET"}"#,
         r#"{"method": "GE T", "url": "http://127.0.0.1:1/"}"#,
         r#"{"url": "http://127.0.0.1:1/", "headers": {"bad header": "x"}}"#,
-        "https://example.invalid/",
     ] {
         let (outcome, lines) = run_handler(http, params).await;
         assert_eq!(outcome.code, 500, "{params}");
         assert!(!outcome.retryable, "{params}: {outcome:?}");
         assert!(lines.is_empty(), "{params}: nothing was sent: {lines:?}");
     }
-    let (outcome, _) = run_handler(http, "https://example.invalid/").await;
-    assert!(
-        outcome.msg.contains("https is not supported"),
-        "{}",
-        outcome.msg
+    let (outcome, _) = run_handler(http, "ftp://example.invalid/x").await;
+    assert_eq!(
+        outcome.msg,
+        r#"aborted: http: unsupported scheme "ftp"; use http:// or https://"#
     );
 }
