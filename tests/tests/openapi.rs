@@ -12,7 +12,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -118,18 +117,7 @@ async fn the_reference_page_is_served_by_the_node_itself() {
 
 /// The venv's `st`, installed by the project's own script.
 fn schemathesis() -> PathBuf {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let out = Command::new("bash")
-        .arg(format!("{root}/scripts/python-env.sh"))
-        .output()
-        .expect("running scripts/python-env.sh");
-    assert!(
-        out.status.success(),
-        "scripts/python-env.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let python = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    python.with_file_name("st")
+    rondo_testkit::python::python().with_file_name("st")
 }
 
 /// What schemathesis said of a run: (test cases, requests) from its

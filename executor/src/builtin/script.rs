@@ -30,7 +30,7 @@ use std::process::Stdio;
 use rondo_core::model::GlueType;
 use tokio::process::Command;
 
-use super::shell::{exit_result, finish_pumps, spawn_pump, stop};
+use super::shell::run;
 use crate::context::JobContext;
 use crate::error::JobError;
 
@@ -52,32 +52,11 @@ pub async fn script(ctx: JobContext) -> Result<(), JobError> {
         "[rondo] running {} version {} with {interpreter}",
         glue, script.version
     ));
-    let mut child = command(&ctx, interpreter, &file.path, script.version)
-        .spawn()
-        .map_err(|e| JobError::fail(format!("cannot start {interpreter}: {e}")))?;
-    let pid = child.id();
-    let pumps = [
-        child
-            .stdout
-            .take()
-            .map(|out| spawn_pump(out, ctx.clone(), "")),
-        child
-            .stderr
-            .take()
-            .map(|err| spawn_pump(err, ctx.clone(), "[stderr] ")),
-    ];
-    let status = tokio::select! {
-        status = child.wait() => status,
-        () = ctx.cancelled() => {
-            stop(&mut child, pid).await;
-            finish_pumps(pumps).await;
-            ctx.log("[rondo] script killed: the run was cancelled");
-            return Err(JobError::fail("killed: the run was cancelled"));
-        }
-    };
-    finish_pumps(pumps).await;
-    let status = status.map_err(|e| JobError::fail(format!("waiting for {interpreter}: {e}")))?;
-    exit_result(status)
+    let cmd = command(&ctx, interpreter, &file.path, script.version);
+    // The file lives until the run ends.
+    let result = run(&ctx, cmd, interpreter, "script").await;
+    drop(file);
+    result
 }
 
 fn command(ctx: &JobContext, interpreter: &str, file: &Path, version: u32) -> Command {

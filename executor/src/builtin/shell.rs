@@ -54,9 +54,22 @@ pub async fn shell(ctx: JobContext) -> Result<(), JobError> {
             "shell: the params must hold the command line to run",
         ));
     }
-    let mut child = command(&ctx)
+    run(&ctx, command(&ctx), "sh", "command").await
+}
+
+/// Runs `cmd` (started by [`command`]'s conventions: piped output, its own
+/// process group) as the run: output lines to the job log, the exit status
+/// as the result, and on cancellation the whole group stopped. `program`
+/// and `what` name it in messages ("cannot start sh", "command killed").
+pub(super) async fn run(
+    ctx: &JobContext,
+    mut cmd: Command,
+    program: &str,
+    what: &str,
+) -> Result<(), JobError> {
+    let mut child = cmd
         .spawn()
-        .map_err(|e| JobError::fail(format!("cannot start sh: {e}")))?;
+        .map_err(|e| JobError::fail(format!("cannot start {program}: {e}")))?;
     let pid = child.id();
     let pumps = [
         child
@@ -73,12 +86,12 @@ pub async fn shell(ctx: JobContext) -> Result<(), JobError> {
         () = ctx.cancelled() => {
             stop(&mut child, pid).await;
             finish_pumps(pumps).await;
-            ctx.log("[rondo] command killed: the run was cancelled");
+            ctx.log(format!("[rondo] {what} killed: the run was cancelled"));
             return Err(JobError::fail("killed: the run was cancelled"));
         }
     };
     finish_pumps(pumps).await;
-    let status = status.map_err(|e| JobError::fail(format!("waiting for sh: {e}")))?;
+    let status = status.map_err(|e| JobError::fail(format!("waiting for {program}: {e}")))?;
     exit_result(status)
 }
 
@@ -104,7 +117,7 @@ fn command(ctx: &JobContext) -> Command {
     cmd
 }
 
-pub(super) fn exit_result(status: ExitStatus) -> Result<(), JobError> {
+fn exit_result(status: ExitStatus) -> Result<(), JobError> {
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(()),
         (Some(code), _) => Err(JobError::fail(format!("exit code {code}"))),
@@ -114,7 +127,7 @@ pub(super) fn exit_result(status: ExitStatus) -> Result<(), JobError> {
 }
 
 /// SIGTERM to the group, SIGKILL after the grace, and reap the child.
-pub(super) async fn stop(child: &mut Child, pid: Option<u32>) {
+async fn stop(child: &mut Child, pid: Option<u32>) {
     if let Some(pid) = pid {
         signal_group(pid, "TERM").await;
     }
@@ -146,7 +159,7 @@ async fn signal_group(pid: u32, signal: &str) {
     }
 }
 
-pub(super) fn spawn_pump<R>(reader: R, ctx: JobContext, prefix: &'static str) -> JoinHandle<()>
+fn spawn_pump<R>(reader: R, ctx: JobContext, prefix: &'static str) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -154,7 +167,7 @@ where
 }
 
 /// Gives the pumps a moment to read what is left, then stops them.
-pub(super) async fn finish_pumps(pumps: [Option<JoinHandle<()>>; 2]) {
+async fn finish_pumps(pumps: [Option<JoinHandle<()>>; 2]) {
     for pump in pumps.into_iter().flatten() {
         let abort = pump.abort_handle();
         if tokio::time::timeout(OUTPUT_DRAIN, pump).await.is_err() {
