@@ -25,12 +25,11 @@
 //! `executor.script_handlers` names and that it finds on its `PATH`.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use rondo_core::model::GlueType;
 use tokio::process::Command;
 
-use super::shell::run;
+use super::shell::{run, with_trigger};
 use crate::context::JobContext;
 use crate::error::JobError;
 
@@ -60,27 +59,16 @@ pub async fn script(ctx: JobContext) -> Result<(), JobError> {
 }
 
 fn command(ctx: &JobContext, interpreter: &str, file: &Path, version: u32) -> Command {
-    let shard_index = ctx.shard_index().to_string();
-    let shard_total = ctx.shard_total().to_string();
     let mut cmd = Command::new(interpreter);
     if interpreter == "pwsh" {
         cmd.args(["-NoLogo", "-NoProfile", "-NonInteractive", "-File"]);
     }
-    cmd.arg(file)
-        .arg(ctx.params())
-        .arg(&shard_index)
-        .arg(&shard_total)
-        .env("RONDO_TRIGGER_ID", ctx.trigger_id())
-        .env("RONDO_JOB_ID", ctx.job_id().to_string())
-        .env("RONDO_SHARD_INDEX", &shard_index)
-        .env("RONDO_SHARD_TOTAL", &shard_total)
-        .env("RONDO_PARAMS", ctx.params())
-        .env("RONDO_SCRIPT_VERSION", version.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.arg(file).arg(ctx.params());
+    with_trigger(
+        &mut cmd,
+        ctx,
+        &[("RONDO_SCRIPT_VERSION", version.to_string())],
+    );
     cmd
 }
 

@@ -96,25 +96,31 @@ pub(super) async fn run(
 }
 
 fn command(ctx: &JobContext) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(ctx.params()).arg("rondo");
+    with_trigger(&mut cmd, ctx, &[]);
+    cmd
+}
+
+/// The shard index and total as arguments, the trigger in the environment
+/// (plus `extra`), empty stdin, piped output, and a process group of its
+/// own that [`run`] can stop as a whole.
+pub(super) fn with_trigger(cmd: &mut Command, ctx: &JobContext, extra: &[(&str, String)]) {
     let shard_index = ctx.shard_index().to_string();
     let shard_total = ctx.shard_total().to_string();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(ctx.params())
-        .arg("rondo")
-        .arg(&shard_index)
+    cmd.arg(&shard_index)
         .arg(&shard_total)
         .env("RONDO_TRIGGER_ID", ctx.trigger_id())
         .env("RONDO_JOB_ID", ctx.job_id().to_string())
         .env("RONDO_SHARD_INDEX", &shard_index)
         .env("RONDO_SHARD_TOTAL", &shard_total)
         .env("RONDO_PARAMS", ctx.params())
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    cmd
 }
 
 fn exit_result(status: ExitStatus) -> Result<(), JobError> {
