@@ -402,7 +402,6 @@ fn check_config(config: &Config) -> Result<(), ExecutorError> {
     }
     lapin::uri::AMQPUri::from_str(&config.amqp.url)
         .map_err(|e| ExecutorError::Config(format!("amqp.url: {e}")))?;
-    crate::builtin::check_http_config(executor)?;
     Ok(())
 }
 

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     };
     daemon::main(spec, |config| {
         let grace = Duration::from_millis(config.executor.shutdown_grace_ms) + DRAIN_MARGIN;
+        builtin::check_config(&config.executor).map_err(|e| e.to_string())?;
         let executor = builtin::register(Executor::builder(config))
             .build()
             .map_err(|e| e.to_string())?;

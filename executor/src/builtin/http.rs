@@ -61,11 +61,11 @@ use reqwest::{Client, Method, StatusCode, Url};
 use rondo_core::config::ExecutorConfig;
 use serde::Deserialize;
 
-use self::body::End;
-use self::client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
 use crate::context::JobContext;
 use crate::error::{ExecutorError, JobError};
 use crate::handler::Handler;
+use body::End;
+use client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
 
 /// How much of the response body goes to the job log.
 pub(crate) const BODY_PREVIEW_BYTES: usize = 1024;
@@ -99,7 +99,7 @@ fn default_timeout_s() -> u64 {
 
 /// The http handler with the defaults of the executor's `http_*` keys:
 /// certificates checked against the bundled roots only, bodies up to
-/// 1 MiB. [`register`](super::register) uses [`Http::from_config`]
+/// 1 MiB. The built-in `register` uses [`Http::from_config`]
 /// instead, which honours the keys.
 pub async fn http(ctx: JobContext) -> Result<(), JobError> {
     default_handler()?.run(ctx).await
@@ -206,10 +206,9 @@ fn verdict(
     Err(JobError::fail(format!("http: status {status}")))
 }
 
-/// The `http` handler's checks for an executor's config, for
-/// [`ExecutorBuilder::build`](crate::ExecutorBuilder::build): what
+/// The `http` handler's checks for an executor's config: what
 /// [`Http::from_config`] would refuse, without building a client.
-pub(crate) fn check_config(config: &ExecutorConfig) -> Result<(), ExecutorError> {
+pub fn check_config(config: &ExecutorConfig) -> Result<(), ExecutorError> {
     Settings::from_config(config)
         .map(drop)
         .map_err(ExecutorError::Config)

@@ -18,7 +18,10 @@ pub use shell::shell;
 
 use crate::executor::ExecutorBuilder;
 
-pub(crate) use http::check_config as check_http_config;
+/// Checks the built-in handlers' part of an executor's config (the `http`
+/// handler's CA file and limits), for a process to refuse a bad config at
+/// start; [`register`] cannot fail.
+pub use http::check_config;
 
 pub use crate::handler::COMMAND_HANDLERS;
 

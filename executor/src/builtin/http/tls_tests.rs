@@ -231,7 +231,7 @@ fn the_http_keys_load_from_the_file_and_the_environment() {
 }
 
 #[test]
-fn unusable_http_keys_stop_the_build_naming_the_key() {
+fn unusable_http_keys_stop_the_start_naming_the_key() {
     let no_cert = TempFile::new("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
     let not_base64 = TempFile::new("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n");
     let not_a_cert =
@@ -268,9 +268,10 @@ fn unusable_http_keys_stop_the_build_naming_the_key() {
         assert!(message.contains(expected), "{message}");
         let mut whole = Config::load("", Vec::new()).unwrap();
         whole.executor = executor;
-        let built = crate::Executor::builder(whole)
-            .handler("http", http)
-            .build();
-        assert_eq!(built.err(), Some(ExecutorError::Config(message)));
+        // What the rondo-executor binary checks before it builds.
+        assert_eq!(
+            super::check_config(&whole.executor).err(),
+            Some(ExecutorError::Config(message))
+        );
     }
 }
