@@ -437,28 +437,98 @@ fn map_jobs(
             Err((column, reason)) => problems.push(problem(column, reason)),
         }
     }
+    let (mut keep, bad_graph) = check_child_graph(mapped);
+    problems.extend(bad_graph);
     // A child that did not map makes its parent unmappable too: importing
-    // the parent without it would change what the parent does.
-    let good: Vec<i64> = mapped.iter().map(|m| m.xxl.id).collect();
-    let (keep, drop): (Vec<Mapped>, Vec<Mapped>) = mapped
-        .into_iter()
-        .partition(|m| m.children.iter().all(|c| good.contains(c)));
-    for m in drop {
-        let missing: Vec<String> = m
-            .children
-            .iter()
-            .filter(|c| !good.contains(c))
-            .map(i64::to_string)
-            .collect();
-        problems.push(Problem {
-            table: "xxl_job_info",
-            id: m.xxl.id,
-            column: "child_jobid".into(),
-            reason: format!("child job {} does not map (see its row)", missing.join(",")),
-        });
+    // the parent without it would change what the parent does (and so on
+    // up the chain).
+    loop {
+        let good: Vec<i64> = keep.iter().map(|m| m.xxl.id).collect();
+        let (ok, dropped): (Vec<Mapped>, Vec<Mapped>) = keep
+            .into_iter()
+            .partition(|m| m.children.iter().all(|c| good.contains(c)));
+        keep = ok;
+        if dropped.is_empty() {
+            break;
+        }
+        for m in dropped {
+            let missing: Vec<String> = m
+                .children
+                .iter()
+                .filter(|c| !good.contains(c))
+                .map(i64::to_string)
+                .collect();
+            problems.push(Problem {
+                table: "xxl_job_info",
+                id: m.xxl.id,
+                column: "child_jobid".into(),
+                reason: format!("child job {} does not map (see its row)", missing.join(",")),
+            });
+        }
     }
     problems.sort_by_key(|p| p.id);
     (keep, problems)
+}
+
+/// What the API would refuse of the child jobs only when the links are
+/// written (after every job exists): a job its own child, a child named
+/// twice, too many, or a cycle (XXL-JOB allows them; rondo would trigger
+/// forever). Found here, so the import stops before writing anything.
+fn check_child_graph(mapped: Vec<Mapped>) -> (Vec<Mapped>, Vec<Problem>) {
+    let children: HashMap<i64, Vec<i64>> = mapped
+        .iter()
+        .map(|m| (m.xxl.id, m.children.clone()))
+        .collect();
+    let mut problems = Vec::new();
+    for m in &mapped {
+        let problem = |reason: String| Problem {
+            table: "xxl_job_info",
+            id: m.xxl.id,
+            column: "child_jobid".into(),
+            reason,
+        };
+        let kids = &m.children;
+        if kids.contains(&m.xxl.id) {
+            problems.push(problem("names the job itself".into()));
+        } else if kids.len() > rondo_core::model::MAX_CHILD_JOBS {
+            problems.push(problem(format!(
+                "names {} jobs; rondo allows {}",
+                kids.len(),
+                rondo_core::model::MAX_CHILD_JOBS
+            )));
+        } else if let Some(twice) = kids
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| kids[..i].contains(c).then_some(c))
+        {
+            problems.push(problem(format!("names job {twice} twice")));
+        } else if reaches(&children, m.xxl.id) {
+            problems.push(problem(
+                "is part of a cycle of child jobs, which would trigger forever".into(),
+            ));
+        }
+    }
+    let bad: Vec<i64> = problems.iter().map(|p| p.id).collect();
+    let keep = mapped
+        .into_iter()
+        .filter(|m| !bad.contains(&m.xxl.id))
+        .collect();
+    (keep, problems)
+}
+
+/// Whether `start` reaches itself through child links.
+fn reaches(children: &HashMap<i64, Vec<i64>>, start: i64) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<i64> = children.get(&start).cloned().unwrap_or_default();
+    while let Some(at) = stack.pop() {
+        if at == start {
+            return true;
+        }
+        if seen.insert(at) {
+            stack.extend(children.get(&at).into_iter().flatten().copied());
+        }
+    }
+    false
 }
 
 /// XXL-JOB column → the reason it does not map.
@@ -524,7 +594,9 @@ fn map_job(
         timeout_s: Some(number("executor_timeout", job.timeout_s)?),
         retries: Some(number("executor_fail_retry_count", job.retries)?),
         alarm_email: Some(job.alarm_email.clone()),
-        glue_type: glue.clone(),
+        // BEAN said out loud: a job XXL-JOB moved from a script back to a
+        // handler must stop being a script here too.
+        glue_type: Some(glue.clone().unwrap_or_else(|| "BEAN".to_owned())),
         glue_source: glue.as_ref().map(|_| job.glue_source.clone()),
         glue_remark: glue.as_ref().map(|_| job.glue_remark.clone()),
         import_ref: Some(import_ref(source, job.id)),
@@ -701,5 +773,20 @@ mod tests {
         );
         assert_eq!(mapped[1].children, [1]);
         assert_eq!(mapped[0].spec.import_ref.as_deref(), Some("xxl-job/xxl#1"));
+
+        let mut a = xxl(1);
+        a.children = "2".into();
+        let mut b = xxl(2);
+        b.children = "1".into();
+        let mut own = xxl(3);
+        own.children = "3".into();
+        let (mapped, problems) = map_jobs(&groups(), &[a, b, own, xxl(4)], None, "xxl");
+        assert_eq!(mapped.iter().map(|m| m.xxl.id).collect::<Vec<_>>(), [4]);
+        let reasons: Vec<(i64, &str)> =
+            problems.iter().map(|p| (p.id, p.column.as_str())).collect();
+        assert_eq!(
+            reasons,
+            [(1, "child_jobid"), (2, "child_jobid"), (3, "child_jobid")]
+        );
     }
 }

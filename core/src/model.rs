@@ -365,9 +365,9 @@ pub struct JobSpec {
     /// Default `DO_NOTHING`.
     #[schema(value_type = Option<Misfire>)]
     pub misfire: Option<String>,
-    /// A fire found later than this is a misfire (ms, at most 30 days);
+    /// A fire found later than this is a misfire (ms, 1000 to 30 days);
     /// default: the cluster's `scheduler.misfire_threshold_ms`.
-    #[schema(maximum = 2592000000_u64)]
+    #[schema(minimum = 1000, maximum = 2592000000_u64)]
     pub misfire_threshold_ms: Option<u64>,
     /// Default `FIRST`.
     #[schema(value_type = Option<Routing>)]
@@ -483,10 +483,14 @@ impl JobSpec {
         let tz = parse_zone("zone", &zone)?;
         Schedule::parse(schedule_type.as_str(), &schedule_conf, tz)?;
         let misfire_threshold_ms = self.misfire_threshold_ms;
-        if misfire_threshold_ms.is_some_and(|ms| ms > MAX_MISFIRE_THRESHOLD_MS) {
+        if misfire_threshold_ms
+            .is_some_and(|ms| !(MIN_MISFIRE_THRESHOLD_MS..=MAX_MISFIRE_THRESHOLD_MS).contains(&ms))
+        {
             return Err(Error::invalid(
                 "misfire_threshold_ms",
-                format!("must be at most {MAX_MISFIRE_THRESHOLD_MS} (30 days)"),
+                format!(
+                    "must be from {MIN_MISFIRE_THRESHOLD_MS} (the claim period: a shorter one would find on-time fires late) to {MAX_MISFIRE_THRESHOLD_MS} (30 days)"
+                ),
             ));
         }
         let routing = Routing::parse("routing", self.routing.as_deref().unwrap_or("FIRST"))?;
@@ -630,6 +634,9 @@ impl JobSpec {
     }
 }
 
+/// The smallest per-job misfire threshold: the leader claims once a
+/// second, so a fire due just after a claim is found up to a second late.
+pub const MIN_MISFIRE_THRESHOLD_MS: u64 = 1000;
 /// The largest per-job misfire threshold (30 days).
 pub const MAX_MISFIRE_THRESHOLD_MS: u64 = 30 * 24 * 3600 * 1000;
 

@@ -202,6 +202,9 @@ fn job_bytes(r: &JobRow) -> usize {
         + j.params.len()
         + j.alarm_email.len()
         + j.alarm_webhook.len()
+        + j.glue_source.len()
+        + j.glue_remark.len()
+        + j.import_ref.len()
         + 20 * j.child_jobs.len()
         + 14 * SCALAR_BYTES
 }

@@ -28,6 +28,7 @@ async fn a_stale_term_cannot_claim_or_reassign() {
         fires: vec![1_000],
         misfire_fire: None,
         missed: None,
+        awaited: None,
     };
     assert_eq!(
         store.claim(p, 1, &nodes, &[item(1_000)]).await.unwrap(),

@@ -416,3 +416,52 @@ async fn a_late_job_follows_its_misfire_strategy_and_the_skipped_fires_are_visib
     .await;
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fixed_delay_job_restarted_during_a_run_keeps_one_chain_of_fires() {
+    let (c, api) = cluster("sched_delay_restart", "fr", "UTC").await;
+    let job = api
+        .create_job(json!({ "group": "fr", "handler": "demo", "params": "1500",
+            "schedule_type": "FIX_DELAY", "schedule_conf": "1s" }))
+        .await;
+    // Stop and start while its first run runs: the start arms a new first
+    // fire, so the run in flight must not arm a second chain when it ends.
+    let running = eventually(
+        "the first run to start",
+        Duration::from_secs(20),
+        || async {
+            let (_, logs) = api.get(&format!("/api/v1/jobs/{job}/logs")).await;
+            logs.as_array()?
+                .iter()
+                .find(|l| l["handle_start_ms"].as_i64().is_some())
+                .and_then(|l| l["fire_ms"].as_i64())
+        },
+    )
+    .await;
+    for action in ["stop", "start"] {
+        let (status, out) = api
+            .post(&format!("/api/v1/jobs/{job}/{action}"), json!({}))
+            .await;
+        assert_eq!(status, 200, "{action}: {out}");
+    }
+    let stored = eventually("six runs", Duration::from_secs(40), || async {
+        let runs = runs(c.db(), job).await;
+        (runs.len() >= 6).then_some(runs)
+    })
+    .await;
+    assert_eq!(stored[0].2, running, "{stored:?}");
+    // Around the restart two fires may overlap (one claimed before the
+    // stop, the start's own). After them one chain goes on: each fire waits
+    // for the run before it to end, plus the delay. Two chains (the run in
+    // flight arming a fire of its own) would keep overlapping.
+    for pair in stored[2..].windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        assert!(
+            after.2 >= before.4 + 1_000,
+            "fire {} came {} ms after the run before ended: {stored:?}",
+            after.0,
+            after.2 - before.4
+        );
+    }
+    c.stop().await;
+}

@@ -3,8 +3,9 @@
 //!
 //! # Convention (XXL-JOB's `ScriptJobHandler`)
 //!
-//! The script is written to a file of its own (mode 0700, in
-//! `$TMPDIR/rondo-scripts`, removed after the run) and run as
+//! The script is written to a file of its own (mode 0700, in a directory
+//! this process made for itself, `$TMPDIR/rondo-scripts-<pid>-<random>`,
+//! mode 0700; the file is removed after the run) and run as
 //!
 //! ```text
 //! <interpreter> <script file> <params> <shard_index> <shard_total>
@@ -72,6 +73,24 @@ fn command(ctx: &JobContext, interpreter: &str, file: &Path, version: u32) -> Co
     cmd
 }
 
+/// This process's own script directory, made once: a fresh
+/// `rondo-scripts-<pid>-<random>` under the temp dir, created (never
+/// reused, so never another user's or a symlink) with mode 0700.
+fn private_dir() -> std::io::Result<&'static Path> {
+    use std::os::unix::fs::DirBuilderExt;
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(dir) = DIR.get() {
+        return Ok(dir);
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "rondo-scripts-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(DIR.get_or_init(|| dir))
+}
+
 /// A run's script file, removed when dropped.
 struct ScriptFile {
     path: PathBuf,
@@ -79,12 +98,8 @@ struct ScriptFile {
 
 impl ScriptFile {
     fn write(ctx: &JobContext, glue: GlueType, source: &str) -> std::io::Result<ScriptFile> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = std::env::temp_dir().join("rondo-scripts");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = private_dir()?;
         let ext = match glue {
             GlueType::Shell => "sh",
             GlueType::Python => "py",

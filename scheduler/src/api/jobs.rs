@@ -18,6 +18,8 @@ use serde::Serialize;
 
 use rondo_core::schedule::MissedFires;
 
+use crate::store::Due;
+
 use super::auth::Caller;
 use super::doc::ApiErrors;
 use super::input::{parse_body, parse_id, query_usize};
@@ -145,7 +147,7 @@ async fn save_and_announce(
     caller: &Caller,
     action: &str,
     job: &Job,
-    next: Option<i64>,
+    next: impl Into<Due>,
     old_group: Option<&str>,
 ) -> Result<(), Error> {
     s.store.save_job(job, next, old_group).await?;
@@ -304,12 +306,13 @@ pub(super) async fn update_job(
         || job.schedule_conf != old.schedule_conf
         || job.zone != old.zone
         || job.enabled != old.enabled;
-    let next = if reschedule {
-        first_fire(&job)?
+    let (due, next) = if reschedule {
+        let next = first_fire(&job)?;
+        (Due::from(next), next)
     } else {
-        s.store.next_fire(id).await?
+        (Due::Keep, s.store.next_fire(id).await?)
     };
-    save_and_announce(&s, &caller, "job.update", &job, next, Some(&old.group)).await?;
+    save_and_announce(&s, &caller, "job.update", &job, due, Some(&old.group)).await?;
     Ok(Json(JobView {
         job,
         next_fire_ms: next,
@@ -433,16 +436,16 @@ pub(super) async fn restore_script(
         .overlay(patch)
         .validate(old.id, now, Some(old.created_ms))?
         .versioned_after(Some(&old), now);
-    let next = s.store.next_fire(old.id).await?;
     save_and_announce(
         &s,
         &caller,
         "job.script.restore",
         &job,
-        next,
+        Due::Keep,
         Some(&old.group),
     )
     .await?;
+    let next = s.store.next_fire(old.id).await?;
     Ok(Json(JobView {
         job,
         next_fire_ms: next,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
-use rondo_core::schedule::{ClaimWindow, MissedRecord, plan_claim};
+use rondo_core::schedule::{ClaimWindow, MissedRecord, Schedule, plan_claim};
 use rondo_core::{Error, ErrorKind, Job, clock};
 use rondo_history::History;
 use tokio::sync::watch;
@@ -226,6 +226,7 @@ fn plan_item(
         fires: Vec::new(),
         misfire_fire: None,
         missed: None,
+        awaited: None,
     };
     let Some(job) = job.filter(|j| j.enabled) else {
         tracing::warn!(
@@ -276,6 +277,10 @@ fn plan_item(
         (m.skipped, json)
     });
     report.fires += plan.fires.len() as u64;
+    // A fixed delay's one fire: its final result arms the next.
+    let awaited = matches!(schedule, Schedule::FixDelay(_))
+        .then(|| plan.fires.last().copied())
+        .flatten();
     ClaimItem {
         job_id: id,
         expected_score: score,
@@ -284,6 +289,7 @@ fn plan_item(
         fires: plan.fires,
         misfire_fire: plan.misfire_fire,
         missed,
+        awaited,
     }
 }
 

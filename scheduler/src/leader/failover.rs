@@ -145,6 +145,30 @@ fn attach_missed(
     }
 }
 
+/// A `FIX_DELAY` job whose fire was dropped as a misfire gets no result to
+/// arm its next fire: it is armed here, one delay from now (once: only if
+/// the dropped fire is the one the job awaits). A leader that dies between
+/// the drop and this leaves the job unarmed until it is saved or started.
+async fn rearm_dropped_delays(
+    store: &Store,
+    moves: &[Move],
+    jobs: &HashMap<u64, Arc<Job>>,
+) -> Result<(), Error> {
+    for m in moves.iter().filter(|m| m.target.is_none()) {
+        let Some((job_id, fire_ms)) = parse_ring_member(&m.member) else {
+            continue;
+        };
+        let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
+            continue;
+        };
+        if let Ok(rondo_core::schedule::Schedule::FixDelay(delay)) = job.schedule() {
+            let next = rondo_core::clock::now_ms().saturating_add(delay);
+            store.rearm_fix_delay(job_id, fire_ms, next).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Moves every dead node's ring members to live nodes.
 pub async fn failover_pass(
     store: &Store,
@@ -194,6 +218,7 @@ async fn drain_ring(
             threshold,
         );
         let (m, d) = store.reassign(p, term, dead, live, &moves).await?;
+        rearm_dropped_delays(store, &moves, &jobs).await?;
         moved += m;
         dropped += d;
         if members.len() < CHUNK {

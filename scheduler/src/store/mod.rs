@@ -31,6 +31,20 @@ pub(crate) fn fenced(body: &str) -> Script {
     Script::new(&format!("{}\n{body}", include_str!("../../lua/fence.lua")))
 }
 
+/// What a save does to a job's due-set entry (see [`Store::save_job`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    At(i64),
+    Remove,
+    Keep,
+}
+
+impl From<Option<i64>> for Due {
+    fn from(next: Option<i64>) -> Due {
+        next.map_or(Due::Remove, Due::At)
+    }
+}
+
 /// One job's part of a claim call.
 #[derive(Debug, Clone)]
 pub struct ClaimItem {
@@ -44,6 +58,8 @@ pub struct ClaimItem {
     pub misfire_fire: Option<i64>,
     /// Fires the job missed: how many never ran, and the record kept.
     pub missed: Option<(u64, String)>,
+    /// A fixed-delay job's fire whose final result arms its next one.
+    pub awaited: Option<i64>,
 }
 
 #[derive(Clone)]
@@ -165,12 +181,16 @@ impl Store {
         Ok(self.conn().await?.incr(self.names.job_seq(), 1).await?)
     }
 
-    /// Writes a job and its due-set entry in one transaction. `next = None`
-    /// takes it out of the due set (stopped, or `NONE` schedule).
+    /// Writes a job and its due-set entry in one transaction: `Due::At`
+    /// sets its next fire, `Due::Remove` takes it out of the due set
+    /// (stopped, or `NONE`), `Due::Keep` leaves the entry as the claims and
+    /// the monitor keep it (a change that does not reschedule: writing back
+    /// a score read earlier could undo a claim's advance or a fixed delay's
+    /// re-arm made meanwhile).
     pub async fn save_job(
         &self,
         job: &Job,
-        next: Option<i64>,
+        next: impl Into<Due>,
         old_group: Option<&str>,
     ) -> Result<(), Error> {
         let json = serde_json::to_string(job)?;
@@ -186,10 +206,15 @@ impl Store {
         if let Some(old) = old_group.filter(|g| *g != job.group) {
             pipe.srem(self.names.group_jobs(old), job.id).ignore();
         }
-        match next {
-            Some(score) => pipe.zadd(&due, job.id, score).ignore(),
-            None => pipe.zrem(&due, job.id).ignore(),
-        };
+        match next.into() {
+            Due::At(score) => {
+                pipe.zadd(&due, job.id, score).ignore();
+            }
+            Due::Remove => {
+                pipe.zrem(&due, job.id).ignore();
+            }
+            Due::Keep => {}
+        }
         let _: () = pipe.query_async(&mut self.conn().await?).await?;
         Ok(())
     }
@@ -263,10 +288,11 @@ impl Store {
     }
 
     /// Sets a `FIX_DELAY` job's next fire after the final ending of its
-    /// scheduled fire `fire_ms`, once per fire: a second ending of the same
-    /// fire (a redelivery, another shard) or of an older one changes
-    /// nothing, nor does it when the job is in the due set already (a save
-    /// re-armed it). True when it armed the job.
+    /// scheduled fire `fire_ms`, if that is the fire the job awaits (the
+    /// last one a claim gave it): a second ending of it (a redelivery,
+    /// another shard), or the ending of a fire from before a stop/start or
+    /// a schedule change, changes nothing; nor does it when the job is in
+    /// the due set already (a save re-armed it). True when it armed it.
     pub async fn rearm_fix_delay(
         &self,
         id: u64,
@@ -352,7 +378,8 @@ impl Store {
         inv.key(self.names.term(partition))
             .key(self.names.due(partition))
             .key(self.names.ring_owners(partition))
-            .key(self.names.misfires(partition));
+            .key(self.names.misfires(partition))
+            .key(self.names.delays(partition));
         for node in nodes {
             inv.key(self.names.ring(partition, node));
         }
@@ -367,9 +394,10 @@ impl Store {
             inv.arg(item.job_id)
                 .arg(item.expected_score)
                 .arg(next)
-                .arg(item.node + 5)
+                .arg(item.node + 6)
                 .arg(skipped)
                 .arg(record)
+                .arg(item.awaited.map(|f| f.to_string()).unwrap_or_default())
                 .arg(item.fires.len());
             for fire in &item.fires {
                 if item.misfire_fire == Some(*fire) {
