@@ -234,6 +234,16 @@ fn on_time_claim_takes_every_fire_in_the_window() {
 }
 
 #[test]
+fn lateness_within_the_claim_period_is_on_time() {
+    // A 250 ms rate saved 800 ms before the claim: every fire is claimed.
+    let s = Schedule::FixRate(250);
+    let plan = plan_claim(&s, MisfireRule::DoNothing, None, 9_200, window(10_000));
+    assert_eq!(plan.fires.first(), Some(&9_200));
+    assert_eq!(plan.fires.len(), 24, "9 200 … 14 950: {:?}", plan.fires);
+    assert_eq!(plan.missed, None);
+}
+
+#[test]
 fn a_little_late_is_not_a_misfire() {
     let s = Schedule::FixRate(60_000);
     let plan = plan_claim(&s, MisfireRule::DoNothing, None, 6_000, window(10_000));
