@@ -19,5 +19,7 @@ echo "== cargo build --bins (the cluster tests run the real rondo-scheduler)"
 cargo build --workspace --bins
 echo "== python virtualenv (the example Python executor, schemathesis)"
 scripts/python-env.sh
+echo "== Quartz oracle (the cron engine is tested against Quartz 2.3 itself)"
+scripts/quartz-oracle/build.sh >/dev/null
 echo "== cargo test"
 cargo test --workspace --no-fail-fast "$@"

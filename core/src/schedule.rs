@@ -3,23 +3,25 @@
 //! follows when it claims a due job (misfire rule, every fire inside the
 //! pre-read window, the following fire).
 //!
-//! # Why `croner`
+//! # Quartz, as Quartz computes it
 //!
-//! XXL-JOB users write Quartz expressions: a seconds field, `?`, `L`, `W`, `#`
-//! and Quartz weekday numbers (1 = Sunday … 7 = Saturday). The `cron` crate
-//! rejects `L`, `W` and `#`. `croner` parses all of them, and with
-//! `alternative_weekdays` it reads weekday numbers the Quartz way, so `6#3`
-//! is the third Friday as a Quartz user means it. The optional seventh field
-//! (year) is accepted too.
+//! XXL-JOB users write Quartz expressions: a seconds field, `?`, `L`, `W`,
+//! `#`, Quartz weekday numbers (1 = Sunday … 7 = Saturday), ranges that wrap
+//! (`22-2`, `NOV-FEB`) and an optional year. [`quartz`] is a port of Quartz
+//! 2.3's `CronExpression`, so an imported job fires at the instants it fired
+//! under XXL-JOB, daylight-saving changes included; what Quartz accepts but
+//! cannot compute is refused with the reason.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::Utc;
 use chrono_tz::Tz;
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Error;
+
+pub mod quartz;
+
+use quartz::CronExpr;
 
 /// The longest fixed rate or delay accepted (one year), a guard against
 /// typos.
@@ -46,7 +48,7 @@ pub enum Schedule {
     None,
     /// A Quartz cron expression, its fields read as wall-clock fields of
     /// the zone.
-    Cron(Box<Cron>, Tz),
+    Cron(Box<CronExpr>, Tz),
     /// Every `n` milliseconds (written `N` seconds or `Nms`).
     FixRate(i64),
     /// `n` milliseconds after the previous run's final result (written like
@@ -89,11 +91,7 @@ impl Schedule {
         match self {
             Schedule::None | Schedule::FixDelay(_) => None,
             Schedule::FixRate(rate) => after_ms.checked_add(*rate),
-            Schedule::Cron(cron, zone) => {
-                let after: DateTime<Tz> = zone.timestamp_millis_opt(after_ms).single()?;
-                let next = cron.find_next_occurrence(&after, false).ok()?;
-                Some(next.timestamp_millis())
-            }
+            Schedule::Cron(cron, zone) => cron.next_after(*zone, after_ms),
         }
     }
 
@@ -117,23 +115,14 @@ impl Schedule {
     }
 }
 
-fn parse_quartz(conf: &str, zone: Tz) -> Result<Cron, Error> {
-    let fields = conf.split_whitespace().count();
-    if !(6..=7).contains(&fields) {
+fn parse_quartz(conf: &str, zone: Tz) -> Result<CronExpr, Error> {
+    if quartz::wall_clock_zone(zone).is_none() {
         return Err(Error::invalid(
-            "schedule_conf",
-            format!(
-                "a cron expression needs 6 or 7 fields (seconds minutes hours day-of-month month day-of-week [year]), got {fields}"
-            ),
+            "zone",
+            format!("time zone {zone} has no daylight-saving rules in the cron engine's zone data"),
         ));
     }
-    let parser = CronParser::builder()
-        .seconds(Seconds::Required)
-        .year(Year::Optional)
-        .alternative_weekdays(true)
-        .sloppy_ranges(true)
-        .build();
-    let cron = parser.parse(conf).map_err(|e| {
+    let cron = CronExpr::parse(conf).map_err(|e| {
         Error::invalid(
             "schedule_conf",
             format!("invalid cron expression {conf:?}: {e}"),
@@ -141,8 +130,10 @@ fn parse_quartz(conf: &str, zone: Tz) -> Result<Cron, Error> {
     })?;
     // An expression that matches no instant in the future (e.g. 30 February)
     // is a mistake the user wants to hear about now, not a job that never runs.
-    let probe = Utc::now().with_timezone(&zone);
-    if cron.find_next_occurrence(&probe, false).is_err() {
+    if cron
+        .next_after(zone, Utc::now().timestamp_millis())
+        .is_none()
+    {
         return Err(Error::invalid(
             "schedule_conf",
             format!("cron expression {conf:?} never fires"),

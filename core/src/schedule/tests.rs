@@ -1,5 +1,5 @@
 use super::*;
-use chrono::NaiveDateTime;
+use chrono::{DateTime, NaiveDateTime};
 use chrono_tz::Tz;
 
 fn ms(s: &str) -> i64 {
