@@ -656,7 +656,13 @@ fn same(spec: &JobSpec, job: &Value) -> bool {
     let Value::Object(want) = spec_json(spec) else {
         return false;
     };
-    want.iter().all(|(k, v)| job.get(k) == Some(v))
+    // A remark belongs to a script version: rondo keeps it only when the
+    // source changes, so a remark edited alone in XXL-JOB is not a change
+    // (else every later run would "update" the job again).
+    let same_source = want.get("glue_source") == job.get("glue_source");
+    want.iter()
+        .filter(|(k, _)| !(same_source && k.as_str() == "glue_remark"))
+        .all(|(k, v)| job.get(k) == Some(v))
 }
 
 /// Every job the API shows that an earlier import of `source` made, by

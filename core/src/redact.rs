@@ -10,7 +10,16 @@ pub fn url(url: &str) -> String {
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
+        // A password with an unencoded `/`, `?` or `#` ends the authority
+        // early; an `@` further on then still marks user info, which is
+        // hidden up to the last `@` (too much rather than a leak).
+        return match rest.rsplit_once('@') {
+            Some((userinfo, after)) => match userinfo.split_once(':') {
+                Some((user, _password)) => format!("{scheme}://{user}:***@{after}"),
+                None => url.to_owned(),
+            },
+            None => url.to_owned(),
+        };
     };
     match userinfo.split_once(':') {
         Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
@@ -44,6 +53,8 @@ mod tests {
             "amqp://rondo:***@mq:5672/%2f?heartbeat=10"
         );
         assert_eq!(url("mysql://u:p@h/db"), "mysql://u:***@h/db");
+        assert_eq!(url("mysql://u:p/a#s?s@h/db"), "mysql://u:***@h/db");
+        assert_eq!(url("redis://h:6379/0"), "redis://h:6379/0");
         assert_eq!(
             url("redis://:pw@127.0.0.1:6379"),
             "redis://:***@127.0.0.1:6379"

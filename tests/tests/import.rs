@@ -429,7 +429,15 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
         json!([id_of("2")])
     );
 
-    // Again: nothing changes.
+    // Again, with a script's remark edited alone in XXL-JOB (a remark
+    // belongs to a script version, so it is no change): nothing changes.
+    let edited = sqlx::query(
+        "UPDATE xxl_job_info SET glue_remark = 'edited alone' WHERE glue_type <> 'BEAN' LIMIT 1",
+    )
+    .execute(&xxl.pool)
+    .await
+    .unwrap();
+    assert_eq!(edited.rows_affected(), 1);
     let before: Vec<Value> = jobs.values().map(|j| j["updated_ms"].clone()).collect();
     let out = rondo(&url, &token, &import);
     assert!(out.status.success(), "{out:?}");
