@@ -265,6 +265,18 @@ enum JobCmd {
     List {
         #[arg(long)]
         group: Option<String>,
+        /// A job id, or text found in the description or the handler.
+        #[arg(long = "search")]
+        q: Option<String>,
+        /// Only running (true) or stopped (false) jobs.
+        #[arg(long)]
+        enabled: Option<bool>,
+        /// Only jobs of this schedule type (CRON, FIX_RATE, FIX_DELAY, NONE).
+        #[arg(long)]
+        schedule_type: Option<String>,
+        /// id (default), description or updated; a leading - reverses it.
+        #[arg(long, allow_hyphen_values = true)]
+        sort: Option<String>,
         #[arg(long, default_value_t = 100)]
         limit: usize,
         #[arg(long, default_value_t = 0)]
@@ -654,18 +666,33 @@ fn request(
             JobCmd::Create(args) => (M::POST, "/api/v1/jobs".into(), Some(args.to_json())),
             JobCmd::List {
                 group,
+                q,
+                enabled,
+                schedule_type,
+                sort,
                 limit,
                 offset,
             } => {
-                let g = group
-                    .as_ref()
-                    .map(|g| format!("&group={g}"))
-                    .unwrap_or_default();
-                (
-                    M::GET,
-                    format!("/api/v1/jobs?limit={limit}&offset={offset}{g}"),
-                    None,
-                )
+                let mut url = reqwest::Url::parse("http://rondo/api/v1/jobs").expect("a fixed URL");
+                {
+                    let mut pairs = url.query_pairs_mut();
+                    pairs.append_pair("limit", &limit.to_string());
+                    pairs.append_pair("offset", &offset.to_string());
+                    let optional = [
+                        ("group", group.clone()),
+                        ("q", q.clone()),
+                        ("enabled", enabled.map(|e| e.to_string())),
+                        ("schedule_type", schedule_type.clone()),
+                        ("sort", sort.clone()),
+                    ];
+                    for (key, value) in optional {
+                        if let Some(v) = value {
+                            pairs.append_pair(key, &v);
+                        }
+                    }
+                }
+                let query = url.query().unwrap_or_default().to_owned();
+                (M::GET, format!("/api/v1/jobs?{query}"), None)
             }
             JobCmd::Get { id } => (M::GET, format!("/api/v1/jobs/{id}"), None),
             JobCmd::Update { id, fields } => {
@@ -952,7 +979,22 @@ mod tests {
                 "--stopped",
             ],
             &[
-                "job", "list", "--group", "g", "--limit", "5", "--offset", "1",
+                "job",
+                "list",
+                "--group",
+                "g",
+                "--search",
+                "nightly report",
+                "--enabled",
+                "true",
+                "--schedule-type",
+                "CRON",
+                "--sort",
+                "-updated",
+                "--limit",
+                "5",
+                "--offset",
+                "1",
             ],
             &["job", "get", "1"],
             &[

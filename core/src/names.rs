@@ -102,13 +102,26 @@ impl Names {
         format!("{}:job:{id}", self.ns)
     }
 
-    /// `ns:jobs`: the set of every job id (for listing).
+    /// `ns:job-ids`: every job id, a sorted set scored by the id, so a page
+    /// of the job list reads a page (`ZRANGE … LIMIT`), not every id.
     pub fn job_index(&self) -> String {
+        format!("{}:job-ids", self.ns)
+    }
+
+    /// `ns:group-job-ids:<app>`: a group's job ids, scored by the id.
+    pub fn group_jobs(&self, app: &str) -> String {
+        format!("{}:group-job-ids:{app}", self.ns)
+    }
+
+    /// `ns:jobs`: the plain set of job ids earlier builds kept; the leader
+    /// converts it into [`Names::job_index`] once.
+    pub fn legacy_job_index(&self) -> String {
         format!("{}:jobs", self.ns)
     }
 
-    /// `ns:group-jobs:<app>`: the ids of a group's jobs.
-    pub fn group_jobs(&self, app: &str) -> String {
+    /// `ns:group-jobs:<app>`: a group's plain set of job ids of earlier
+    /// builds, converted like [`Names::legacy_job_index`].
+    pub fn legacy_group_jobs(&self, app: &str) -> String {
         format!("{}:group-jobs:{app}", self.ns)
     }
 

@@ -47,6 +47,7 @@ pub mod partitions;
 pub mod report;
 mod rows;
 pub mod schema;
+pub mod search;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod upsert;
@@ -64,6 +65,7 @@ pub use logs::{LogLine, LogRow, TriggerLog};
 pub use maintenance::{Maintenance, Retention};
 pub use report::ReportRow;
 pub use schema::MIGRATOR;
+pub use search::{JobIdPage, JobQuery, JobSort};
 pub use write::{Rejected, WriteReport, write_events};
 
 /// Brings the database's schema up to date (idempotent).
@@ -168,6 +170,11 @@ impl History {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(jobs::decode_job).collect())
+    }
+
+    /// One page of the ids of the jobs `query` finds (see [`search`]).
+    pub async fn search_jobs(&self, query: &JobQuery) -> Result<JobIdPage, Error> {
+        search::search_jobs(&self.pool, query).await
     }
 
     /// The latest trigger logs of a job, newest first.

@@ -158,7 +158,7 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     cluster.stop_node(node).await;
     testkit::cleanup_redis(&config).await;
     let mut conn = redis(&config).await;
-    let left: u64 = conn.scard(config.names().job_index()).await.unwrap();
+    let left: u64 = conn.zcard(config.names().job_index()).await.unwrap();
     assert_eq!(left, 0, "the namespace was flushed");
     // The executor's registration went with it; its next heartbeat (1 s)
     // brings it back. Wait, so the FIRE_ONCE_NOW fire finds it.
@@ -294,5 +294,55 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
     let next = create_job(&api, spec).await;
     assert_eq!(id_of(&next), id_of(&job) + 1, "the sequence was not raised");
 
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn job_indexes_of_an_earlier_build_become_sorted_sets_once() {
+    let mut cluster = Cluster::new(World::new("boot-legacy").await);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    let (config, db) = (cluster.config().clone(), cluster.db().clone());
+    let (status, body) = api.post("/api/v1/groups", json!({ "app": "old" })).await;
+    assert_eq!(status, 201, "{body}");
+    let names = config.names();
+    let mut conn = redis(&config).await;
+    // What an earlier build left: plain sets of ids, beside no sorted set.
+    let _: () = conn
+        .sadd(names.legacy_job_index(), &[3u64, 1, 2])
+        .await
+        .unwrap();
+    let _: () = conn
+        .sadd(names.legacy_group_jobs("old"), &[3u64, 1])
+        .await
+        .unwrap();
+
+    let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
+    let store = Store::new(pool, config.names());
+    let term_key = config.names().term(0);
+    let term: u64 = eventually("the leader raises the terms", REBUILD_TIMEOUT, || {
+        let mut conn = conn.clone();
+        let key = term_key.clone();
+        async move { conn.get::<_, Option<u64>>(key).await.unwrap() }
+    })
+    .await;
+    let history = rondo_history::History::from_pool(db.clone());
+    for _ in 0..2 {
+        rebuild_if_empty(&store, &history, term).await.unwrap();
+        let all: Vec<(u64, f64)> = conn
+            .zrange_withscores(names.job_index(), 0, -1)
+            .await
+            .unwrap();
+        assert_eq!(all, [(1, 1.0), (2, 2.0), (3, 3.0)], "scored by id");
+        let group: Vec<u64> = conn.zrange(names.group_jobs("old"), 0, -1).await.unwrap();
+        assert_eq!(group, [1, 3]);
+        let legacy: (bool, bool) = redis::pipe()
+            .exists(names.legacy_job_index())
+            .exists(names.legacy_group_jobs("old"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(legacy, (false, false), "the plain sets are gone");
+    }
     cluster.stop().await;
 }

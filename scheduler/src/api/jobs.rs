@@ -14,6 +14,7 @@ use rondo_core::event::TriggerRecord;
 use rondo_core::model::validate_app_name;
 use rondo_core::{Error, Event, Job, JobSpec, TriggerType, clock};
 use rondo_dispatcher::Fire;
+use rondo_history::{JobQuery, JobSort};
 use serde::Serialize;
 
 use rondo_core::schedule::MissedFires;
@@ -36,11 +37,15 @@ pub(super) struct JobView {
     next_fire_ms: Option<i64>,
 }
 
-/// A page of jobs, by id.
+/// A page of jobs.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct JobPage {
-    /// Jobs matching, on all pages.
+    /// Jobs matching, on all pages: exactly, or at least this many when
+    /// `total_exact` is false (a count that stopped at 10,000, or a text
+    /// search, which counts only the pages so far and one more if there
+    /// are more).
     total: usize,
+    total_exact: bool,
     offset: usize,
     items: Vec<Job>,
 }
@@ -217,10 +222,17 @@ pub(super) async fn create_job(
     ))
 }
 
-/// Jobs by id, one group's or every readable group's.
+/// A page of jobs: by id from Redis (always current), or, with a search,
+/// a filter or another order, ids from the MySQL mirror (a job saved a
+/// moment ago shows once the persistence worker has written it, within
+/// its linger) and the definitions from Redis.
 #[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
     params(
         ("group" = Option<String>, Query, description = "Only this group's jobs.", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("q" = Option<String>, Query, description = "A job id, or text found in the description or the handler (not counted: `total_exact` is false while there are more).", max_length = 255),
+        ("enabled" = Option<bool>, Query, description = "Only running (`true`) or stopped (`false`) jobs."),
+        ("schedule_type" = Option<String>, Query, description = "Only jobs of this schedule type.", pattern = "^(CRON|FIX_RATE|FIX_DELAY|NONE)$"),
+        ("sort" = Option<String>, Query, description = "The order: `id` (default), `description`, `updated`; a leading `-` reverses it.", pattern = "^-?(id|description|updated)$"),
         ("limit" = Option<u32>, Query, description = "Page size (default 100).", maximum = 1000),
         ("offset" = Option<i64>, Query, description = "Jobs to skip (default 0).", minimum = 0),
     ),
@@ -230,35 +242,140 @@ pub(super) async fn list_jobs(
     Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<JobPage>> {
-    let group = q.get("group").map(String::as_str);
-    if let Some(g) = group {
-        validate_app_name("group", g)?;
+    let query = JobListQuery::parse(&q)?;
+    if let Some(g) = &query.group {
         caller.require(Access::ReadGroup(g), "group")?;
     }
-    let limit = query_usize(&q, "limit", 100, 1000)?;
-    let offset = query_usize(&q, "offset", 0, super::input::MAX_ID as usize)?;
-    let ids = match (group, caller.readable_groups()) {
-        (None, Some(readable)) => {
-            let mut ids = Vec::new();
-            for g in readable {
-                ids.extend(s.store.job_ids(Some(g)).await?);
-            }
-            ids.sort_unstable();
-            ids
-        }
-        _ => s.store.job_ids(group).await?,
+    let groups: Option<Vec<String>> = match (&query.group, caller.readable_groups()) {
+        (Some(g), _) => Some(vec![g.clone()]),
+        (None, Some(readable)) => Some(readable.iter().cloned().collect()),
+        (None, None) => None,
     };
-    let page: Vec<u64> = ids.iter().copied().skip(offset).take(limit).collect();
+    let (total, total_exact, page) = if query.by_id_only() {
+        let (total, ids) = s
+            .store
+            .job_page(
+                groups.as_deref(),
+                query.offset,
+                query.limit,
+                query.descending,
+            )
+            .await?;
+        (total, true, ids)
+    } else {
+        let found = s
+            .history
+            .search_jobs(&JobQuery {
+                groups,
+                text: query.text.clone(),
+                enabled: query.enabled,
+                schedule_type: query.schedule_type.clone(),
+                sort: query.sort,
+                descending: query.descending,
+                offset: query.offset as u64,
+                limit: query.limit as u32,
+            })
+            .await?;
+        (found.total as usize, found.exact, found.ids)
+    };
     let jobs = s.store.get_jobs(&page).await?;
     let items = page
         .iter()
         .filter_map(|id| jobs.get(id).map(|j| Job::clone(j)))
         .collect();
     Ok(Json(JobPage {
-        total: ids.len(),
-        offset,
+        total,
+        total_exact,
+        offset: query.offset,
         items,
     }))
+}
+
+/// The job list's query, checked: each bad value is a 400 naming its key.
+struct JobListQuery {
+    group: Option<String>,
+    text: Option<String>,
+    enabled: Option<bool>,
+    schedule_type: Option<String>,
+    sort: JobSort,
+    descending: bool,
+    limit: usize,
+    offset: usize,
+}
+
+impl JobListQuery {
+    fn parse(q: &HashMap<String, String>) -> Result<JobListQuery, Error> {
+        let group = q.get("group").cloned();
+        if let Some(g) = &group {
+            validate_app_name("group", g)?;
+        }
+        let text = q
+            .get("q")
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        if text.as_ref().is_some_and(|t| t.chars().count() > 255) {
+            return Err(Error::invalid("q", "must be at most 255 characters"));
+        }
+        let enabled = match q.get("enabled").map(String::as_str) {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(other) => {
+                return Err(Error::invalid(
+                    "enabled",
+                    format!("must be true or false, got {other:?}"),
+                ));
+            }
+        };
+        let schedule_type = match q.get("schedule_type") {
+            None => None,
+            Some(t) if ["CRON", "FIX_RATE", "FIX_DELAY", "NONE"].contains(&t.as_str()) => {
+                Some(t.clone())
+            }
+            Some(t) => {
+                return Err(Error::invalid(
+                    "schedule_type",
+                    format!("must be CRON, FIX_RATE, FIX_DELAY or NONE, got {t:?}"),
+                ));
+            }
+        };
+        let raw_sort = q.get("sort").map(String::as_str).unwrap_or("id");
+        let (descending, key) = match raw_sort.strip_prefix('-') {
+            Some(key) => (true, key),
+            None => (false, raw_sort),
+        };
+        let sort = match key {
+            "id" => JobSort::Id,
+            "description" => JobSort::Description,
+            "updated" => JobSort::Updated,
+            _ => {
+                return Err(Error::invalid(
+                    "sort",
+                    format!(
+                        "must be id, description or updated, optionally with a leading -, got {raw_sort:?}"
+                    ),
+                ));
+            }
+        };
+        Ok(JobListQuery {
+            group,
+            text,
+            enabled,
+            schedule_type,
+            sort,
+            descending,
+            limit: query_usize(q, "limit", 100, 1000)?,
+            offset: query_usize(q, "offset", 0, super::input::MAX_ID as usize)?,
+        })
+    }
+
+    /// Nothing but id order: Redis answers, current to the last save.
+    fn by_id_only(&self) -> bool {
+        self.text.is_none()
+            && self.enabled.is_none()
+            && self.schedule_type.is_none()
+            && self.sort == JobSort::Id
+    }
 }
 
 /// One job, with its next fire.

@@ -81,6 +81,7 @@ pub async fn rebuild_if_empty(
     history: &History,
     term: u64,
 ) -> Result<Option<Report>, Error> {
+    convert_legacy_indexes(store).await?;
     match redis_state(store).await? {
         RedisState::Populated => return Ok(None),
         RedisState::Empty => {}
@@ -118,6 +119,38 @@ pub async fn rebuild_if_empty(
     Ok(Some(report))
 }
 
+/// Earlier builds kept the job indexes as plain sets; they are sorted sets
+/// scored by id now (a page of the list reads a page). Converts each
+/// legacy set that is still there, once; idempotent and safe to repeat
+/// (ZADD of the same members, then DEL of the legacy key).
+async fn convert_legacy_indexes(store: &Store) -> Result<(), Error> {
+    let names = store.names();
+    let mut conn = store.pool().get().await?;
+    let groups: Vec<String> = conn.hkeys(names.groups()).await?;
+    let mut pairs = vec![(names.legacy_job_index(), names.job_index())];
+    pairs.extend(
+        groups
+            .iter()
+            .map(|g| (names.legacy_group_jobs(g), names.group_jobs(g))),
+    );
+    for (legacy, index) in pairs {
+        let ids: Vec<u64> = conn.smembers(&legacy).await?;
+        if ids.is_empty() {
+            continue;
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for chunk in ids.chunks(10_000) {
+            let members: Vec<(u64, u64)> = chunk.iter().map(|id| (*id, *id)).collect();
+            pipe.zadd_multiple(&index, &members).ignore();
+        }
+        pipe.del(&legacy).ignore();
+        let _: () = pipe.query_async(&mut conn).await?;
+        tracing::info!(key = %legacy, jobs = ids.len(), "converted a legacy job index to a sorted set");
+    }
+    Ok(())
+}
+
 fn marker(names: &Names) -> String {
     names.bootstrap_marker()
 }
@@ -125,7 +158,7 @@ fn marker(names: &Names) -> String {
 async fn redis_state(store: &Store) -> Result<RedisState, Error> {
     let names = store.names();
     let (jobs, seq, marked): (u64, bool, bool) = redis::pipe()
-        .scard(names.job_index())
+        .zcard(names.job_index())
         .exists(names.job_seq())
         .exists(marker(names))
         .query_async(&mut store.pool().get().await?)
@@ -270,9 +303,9 @@ fn add_job(
     let json = serde_json::to_string(job)?;
     pipe.hset_nx(names.job(job.id), DEF, json)
         .ignore()
-        .sadd(names.job_index(), job.id)
+        .zadd(names.job_index(), job.id, job.id)
         .ignore()
-        .sadd(names.group_jobs(&job.group), job.id)
+        .zadd(names.group_jobs(&job.group), job.id, job.id)
         .ignore();
     if let Some(score) = due {
         pipe.cmd("ZADD")

@@ -164,7 +164,7 @@ impl Store {
     pub async fn delete_group(&self, app: &str) -> Result<(), Error> {
         self.get_group(app).await?;
         let mut conn = self.conn().await?;
-        let jobs: u64 = conn.scard(self.names.group_jobs(app)).await?;
+        let jobs: u64 = conn.zcard(self.names.group_jobs(app)).await?;
         if jobs > 0 {
             return Err(Error::new(
                 ErrorKind::Conflict,
@@ -199,12 +199,12 @@ impl Store {
         pipe.atomic()
             .hset(self.names.job(job.id), DEF, json)
             .ignore()
-            .sadd(self.names.job_index(), job.id)
+            .zadd(self.names.job_index(), job.id, job.id)
             .ignore()
-            .sadd(self.names.group_jobs(&job.group), job.id)
+            .zadd(self.names.group_jobs(&job.group), job.id, job.id)
             .ignore();
         if let Some(old) = old_group.filter(|g| *g != job.group) {
-            pipe.srem(self.names.group_jobs(old), job.id).ignore();
+            pipe.zrem(self.names.group_jobs(old), job.id).ignore();
         }
         match next.into() {
             Due::At(score) => {
@@ -251,14 +251,59 @@ impl Store {
     }
 
     /// Job ids, optionally of one group, sorted.
-    pub async fn job_ids(&self, group: Option<&str>) -> Result<Vec<u64>, Error> {
-        let key = match group {
-            Some(g) => self.names.group_jobs(g),
-            None => self.names.job_index(),
+    /// A page of job ids in id order (`descending`: newest first), of one
+    /// group, of several, or (`None`) of every group, and how many there
+    /// are. One group or all: one `ZRANGE` of the page. Several (a user
+    /// granted some groups): each group's first `offset + limit`, merged.
+    pub async fn job_page(
+        &self,
+        groups: Option<&[String]>,
+        offset: usize,
+        limit: usize,
+        descending: bool,
+    ) -> Result<(usize, Vec<u64>), Error> {
+        let keys: Vec<String> = match groups {
+            None => vec![self.names.job_index()],
+            Some(gs) => gs.iter().map(|g| self.names.group_jobs(g)).collect(),
         };
-        let mut ids: Vec<u64> = self.conn().await?.smembers(key).await?;
-        ids.sort_unstable();
-        Ok(ids)
+        if limit == 0 || keys.is_empty() {
+            let mut total = 0;
+            for key in &keys {
+                total += self.conn().await?.zcard::<_, usize>(key).await?;
+            }
+            return Ok((total, Vec::new()));
+        }
+        let window = if keys.len() == 1 {
+            limit
+        } else {
+            offset + limit
+        };
+        let start = if keys.len() == 1 { offset } else { 0 };
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.zcard(key);
+            let range = if descending { "ZREVRANGE" } else { "ZRANGE" };
+            pipe.cmd(range).arg(key).arg(start).arg(start + window - 1);
+        }
+        let answers: Vec<redis::Value> = pipe.query_async(&mut self.conn().await?).await?;
+        let mut total = 0;
+        let mut ids = Vec::new();
+        for pair in answers.chunks(2) {
+            let (count, page): (usize, Vec<u64>) =
+                redis::from_redis_value(redis::Value::Array(pair.to_vec()))
+                    .map_err(redis::RedisError::from)?;
+            total += count;
+            ids.extend(page);
+        }
+        if keys.len() > 1 {
+            ids.sort_unstable();
+            ids.dedup();
+            if descending {
+                ids.reverse();
+            }
+            ids = ids.into_iter().skip(offset).take(limit).collect();
+        }
+        Ok((total, ids))
     }
 
     pub async fn delete_job(&self, job: &Job) -> Result<(), Error> {
@@ -267,9 +312,9 @@ impl Store {
         pipe.atomic()
             .del(self.names.job(job.id))
             .ignore()
-            .srem(self.names.job_index(), job.id)
+            .zrem(self.names.job_index(), job.id)
             .ignore()
-            .srem(self.names.group_jobs(&job.group), job.id)
+            .zrem(self.names.group_jobs(&job.group), job.id)
             .ignore()
             .zrem(due, job.id)
             .ignore()

@@ -1,0 +1,195 @@
+//! The job list as the console pages it, on a real cluster: id pages from
+//! Redis (a page reads a page), search, filters and sorts from the MySQL
+//! mirror the persistence worker writes, and a viewer seeing only the
+//! groups granted to them.
+
+use rondo_core::auth::Role;
+use rondo_testkit::{Cluster, PATIENCE, World, eventually};
+use serde_json::{Value, json};
+
+fn ids(page: &Value) -> Vec<u64> {
+    page["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items: {page}"))
+        .iter()
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_are_paged_searched_filtered_and_sorted() {
+    let world = World::new("job_list").await;
+    let viewer = world.user("vera", Role::Viewer, &["beta"], false).await;
+    let mut cluster = Cluster::new(world);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    for app in ["alpha", "beta"] {
+        assert_eq!(
+            api.post("/api/v1/groups", json!({ "app": app })).await.0,
+            201
+        );
+    }
+    // 12 jobs: alpha gets the odd ones, beta the even ones; every third is
+    // a fixed rate; the last four are stopped.
+    let mut created = Vec::new();
+    for i in 1..=12u64 {
+        let group = if i % 2 == 1 { "alpha" } else { "beta" };
+        let (ty, conf) = if i % 3 == 0 {
+            ("FIX_RATE", "60")
+        } else {
+            ("CRON", "0 0 3 * * ?")
+        };
+        let description = match i {
+            5 => "Nightly report for 100% of tenants".to_string(),
+            7 => "nightly REPORT, the big one".to_string(),
+            _ => format!("job number {i:02}"),
+        };
+        let id = api
+            .create_job(
+                json!({ "group": group, "handler": format!("handler_{}", i % 4),
+                "description": description, "schedule_type": ty, "schedule_conf": conf,
+                "enabled": i <= 8 }),
+            )
+            .await;
+        created.push(id);
+    }
+    assert_eq!(created, (1..=12).collect::<Vec<_>>());
+
+    // Pages by id come from Redis: current at once, in both directions.
+    let (status, page) = api.get("/api/v1/jobs?limit=5&offset=5").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(ids(&page), [6, 7, 8, 9, 10]);
+    assert_eq!(
+        (page["total"].clone(), page["total_exact"].clone()),
+        (json!(12), json!(true))
+    );
+    let (_, page) = api.get("/api/v1/jobs?limit=3&sort=-id").await;
+    assert_eq!(ids(&page), [12, 11, 10]);
+    let (_, page) = api.get("/api/v1/jobs?group=beta&limit=2&offset=1").await;
+    assert_eq!(ids(&page), [4, 6]);
+    assert_eq!(page["total"], 6);
+
+    // Search and filters read the MySQL mirror: wait until it has all 12.
+    let all_mirrored = || async {
+        let (_, page) = api.get("/api/v1/jobs?sort=-updated&limit=100").await;
+        ids(&page).len() == 12
+    };
+    eventually(
+        "the persistence worker mirrors the jobs",
+        PATIENCE,
+        all_mirrored,
+    )
+    .await;
+
+    // Text in the description, any case; `%` is literal.
+    let (status, page) = api.get("/api/v1/jobs?q=nightly%20report").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(ids(&page), [5, 7]);
+    let (_, page) = api.get("/api/v1/jobs?q=100%25").await;
+    assert_eq!(ids(&page), [5]);
+    // Text in the handler, and an id.
+    let (_, page) = api.get("/api/v1/jobs?q=handler_3").await;
+    assert_eq!(ids(&page), [3, 7, 11]);
+    let (_, page) = api.get("/api/v1/jobs?q=12").await;
+    assert_eq!(
+        ids(&page),
+        [12],
+        "id 12, and no description holds \"12\" but job 12's"
+    );
+    // A search is not counted: total says whether there is more.
+    let (_, page) = api.get("/api/v1/jobs?q=job%20number&limit=4").await;
+    assert_eq!(ids(&page), [1, 2, 3, 4]);
+    assert_eq!(
+        (page["total"].clone(), page["total_exact"].clone()),
+        (json!(5), json!(false))
+    );
+    let (_, page) = api
+        .get("/api/v1/jobs?q=job%20number&limit=4&offset=8")
+        .await;
+    assert_eq!(ids(&page), [11, 12]);
+    assert_eq!(
+        (page["total"].clone(), page["total_exact"].clone()),
+        (json!(10), json!(true))
+    );
+
+    // Filters combine with groups and with each other.
+    let (_, page) = api.get("/api/v1/jobs?enabled=false").await;
+    assert_eq!(ids(&page), [9, 10, 11, 12]);
+    assert_eq!(page["total"], 4);
+    let (_, page) = api
+        .get("/api/v1/jobs?schedule_type=FIX_RATE&group=beta")
+        .await;
+    assert_eq!(ids(&page), [6, 12]);
+    let (_, page) = api
+        .get("/api/v1/jobs?schedule_type=CRON&enabled=true&q=job")
+        .await;
+    assert_eq!(ids(&page), [1, 2, 4, 8]);
+
+    // Sorts: by description (byte order), reversed; by last update.
+    let (_, page) = api.get("/api/v1/jobs?sort=description&limit=3").await;
+    assert_eq!(
+        ids(&page),
+        [5, 1, 2],
+        "\"Nightly\" < \"job\" < … in byte order"
+    );
+    let (_, page) = api.get("/api/v1/jobs?sort=-description&limit=2").await;
+    assert_eq!(ids(&page), [7, 12]);
+    let (status, _) = api
+        .call(
+            reqwest::Method::PUT,
+            "/api/v1/jobs/3",
+            Some(json!({ "description": "job number 03, edited" })),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let newest_first = || async {
+        let (_, page) = api.get("/api/v1/jobs?sort=-updated&limit=1").await;
+        ids(&page) == [3]
+    };
+    eventually(
+        "the edited job sorts first by update",
+        PATIENCE,
+        newest_first,
+    )
+    .await;
+
+    // A viewer granted beta sees beta's jobs only, on every path.
+    let vera = cluster.api(node).with_token(&viewer);
+    let (_, page) = vera.get("/api/v1/jobs").await;
+    assert_eq!(ids(&page), [2, 4, 6, 8, 10, 12]);
+    let (_, page) = vera.get("/api/v1/jobs?q=nightly").await;
+    assert!(ids(&page).is_empty(), "5 and 7 are alpha's: {page}");
+    let (_, page) = vera.get("/api/v1/jobs?q=handler_2").await;
+    assert_eq!(ids(&page), [2, 6, 10]);
+    let (status, answer) = vera.get("/api/v1/jobs?group=alpha").await;
+    assert_eq!(
+        (status, answer["error"]["field"].clone()),
+        (403, json!("group"))
+    );
+
+    // Bad values are refused, naming the key.
+    for (query, field) in [
+        ("enabled=yes", "enabled"),
+        ("schedule_type=DAILY", "schedule_type"),
+        ("sort=name", "sort"),
+        ("sort=--id", "sort"),
+        ("limit=1001", "limit"),
+        ("group=no%20such", "group"),
+    ] {
+        let (status, answer) = api.get(&format!("/api/v1/jobs?{query}")).await;
+        assert_eq!(
+            (status, answer["error"]["field"].clone()),
+            (400, json!(field)),
+            "{query}: {answer}"
+        );
+    }
+    let long = "x".repeat(256);
+    let (status, answer) = api.get(&format!("/api/v1/jobs?q={long}")).await;
+    assert_eq!(
+        (status, answer["error"]["field"].clone()),
+        (400, json!("q"))
+    );
+
+    cluster.stop().await;
+}
