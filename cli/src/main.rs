@@ -60,6 +60,25 @@ enum Command {
     Import(ImportCmd),
     /// One trigger's log row and log lines.
     Log { trigger_id: String },
+    /// Trigger logs, newest first, by group, job, status and time.
+    Logs {
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long = "job")]
+        job_id: Option<u64>,
+        /// running, success or failure.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        from_ms: Option<i64>,
+        #[arg(long)]
+        until_ms: Option<i64>,
+        /// The previous page's `next`.
+        #[arg(long)]
+        before: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Kills a running trigger on its executor.
     Kill { trigger_id: String },
     /// Daily running / success / fail counts, recomputed first.
@@ -637,6 +656,26 @@ fn request(
             action: Some(ClusterCmd::ResetStats),
         } => (M::POST, "/api/v1/cluster/stats/reset".into(), None),
         Command::Log { trigger_id } => (M::GET, format!("/api/v1/logs/{trigger_id}"), None),
+        Command::Logs {
+            group,
+            job_id,
+            status,
+            from_ms,
+            until_ms,
+            before,
+            limit,
+        } => {
+            let query = query_string(&[
+                ("group", group.clone()),
+                ("job_id", job_id.map(|v| v.to_string())),
+                ("status", status.clone()),
+                ("from_ms", from_ms.map(|v| v.to_string())),
+                ("until_ms", until_ms.map(|v| v.to_string())),
+                ("before", before.clone()),
+                ("limit", Some(limit.to_string())),
+            ]);
+            (M::GET, format!("/api/v1/logs?{query}"), None)
+        }
         Command::Kill { trigger_id } => (M::POST, format!("/api/v1/logs/{trigger_id}/kill"), None),
         Command::Report { days } => (M::GET, format!("/api/v1/reports?days={days}"), None),
         Command::Retention { days } => (
@@ -673,25 +712,15 @@ fn request(
                 limit,
                 offset,
             } => {
-                let mut url = reqwest::Url::parse("http://rondo/api/v1/jobs").expect("a fixed URL");
-                {
-                    let mut pairs = url.query_pairs_mut();
-                    pairs.append_pair("limit", &limit.to_string());
-                    pairs.append_pair("offset", &offset.to_string());
-                    let optional = [
-                        ("group", group.clone()),
-                        ("q", q.clone()),
-                        ("enabled", enabled.map(|e| e.to_string())),
-                        ("schedule_type", schedule_type.clone()),
-                        ("sort", sort.clone()),
-                    ];
-                    for (key, value) in optional {
-                        if let Some(v) = value {
-                            pairs.append_pair(key, &v);
-                        }
-                    }
-                }
-                let query = url.query().unwrap_or_default().to_owned();
+                let query = query_string(&[
+                    ("limit", Some(limit.to_string())),
+                    ("offset", Some(offset.to_string())),
+                    ("group", group.clone()),
+                    ("q", q.clone()),
+                    ("enabled", enabled.map(|e| e.to_string())),
+                    ("schedule_type", schedule_type.clone()),
+                    ("sort", sort.clone()),
+                ]);
                 (M::GET, format!("/api/v1/jobs?{query}"), None)
             }
             JobCmd::Get { id } => (M::GET, format!("/api/v1/jobs/{id}"), None),
@@ -814,6 +843,20 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `key=value&…` of the pairs that have a value, each URL-encoded.
+fn query_string(pairs: &[(&str, Option<String>)]) -> String {
+    let mut url = reqwest::Url::parse("http://rondo/").expect("a fixed URL");
+    {
+        let mut query = url.query_pairs_mut();
+        for (key, value) in pairs {
+            if let Some(v) = value {
+                query.append_pair(key, v);
+            }
+        }
+    }
+    url.query().unwrap_or_default().to_owned()
 }
 
 #[cfg(test)]
@@ -1062,6 +1105,23 @@ mod tests {
                 "3",
             ],
             &["log", "1-2-3"],
+            &[
+                "logs",
+                "--group",
+                "g",
+                "--job",
+                "7",
+                "--status",
+                "failure",
+                "--from-ms",
+                "1",
+                "--until-ms",
+                "2",
+                "--before",
+                "2:7-1-0",
+                "--limit",
+                "10",
+            ],
             &["kill", "1-2-3"],
             &["report", "--days", "3"],
             &["retention", "--days", "30"],

@@ -61,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::Error;
 pub use glue::GlueVersion;
 pub use jobs::BadRow;
-pub use logs::{LogLine, LogRow, TriggerLog};
+pub use logs::{LogLine, LogPage, LogQuery, LogRow, LogStatus, TriggerLog};
 pub use maintenance::{Maintenance, Retention};
 pub use report::ReportRow;
 pub use schema::MIGRATOR;
@@ -175,6 +175,11 @@ impl History {
     /// One page of the ids of the jobs `query` finds (see [`search`]).
     pub async fn search_jobs(&self, query: &JobQuery) -> Result<JobIdPage, Error> {
         search::search_jobs(&self.pool, query).await
+    }
+
+    /// One page of the trigger logs `query` finds, newest first.
+    pub async fn search_logs(&self, query: &LogQuery) -> Result<LogPage, Error> {
+        logs::search(&self.pool, query).await
     }
 
     /// The latest trigger logs of a job, newest first.

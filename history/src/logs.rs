@@ -103,3 +103,98 @@ pub(crate) fn log_line(r: &MySqlRow) -> LogLine {
         line: text(r, "line"),
     }
 }
+
+/// A trigger's status as the log list filters it (the daily report's three
+/// kinds; the `state` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStatus {
+    Running = 0,
+    Success = 1,
+    Failure = 2,
+}
+
+/// What the log list shows: every filter optional; `groups: None` is every
+/// group. Newest first; `before` is the `(fire_ms, trigger_id)` of the last
+/// row of the previous page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogQuery {
+    pub groups: Option<Vec<String>>,
+    pub job_id: Option<u64>,
+    pub status: Option<LogStatus>,
+    pub from_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub before: Option<(i64, String)>,
+    pub limit: u32,
+}
+
+/// A page of log rows, newest first, and where the next one starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogPage {
+    pub items: Vec<LogRow>,
+    /// `(fire_ms, trigger_id)` of the last row when there may be more.
+    pub next: Option<(i64, String)>,
+}
+
+/// One page of `job_log` rows `query` finds (keyset pagination over an
+/// index per filter).
+pub(crate) async fn search(
+    pool: &sqlx::MySqlPool,
+    query: &LogQuery,
+) -> Result<LogPage, crate::Error> {
+    let mut filter = String::from("1 = 1");
+    let mut ints: Vec<i64> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    // Binds go in order: the group names, then the numbers, then the cursor.
+    if let Some(groups) = &query.groups {
+        if groups.is_empty() {
+            return Ok(LogPage {
+                items: Vec::new(),
+                next: None,
+            });
+        }
+        filter.push_str(" AND group_app IN (");
+        filter.push_str(&vec!["?"; groups.len()].join(", "));
+        filter.push(')');
+        texts.extend(groups.iter().cloned());
+    }
+    if let Some(job) = query.job_id {
+        filter.push_str(" AND job_id = ?");
+        ints.push(i64::try_from(job).unwrap_or(i64::MAX));
+    }
+    if let Some(status) = query.status {
+        filter.push_str(" AND state = ?");
+        ints.push(status as i64);
+    }
+    if let Some(from) = query.from_ms {
+        filter.push_str(" AND fire_ms >= ?");
+        ints.push(from);
+    }
+    if let Some(until) = query.until_ms {
+        filter.push_str(" AND fire_ms < ?");
+        ints.push(until);
+    }
+    if query.before.is_some() {
+        filter.push_str(" AND fire_ms <= ? AND (fire_ms < ? OR trigger_id < ?)");
+    }
+    let sql = format!(
+        "SELECT {COLUMNS} FROM job_log WHERE {filter} \
+         ORDER BY fire_ms DESC, trigger_id DESC LIMIT ?"
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for t in &texts {
+        q = q.bind(t);
+    }
+    for i in &ints {
+        q = q.bind(i);
+    }
+    if let Some((fire_ms, trigger_id)) = &query.before {
+        q = q.bind(fire_ms).bind(fire_ms).bind(trigger_id);
+    }
+    let rows = q.bind(query.limit).fetch_all(pool).await?;
+    let items: Vec<LogRow> = rows.iter().map(log_row).collect();
+    let next = (items.len() == query.limit as usize && query.limit > 0)
+        .then(|| items.last())
+        .flatten()
+        .and_then(|last| Some((last.fire_ms?, last.trigger_id.clone()?)));
+    Ok(LogPage { items, next })
+}

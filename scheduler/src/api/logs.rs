@@ -6,8 +6,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
+use rondo_core::model::validate_app_name;
 use rondo_core::{Error, ErrorKind, trigger_id};
-use rondo_history::{LogRow, TriggerLog};
+use rondo_history::{LogQuery, LogRow, LogStatus, TriggerLog};
 use serde::Serialize;
 
 use super::auth::Caller;
@@ -88,6 +89,104 @@ pub(super) async fn job_logs(
         }
     }
     Ok(Json(rows))
+}
+
+/// A page of trigger logs, newest first.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct LogPageView {
+    items: Vec<LogRow>,
+    /// Pass as `before` for the next (older) page; absent on the last.
+    next: Option<String>,
+}
+
+/// Trigger logs of the groups the caller may read, newest first, by group,
+/// job, status and time, a page at a time (each filter reads an index).
+#[utoipa::path(get, path = "/api/v1/logs", tag = "logs",
+    params(
+        ("group" = Option<String>, Query, description = "Only this group's triggers.", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("job_id" = Option<u64>, Query, description = "Only this job's triggers.", minimum = 0),
+        ("status" = Option<String>, Query, description = "`running` (sent, no result yet), `success` (the handler answered 200) or `failure` (the trigger failed or the handler answered another code), as the daily report counts them.", pattern = "^(running|success|failure)$"),
+        ("from_ms" = Option<i64>, Query, description = "Fires at or after this instant (epoch ms).", minimum = 0),
+        ("until_ms" = Option<i64>, Query, description = "Fires before this instant (epoch ms).", minimum = 0),
+        ("before" = Option<String>, Query, description = "The previous page's `next`: where this page starts.", max_length = 128),
+        ("limit" = Option<u32>, Query, description = "Page size (default 50).", maximum = 1000),
+    ),
+    responses((status = 200, description = "A page of trigger logs.", body = LogPageView), ApiErrors))]
+pub(super) async fn search_logs(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<LogPageView>> {
+    let group = q.get("group").cloned();
+    if let Some(g) = &group {
+        validate_app_name("group", g)?;
+        caller.require(Access::ReadGroup(g), "group")?;
+    }
+    let job_id = q
+        .get("job_id")
+        .map(|raw| {
+            parse_id(raw)
+                .map_err(|_| Error::invalid("job_id", format!("must be a job id, got {raw:?}")))
+        })
+        .transpose()?;
+    let status = match q.get("status").map(String::as_str) {
+        None => None,
+        Some("running") => Some(LogStatus::Running),
+        Some("success") => Some(LogStatus::Success),
+        Some("failure") => Some(LogStatus::Failure),
+        Some(other) => {
+            return Err(Error::invalid(
+                "status",
+                format!("must be running, success or failure, got {other:?}"),
+            )
+            .into());
+        }
+    };
+    let instant = |key: &str| -> Result<Option<i64>, Error> {
+        q.get(key)
+            .map(|raw| {
+                raw.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
+                    Error::invalid(key, format!("must be epoch milliseconds, got {raw:?}"))
+                })
+            })
+            .transpose()
+    };
+    let from_ms = instant("from_ms")?;
+    let until_ms = instant("until_ms")?;
+    let before = q
+        .get("before")
+        .map(|raw| {
+            raw.split_once(':')
+                .and_then(|(ms, id)| Some((ms.parse::<i64>().ok()?, id)))
+                .filter(|(_, id)| !id.is_empty() && id.len() <= 96)
+                .map(|(ms, id)| (ms, id.to_owned()))
+                .ok_or_else(|| {
+                    Error::invalid("before", "must be a page's `next` (<fire_ms>:<trigger_id>)")
+                })
+        })
+        .transpose()?;
+    let limit = query_usize(&q, "limit", 50, 1000)?;
+    let groups = match (group, caller.readable_groups()) {
+        (Some(g), _) => Some(vec![g]),
+        (None, Some(readable)) => Some(readable.iter().cloned().collect()),
+        (None, None) => None,
+    };
+    let page = s
+        .history
+        .search_logs(&LogQuery {
+            groups,
+            job_id,
+            status,
+            from_ms,
+            until_ms,
+            before,
+            limit: limit as u32,
+        })
+        .await?;
+    Ok(Json(LogPageView {
+        items: page.items,
+        next: page.next.map(|(ms, id)| format!("{ms}:{id}")),
+    }))
 }
 
 /// One trigger's log row and log lines.

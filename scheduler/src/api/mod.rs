@@ -85,6 +85,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::restore_script))
         .routes(routes!(schedules::preview))
         .routes(routes!(logs::job_logs))
+        .routes(routes!(logs::search_logs))
         .routes(routes!(logs::trigger_log))
         .routes(routes!(logs::kill_trigger))
         .routes(routes!(reports::reports))

@@ -1,0 +1,163 @@
+//! The log list as the console pages it: trigger logs in MySQL, filtered by
+//! group, job, status and time, newest first, a page at a time with a
+//! cursor, and only of the groups the caller may read.
+
+use rondo_core::auth::Role;
+use rondo_testkit::World;
+use serde_json::{Value, json};
+
+/// Trigger `n` of the fixture: job 1 (alpha) has the odd ones, job 2
+/// (beta) the even ones; one second apart; every third has failed, every
+/// fifth (not failed) is still running, the rest succeeded.
+fn fixture_row(n: i64) -> (String, i64, u64, &'static str, Option<i32>, Option<i32>) {
+    let (job, group) = if n % 2 == 1 {
+        (1, "alpha")
+    } else {
+        (2, "beta")
+    };
+    let (trigger_code, handle_code) = if n % 3 == 0 {
+        (Some(200), Some(500))
+    } else if n % 5 == 0 {
+        (Some(200), None)
+    } else {
+        (Some(200), Some(200))
+    };
+    let fire_ms = 1_780_000_000_000 + n * 1000;
+    (
+        format!("{job}-{fire_ms}-0"),
+        fire_ms,
+        job,
+        group,
+        trigger_code,
+        handle_code,
+    )
+}
+
+fn status_of(n: i64) -> &'static str {
+    if n % 3 == 0 {
+        "failure"
+    } else if n % 5 == 0 {
+        "running"
+    } else {
+        "success"
+    }
+}
+
+fn triggers(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items: {page}"))
+        .iter()
+        .map(|r| r["trigger_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The trigger ids of fixture rows `ns`, in the order given.
+fn expected(ns: impl IntoIterator<Item = i64>) -> Vec<String> {
+    ns.into_iter().map(|n| fixture_row(n).0).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_filtered_and_paged_newest_first() {
+    let world = World::new("log_list").await;
+    for n in 1..=30 {
+        let (trigger_id, fire_ms, job, group, trigger_code, handle_code) = fixture_row(n);
+        sqlx::query(
+            "INSERT INTO job_log (trigger_id, fire_ms, job_id, group_app, trigger_code, handle_code) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(trigger_id)
+        .bind(fire_ms)
+        .bind(job)
+        .bind(group)
+        .bind(trigger_code)
+        .bind(handle_code)
+        .execute(&world.db)
+        .await
+        .unwrap();
+    }
+    let viewer = world.user("vic", Role::Viewer, &["beta"], false).await;
+    let api = world
+        .in_process_api("log-list")
+        .await
+        .with_token(&world.admin.token);
+
+    // Every row, newest first, in pages of 7 following `next`.
+    let mut seen = Vec::new();
+    let mut path = "/api/v1/logs?limit=7".to_string();
+    loop {
+        let (status, page) = api.get(&path).await;
+        assert_eq!(status, 200, "{page}");
+        seen.extend(triggers(&page));
+        match page["next"].as_str() {
+            Some(next) => path = format!("/api/v1/logs?limit=7&before={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        expected((1..=30).rev()),
+        "each row once, newest first"
+    );
+
+    // Each filter alone and together.
+    for status in ["success", "failure", "running"] {
+        let (_, page) = api.get(&format!("/api/v1/logs?status={status}")).await;
+        let want = expected((1..=30).rev().filter(|n| status_of(*n) == status));
+        assert_eq!(triggers(&page), want, "{status}");
+    }
+    let (_, page) = api.get("/api/v1/logs?group=beta&status=failure").await;
+    assert_eq!(triggers(&page), expected([30, 24, 18, 12, 6]));
+    let (_, page) = api.get("/api/v1/logs?job_id=1&limit=3").await;
+    assert_eq!(triggers(&page), expected([29, 27, 25]));
+    let from = fixture_row(10).1;
+    let until = fixture_row(14).1;
+    let (_, page) = api
+        .get(&format!("/api/v1/logs?from_ms={from}&until_ms={until}"))
+        .await;
+    assert_eq!(
+        triggers(&page),
+        expected([13, 12, 11, 10]),
+        "from inclusive, until exclusive"
+    );
+    let (_, page) = api
+        .get(&format!(
+            "/api/v1/logs?job_id=2&status=success&from_ms={from}"
+        ))
+        .await;
+    assert_eq!(triggers(&page), expected([28, 26, 22, 16, 14]));
+
+    // A viewer of beta sees beta's rows only, whatever the filter.
+    let vic = world.in_process_api("log-list-2").await.with_token(&viewer);
+    let (_, page) = vic.get("/api/v1/logs?limit=100").await;
+    assert_eq!(
+        triggers(&page),
+        expected((1..=30).rev().filter(|n| n % 2 == 0))
+    );
+    let (_, page) = vic.get("/api/v1/logs?job_id=1").await;
+    assert!(triggers(&page).is_empty(), "job 1 is alpha's: {page}");
+    let (status, answer) = vic.get("/api/v1/logs?group=alpha").await;
+    assert_eq!(
+        (status, answer["error"]["field"].clone()),
+        (403, json!("group"))
+    );
+
+    // Bad values are refused, naming the key.
+    for (query, field) in [
+        ("status=ok", "status"),
+        ("job_id=x", "job_id"),
+        ("from_ms=-1", "from_ms"),
+        ("until_ms=soon", "until_ms"),
+        ("before=nope", "before"),
+        ("before=12:", "before"),
+        ("limit=1001", "limit"),
+        ("group=a%20b", "group"),
+    ] {
+        let (status, answer) = api.get(&format!("/api/v1/logs?{query}")).await;
+        assert_eq!(
+            (status, answer["error"]["field"].clone()),
+            (400, json!(field)),
+            "{query}: {answer}"
+        );
+    }
+}
