@@ -21,5 +21,9 @@ echo "== python virtualenv (the example Python executor, schemathesis)"
 scripts/python-env.sh
 echo "== Quartz oracle (the cron engine is tested against Quartz 2.3 itself)"
 scripts/quartz-oracle/build.sh >/dev/null
+echo "== chromium, Node, playwright-core and ESLint (the console's lint and browser test)"
+scripts/e2e-env.sh >/dev/null
+echo "== console lint (ESLint)"
+(cd tests/e2e && npm run --silent lint)
 echo "== cargo test"
 cargo test --workspace --no-fail-fast "$@"

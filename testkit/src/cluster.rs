@@ -127,6 +127,11 @@ impl Cluster {
     }
 
     /// The API of node `i`.
+    /// Where node `i`'s API listens (a browser test opens it).
+    pub fn addr(&self, i: usize) -> std::net::SocketAddr {
+        self.nodes[i].addr()
+    }
+
     pub fn api(&self, i: usize) -> Api {
         self.nodes[i].api()
     }

@@ -21,6 +21,7 @@
 mod audit;
 pub mod auth;
 mod cluster;
+mod console;
 mod doc;
 mod gate;
 mod groups;
@@ -151,6 +152,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/docs/", get(doc::docs_page));
     open.merge(protected)
+        .merge(console::routes())
         .fallback(|| async {
             ApiError::from(Error::not_found("path", "no such endpoint")).into_response()
         })

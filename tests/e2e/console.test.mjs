@@ -1,0 +1,187 @@
+// The rondo console as a person uses it, in Debian's chromium (headless),
+// against a real cluster that tests/tests/console.rs starts: sign-in, a
+// group and a cron job created with the preview shown, the job firing in
+// the logs, a running script trigger followed live and killed, the job
+// stopped, a viewer without write controls whom the API refuses, and an
+// ended session that returns to sign-in and back. Screenshots of each
+// screen go to $RONDO_SCREENSHOTS.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set (tests/tests/console.rs sets it)`);
+  return v;
+};
+const BASE = env('RONDO_URL');
+const ADMIN = [env('RONDO_ADMIN_USER'), env('RONDO_ADMIN_PASSWORD')];
+const VIEWER = [env('RONDO_VIEWER_USER'), env('RONDO_VIEWER_PASSWORD')];
+const SHOTS = env('RONDO_SCREENSHOTS');
+const APP = env('RONDO_APP');
+mkdirSync(SHOTS, { recursive: true });
+
+const nav = (page, name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+const shot = (page, name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+async function signIn(page, [user, password]) {
+  await page.getByLabel('Username', { exact: true }).fill(user);
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/** Polls `check` (reloading the page between tries) until it is true. */
+async function until(page, what, check, { reload = true, timeout = 60_000 } = {}) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(500);
+    if (reload) await page.reload();
+  }
+}
+
+test('the console, from sign-in to a killed trigger, for an admin and a viewer', { timeout: 300_000 }, async () => {
+  const browser = await chromium.launch({
+    executablePath: env('CHROMIUM'),
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const admin = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Asia/Shanghai', locale: 'en-GB' });
+    const page = await admin.newPage();
+    const scriptErrors = [];
+    page.on('pageerror', (e) => scriptErrors.push(e));
+
+    // A deep link without a session goes to sign-in and comes back.
+    await page.goto(`${BASE}/groups`);
+    await page.waitForURL(/\/login\?next=%2Fgroups$/);
+    await shot(page, '01-sign-in');
+    await page.getByLabel('Username', { exact: true }).fill(ADMIN[0]);
+    await page.getByLabel('Password', { exact: true }).fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: /password|credentials|sign/i }).first().waitFor();
+    await signIn(page, ADMIN);
+    await page.waitForURL(`${BASE}/groups`);
+
+    // A group.
+    await page.getByLabel('App name').fill(APP);
+    await page.getByLabel('Title').fill('Web shop');
+    await page.getByRole('button', { name: 'Create group' }).click();
+    await page.getByRole('link', { name: APP, exact: true }).waitFor();
+    await shot(page, '02-groups');
+
+    // A cron job: a bad expression is refused next to its field, the
+    // preview shows the next five fires as the expression is typed.
+    await nav(page, 'Jobs').click();
+    await page.getByRole('link', { name: 'New job' }).click();
+    await page.waitForURL(`${BASE}/jobs/new`);
+    await page.getByLabel('Group').selectOption(APP);
+    await page.getByLabel('Description').fill('Every two seconds');
+    const schedule = page.getByLabel('Schedule', { exact: true });
+    await schedule.fill('0 0 25 * * ?');
+    await page.locator('#err-schedule_conf').filter({ hasText: /hour/i }).waitFor();
+    await schedule.fill('*/2 * * * * ?');
+    await page.locator('#preview li').nth(4).waitFor();
+    assert.equal(await page.locator('#preview li').count(), 5);
+    await page.getByLabel('Handler', { exact: true }).fill('demo');
+    await shot(page, '03-job-form-with-preview');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/\/jobs\/\d+$/);
+    const cronJob = page.url().split('/').pop();
+
+    // It fires: its triggers show in the logs, succeeded.
+    await page.goto(`${BASE}/logs?job_id=${cronJob}`);
+    await until(page, 'a successful trigger of the cron job', async () =>
+      (await page.locator('tbody .status.ok').count()) > 0);
+    await shot(page, '04-logs');
+
+    // A script job, triggered once: its log follows live, and it is killed.
+    await page.goto(`${BASE}/jobs/new`);
+    await page.getByLabel('Group').selectOption(APP);
+    await page.getByLabel('Description').fill('Counting script');
+    await page.getByLabel('Schedule type').selectOption('NONE');
+    await page.getByLabel('Script type').selectOption('GLUE_SHELL');
+    await page.getByLabel('Script', { exact: true }).fill('i=0\nwhile [ $i -lt 600 ]; do i=$((i+1)); echo "line $i"; sleep 0.2; done\n');
+    await page.getByLabel('Version remark').fill('first version');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/\/jobs\/\d+$/);
+    await page.getByRole('button', { name: 'Trigger once' }).click();
+    await page.waitForURL(/\/logs\/[^/?]+$/);
+    const log = page.getByLabel('Log lines');
+    await log.filter({ hasText: 'line 3' }).waitFor({ timeout: 30_000 });
+    const before = (await log.textContent()).split('\n').length;
+    await until(page, 'more lines while it runs, without reloading', async () =>
+      (await log.textContent()).split('\n').length > before + 2, { reload: false });
+    await shot(page, '05-trigger-running');
+    await page.getByRole('button', { name: 'Kill' }).click();
+    await page.locator('#follow-state').filter({ hasText: 'Ended.' }).waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator('dl.facts .status').textContent(), 'failure');
+    await shot(page, '06-trigger-killed');
+
+    // Stop the cron job.
+    await page.goto(`${BASE}/jobs/${cronJob}`);
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.getByRole('button', { name: 'Start' }).waitFor();
+    const stopped = await page.request.get(`${BASE}/api/v1/jobs/${cronJob}`);
+    assert.equal((await stopped.json()).enabled, false);
+    await shot(page, '07-job-stopped');
+
+    await page.goto(`${BASE}/jobs`);
+    await page.getByRole('link', { name: 'Every two seconds' }).waitFor();
+    await shot(page, '08-jobs');
+    await page.goto(`${BASE}/`);
+    await page.locator('svg.chart').waitFor();
+    await shot(page, '09-dashboard');
+    await page.goto(`${BASE}/cluster`);
+    await page.getByText('Leader').first().waitFor();
+    await shot(page, '10-cluster');
+    await page.goto(`${BASE}/account`);
+    await shot(page, '11-account');
+    await page.goto(`${BASE}/audit`);
+    await page.getByRole('cell', { name: 'job.create' }).first().waitFor();
+    await shot(page, '12-audit');
+
+    // At phone width the jobs page still works.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${BASE}/jobs`);
+    await page.getByRole('link', { name: 'Every two seconds' }).waitFor();
+    await shot(page, '13-jobs-phone');
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // The session ends (signed out elsewhere): the next screen asks to sign
+    // in again, and then shows the screen asked for.
+    const me = await (await page.request.get(`${BASE}/api/v1/auth/me`)).json();
+    const out = await page.request.post(`${BASE}/api/v1/auth/logout`, { headers: { 'X-CSRF-Token': me.csrf_token } });
+    assert.ok(out.ok(), `logout: ${out.status()}`);
+    await nav(page, 'Logs').click();
+    await page.waitForURL(/\/login\?next=%2Flogs$/);
+    await signIn(page, ADMIN);
+    await page.waitForURL(`${BASE}/logs`);
+
+    // A viewer: no write control, and the API refuses the write anyway.
+    const viewer = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const vpage = await viewer.newPage();
+    await vpage.goto(`${BASE}/jobs/${cronJob}`);
+    await vpage.waitForURL(/\/login/);
+    await signIn(vpage, VIEWER);
+    await vpage.waitForURL(`${BASE}/jobs/${cronJob}`);
+    await vpage.getByText('Read only').waitFor();
+    assert.equal(await vpage.getByRole('button', { name: 'Save' }).count(), 0);
+    assert.ok(await vpage.getByRole('button', { name: 'Start' }).isDisabled());
+    assert.ok(await vpage.getByLabel('Description').isDisabled());
+    await vpage.goto(`${BASE}/jobs`);
+    await vpage.getByRole('link', { name: 'Every two seconds' }).waitFor();
+    assert.equal(await vpage.getByRole('link', { name: 'New job' }).count(), 0);
+    await shot(vpage, '14-viewer-job-list');
+    const vme = await (await vpage.request.get(`${BASE}/api/v1/auth/me`)).json();
+    const refused = await vpage.request.post(`${BASE}/api/v1/jobs/${cronJob}/start`, { headers: { 'X-CSRF-Token': vme.csrf_token } });
+    assert.equal(refused.status(), 403);
+    assert.deepEqual(scriptErrors, [], 'no script error in the console');
+  } finally {
+    await browser.close();
+  }
+});
