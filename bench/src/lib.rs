@@ -42,6 +42,7 @@ pub mod failover;
 mod machine;
 mod options;
 mod output;
+pub mod pages;
 pub mod persistence;
 mod sandbox;
 pub mod scale;
@@ -95,6 +96,12 @@ pub async fn run(options: &Options, config: &Config) -> anyhow::Result<Vec<(Stri
             Scenario::Failover => {
                 let params = failover::Params::new(options);
                 let report = failover::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Pages => {
+                let params = pages::Params::new(options);
+                let report = pages::run(config, &params).await?;
                 let path = write_report(&report, &options.out)?;
                 written.push((report.markdown(), path));
             }

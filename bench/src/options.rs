@@ -90,6 +90,14 @@ pub struct Options {
     /// is written directly to Redis (and labelled so). Defaults to 300.
     #[arg(long)]
     pub scale_api_seconds: Option<u64>,
+    /// Pages: jobs in the MySQL mirror (and Redis). Defaults to 1,000,000
+    /// (2,000 with `--smoke`).
+    #[arg(long)]
+    pub pages_jobs: Option<u64>,
+    /// Pages: trigger log rows. Defaults to 10,000,000 (20,000 with
+    /// `--smoke`).
+    #[arg(long)]
+    pub pages_logs: Option<u64>,
 
     /// Failover: kills of the leader (each measured). Defaults to 3 (1
     /// with `--smoke`).
@@ -125,6 +133,8 @@ impl Options {
             scale_jobs: None,
             scale_due: None,
             scale_api_seconds: None,
+            pages_jobs: None,
+            pages_logs: None,
             failover_runs: None,
             failover_jobs: None,
         }
@@ -213,6 +223,9 @@ pub enum Scenario {
     /// kill -9 of the leader of three nodes: time to the next claim, lost
     /// and duplicate fires.
     Failover,
+    /// The console's jobs and logs pages at a million jobs and ten million
+    /// log rows.
+    Pages,
     /// Every scenario, one after the other.
     All,
 }
@@ -227,6 +240,7 @@ impl Scenario {
                 Scenario::Throughput,
                 Scenario::Scale,
                 Scenario::Failover,
+                Scenario::Pages,
             ],
             single => vec![single],
         }

@@ -271,3 +271,25 @@ fn scratch_dir(name: &str) -> PathBuf {
         std::process::id()
     ))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_scenario_times_every_console_page() {
+    let (markdown, json, _scratch) = smoke(Scenario::Pages, "pages").await;
+    assert!(markdown.contains("p99 ≤ 200 ms"), "{markdown}");
+    assert_eq!(json["jobs"], 2_000);
+    assert_eq!(json["log_rows"], 20_000);
+    let timings = json["timings"].as_array().expect("timings");
+    assert!(timings.len() >= 18, "{json}");
+    for t in timings {
+        assert!(t["us"]["count"].as_u64() >= Some(1), "{t}");
+        assert!(t["us"]["p50"].as_i64() > Some(0), "{t}");
+        let page = t["page"].as_str().unwrap();
+        let request = t["request"].as_str().unwrap();
+        // Every request but the search for a word nothing contains reads
+        // rows: the fill and the rebuild gave the pages something to show.
+        if !request.contains("q=zzzz") {
+            assert!(t["rows"].as_u64() > Some(0), "{page} {request}: {t}");
+        }
+    }
+    assert!(json["target_met"].is_boolean());
+}

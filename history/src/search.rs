@@ -29,7 +29,8 @@ pub enum JobSort {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobQuery {
     pub groups: Option<Vec<String>>,
-    /// A job id, or text found in the description or the handler.
+    /// A job id (a number), or text found in the description or the
+    /// handler.
     pub text: Option<String>,
     pub enabled: Option<bool>,
     pub schedule_type: Option<String>,
@@ -96,16 +97,20 @@ pub async fn search_jobs(pool: &MySqlPool, query: &JobQuery) -> Result<JobIdPage
         args.push(ty.clone());
     }
     if let Some(text) = query.text.as_deref().filter(|t| !t.is_empty()) {
-        let pattern = format!("%{}%", like_literal(text));
         match text.parse::<u64>() {
+            // A number is a job id: one key read. (Also matching it in the
+            // texts would read the whole mirror for every id asked.)
             Ok(id) => {
-                filter.push_str(&format!(" AND (id = ? OR {TEXT_MATCH})"));
+                filter.push_str(" AND id = ?");
                 args.push(id.to_string());
             }
-            Err(_) => filter.push_str(&format!(" AND ({TEXT_MATCH})")),
+            Err(_) => {
+                let pattern = format!("%{}%", like_literal(text));
+                filter.push_str(&format!(" AND ({TEXT_MATCH})"));
+                args.push(pattern.clone());
+                args.push(pattern);
+            }
         }
-        args.push(pattern.clone());
-        args.push(pattern);
     }
     let dir = if query.descending { "DESC" } else { "ASC" };
     let order = match query.sort {
@@ -113,7 +118,18 @@ pub async fn search_jobs(pool: &MySqlPool, query: &JobQuery) -> Result<JobIdPage
         JobSort::Description => format!("description {dir}, id {dir}"),
         JobSort::Updated => format!("updated_ms {dir}, id {dir}"),
     };
-    let page_sql = format!("SELECT id FROM job WHERE {filter} ORDER BY {order} LIMIT ? OFFSET ?");
+    // Without a group, filters are broad (running, a schedule type): reading
+    // the sort's index in order and stopping at the page beats the
+    // optimiser's pick of a filter's index and a sort of a third of the
+    // table (850 ms at a million jobs, measured). A group is narrow: its
+    // own index is read and sorted.
+    let hint = match (query.sort, &query.groups) {
+        (JobSort::Description, None) => "FORCE INDEX (idx_job_description)",
+        (JobSort::Updated, None) => "FORCE INDEX (idx_job_updated)",
+        _ => "",
+    };
+    let page_sql =
+        format!("SELECT id FROM job {hint} WHERE {filter} ORDER BY {order} LIMIT ? OFFSET ?");
     let text_search = query.text.as_deref().is_some_and(|t| !t.is_empty());
     // A text search is not counted (a count of a rare word reads the whole
     // table again): one more row than the page says whether there are more.

@@ -229,7 +229,7 @@ pub(super) async fn create_job(
 #[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
     params(
         ("group" = Option<String>, Query, description = "Only this group's jobs.", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("q" = Option<String>, Query, description = "A job id, or text found in the description or the handler (not counted: `total_exact` is false while there are more).", max_length = 255),
+        ("q" = Option<String>, Query, description = "A job id (a number), or text found in the description or the handler, in any case (not counted: `total_exact` is false while there are more).", max_length = 255),
         ("enabled" = Option<bool>, Query, description = "Only running (`true`) or stopped (`false`) jobs."),
         ("schedule_type" = Option<String>, Query, description = "Only jobs of this schedule type.", pattern = "^(CRON|FIX_RATE|FIX_DELAY|NONE)$"),
         ("sort" = Option<String>, Query, description = "The order: `id` (default), `description`, `updated`; a leading `-` reverses it.", pattern = "^-?(id|description|updated)$"),
