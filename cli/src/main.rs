@@ -59,7 +59,18 @@ enum Command {
     #[command(subcommand)]
     Import(ImportCmd),
     /// One trigger's log row and log lines.
-    Log { trigger_id: String },
+    Log {
+        trigger_id: String,
+        /// Only the lines after this sequence number (to follow a run).
+        #[arg(long)]
+        after_seq: Option<i64>,
+    },
+    /// Executors the registry holds (live, offline, retired) with their
+    /// heartbeat age, handlers and running jobs.
+    Executors {
+        #[arg(long)]
+        group: Option<String>,
+    },
     /// Trigger logs, newest first, by group, job, status and time.
     Logs {
         #[arg(long)]
@@ -655,7 +666,23 @@ fn request(
         Command::Cluster {
             action: Some(ClusterCmd::ResetStats),
         } => (M::POST, "/api/v1/cluster/stats/reset".into(), None),
-        Command::Log { trigger_id } => (M::GET, format!("/api/v1/logs/{trigger_id}"), None),
+        Command::Log {
+            trigger_id,
+            after_seq,
+        } => {
+            let query = query_string(&[("after_seq", after_seq.map(|v| v.to_string()))]);
+            let sep = if query.is_empty() { "" } else { "?" };
+            (
+                M::GET,
+                format!("/api/v1/logs/{trigger_id}{sep}{query}"),
+                None,
+            )
+        }
+        Command::Executors { group } => {
+            let query = query_string(&[("group", group.clone())]);
+            let sep = if query.is_empty() { "" } else { "?" };
+            (M::GET, format!("/api/v1/executors{sep}{query}"), None)
+        }
         Command::Logs {
             group,
             job_id,
@@ -1105,6 +1132,9 @@ mod tests {
                 "3",
             ],
             &["log", "1-2-3"],
+            &["log", "1-2-3", "--after-seq", "4"],
+            &["executors"],
+            &["executors", "--group", "g"],
             &[
                 "logs",
                 "--group",

@@ -5,7 +5,7 @@
 
 use deadpool_redis::Pool;
 use redis::AsyncCommands;
-use rondo_core::registry::{field, parse_running_jobs};
+use rondo_core::registry::{Entry, RETIRED_SCORE, field, parse_running_jobs};
 use rondo_core::{Error, Names, clock};
 use serde::Serialize;
 
@@ -15,6 +15,31 @@ pub struct LiveExecutor {
     pub id: String,
     /// When it last renewed its lease or heartbeated (ms, UTC).
     pub heartbeat_ms: i64,
+}
+
+/// An executor the registry holds (live, offline or retired) and what it
+/// last said about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: String,
+    /// Its registry score: last heartbeat or lease renewal (ms, UTC);
+    /// [`RETIRED_SCORE`] once it stopped gracefully.
+    pub seen_ms: i64,
+    pub state: MemberState,
+    /// Its hash; `None` once it left or its hash expired.
+    pub entry: Option<Entry>,
+}
+
+/// Whether the dispatcher routes to an executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Its lease is fresh: triggers are routed to it.
+    Live,
+    /// Its lease expired: nothing is routed to it, and the leader moves
+    /// what waits in its queue.
+    Offline,
+    /// It stopped gracefully.
+    Retired,
 }
 
 /// What an executor's hash says about one job, for BUSYOVER.
@@ -68,6 +93,47 @@ impl Registry {
             .collect();
         executors.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(executors)
+    }
+
+    /// Every executor the registry holds for a group, live or not, with its
+    /// hash, sorted by id (two round trips: the scores, then the hashes in
+    /// one pipeline).
+    pub async fn members(&self, app: &str) -> Result<Vec<Member>, Error> {
+        let mut conn = self.pool.get().await?;
+        let mut scored: Vec<(String, f64)> = conn
+            .zrange_withscores(self.names.registry(app), 0, -1)
+            .await?;
+        scored.sort_by(|a, b| a.0.cmp(&b.0));
+        if scored.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (id, _) in &scored {
+            pipe.hgetall(self.names.executor(id));
+        }
+        let hashes: Vec<std::collections::HashMap<String, String>> =
+            pipe.query_async(&mut conn).await?;
+        let min = clock::now_ms() - self.lease_ms;
+        Ok(scored
+            .into_iter()
+            .zip(hashes)
+            .map(|((id, score), hash)| {
+                let seen_ms = score as i64;
+                let state = if seen_ms <= RETIRED_SCORE {
+                    MemberState::Retired
+                } else if seen_ms >= min {
+                    MemberState::Live
+                } else {
+                    MemberState::Offline
+                };
+                Member {
+                    id,
+                    seen_ms,
+                    state,
+                    entry: Entry::from_fields(&hash),
+                }
+            })
+            .collect())
     }
 
     /// Whether `job_id` is running or queued on each executor, in the order

@@ -196,9 +196,14 @@ impl History {
         Ok(rows.iter().map(logs::log_row).collect())
     }
 
-    /// One trigger's log row and its log lines; `None` when MySQL has
-    /// neither.
-    pub async fn trigger_log(&self, trigger_id: &str) -> Result<Option<TriggerLog>, Error> {
+    /// One trigger's log row and its log lines (only those after
+    /// `after_seq`, when given: a page that follows a run asks for what is
+    /// new); `None` when MySQL has neither.
+    pub async fn trigger_log(
+        &self,
+        trigger_id: &str,
+        after_seq: Option<i64>,
+    ) -> Result<Option<TriggerLog>, Error> {
         let sql = format!("SELECT {} FROM job_log WHERE trigger_id = ?", logs::COLUMNS);
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(trigger_id)
@@ -206,10 +211,22 @@ impl History {
             .await?;
         let lines = sqlx::query(logs::LINES)
             .bind(trigger_id)
+            .bind(after_seq.unwrap_or(-1))
             .fetch_all(&self.pool)
             .await?;
         if row.is_none() && lines.is_empty() {
-            return Ok(None);
+            let any_line: Option<i32> = match after_seq {
+                Some(_) => {
+                    sqlx::query_scalar("SELECT 1 FROM job_log_line WHERE trigger_id = ? LIMIT 1")
+                        .bind(trigger_id)
+                        .fetch_optional(&self.pool)
+                        .await?
+                }
+                None => None,
+            };
+            if any_line.is_none() {
+                return Ok(None);
+            }
         }
         Ok(Some(TriggerLog {
             log: row.as_ref().map(logs::log_row),
@@ -217,10 +234,11 @@ impl History {
         }))
     }
 
-    /// The daily report of the last `days` days (today included),
-    /// recomputed from the trigger logs first.
+    /// The daily report of the last `days` days (today included): today
+    /// and yesterday recounted from the trigger logs, older days as stored
+    /// ([`report::current_in`]).
     pub async fn report(&self, days: u32, zone: chrono_tz::Tz) -> Result<Vec<ReportRow>, Error> {
-        report::refresh(&self.pool, days, zone).await
+        report::current_in(&self.pool, days, rondo_core::clock::now_ms(), zone).await
     }
 
     /// The kept versions of a job's script, newest first.

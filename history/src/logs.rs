@@ -54,8 +54,8 @@ pub(crate) const COLUMNS: &str = "trigger_id, job_id, group_app, executor_id, ha
      CAST(UNIX_TIMESTAMP(handle_time) * 1000 AS SIGNED) AS handle_ms, \
      handle_code, handle_msg, alarm_status, alarm_msg";
 
-pub(crate) const LINES: &str =
-    "SELECT seq, ts_ms, line FROM job_log_line WHERE trigger_id = ? ORDER BY seq, ts_ms";
+pub(crate) const LINES: &str = "SELECT seq, ts_ms, line FROM job_log_line \
+     WHERE trigger_id = ? AND seq > ? ORDER BY seq, ts_ms";
 
 /// An integer column of any width, as i64 (sqlx reads every signed width
 /// as i64 and every unsigned one as u64).

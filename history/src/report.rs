@@ -2,13 +2,16 @@
 //! `fire_ms` in the report's zone (the config's `report_zone`; UTC unless
 //! set), how many triggers are running, succeeded and failed.
 //!
-//! * running: the trigger was sent (`trigger_code` 200) and no result has
-//!   arrived (`handle_code` NULL or 0);
+//! * running: no outcome yet: the trigger was sent (`trigger_code` 200) or
+//!   its record has not arrived yet (a log line or a start came first), and
+//!   no result has arrived (`handle_code` NULL or 0);
 //! * success: the handler answered 200;
 //! * fail: anything else that has an outcome: the trigger failed
 //!   (`trigger_code` not 200) or the handler answered another code.
 //!
-//! The three are disjoint. Each day is counted with a range on `fire_ms`
+//! The three are disjoint, and they are `job_log.state` (0, 1, 2), the
+//! stored column the log list filters on, so a day's counts and the log
+//! list filtered by status agree. Each day is counted with a range on `fire_ms`
 //! from the day's first instant in the zone to the next day's (23 or 25
 //! hours on a daylight-saving day; a day whose midnight the zone skips
 //! starts at its first valid minute), which reads one or two day
@@ -38,11 +41,15 @@ pub struct ReportRow {
 }
 
 const COUNT_DAY: &str = "SELECT \
-     CAST(COALESCE(SUM(trigger_code = 200 AND COALESCE(handle_code, 0) = 0), 0) AS UNSIGNED), \
-     CAST(COALESCE(SUM(handle_code = 200), 0) AS UNSIGNED), \
-     CAST(COALESCE(SUM(COALESCE(handle_code, 0) <> 200 AND (trigger_code <> 200 \
-         OR COALESCE(handle_code, 0) NOT IN (0, 200))), 0) AS UNSIGNED) \
+     CAST(COALESCE(SUM(state = 0), 0) AS UNSIGNED), \
+     CAST(COALESCE(SUM(state = 1), 0) AS UNSIGNED), \
+     CAST(COALESCE(SUM(state = 2), 0) AS UNSIGNED) \
      FROM job_log WHERE fire_ms >= ? AND fire_ms < ?";
+
+/// Days a read recounts, today included: a result can still land for
+/// yesterday's fires; older days are read as the maintenance pass stored
+/// them (it recounts the last [`crate::maintenance::REPORT_DAYS`]).
+const RECOUNTED_DAYS: u64 = 2;
 
 const UPSERT: &str = "INSERT INTO log_report (day, running_count, success_count, fail_count) \
      VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE running_count = VALUES(running_count), \
@@ -85,6 +92,46 @@ pub async fn refresh_in(
             .execute(pool)
             .await?;
         out.push(row);
+    }
+    Ok(out)
+}
+
+/// The report of the last `days_back` days up to `now_ms`'s day, oldest
+/// first, for a page that asks often: today and yesterday are recounted;
+/// older days come from `log_report` as stored, and only a day without a
+/// stored row is counted (and stored).
+pub async fn current_in(
+    pool: &MySqlPool,
+    days_back: u32,
+    now_ms: i64,
+    zone: Tz,
+) -> Result<Vec<ReportRow>, crate::Error> {
+    let today = zone
+        .timestamp_millis_opt(now_ms)
+        .single()
+        .map(|t| t.date_naive())
+        .unwrap_or_default();
+    let days = u64::from(days_back.clamp(1, MAX_DAYS));
+    let first = today.checked_sub_days(Days::new(days - 1)).unwrap_or(today);
+    let stored = read(pool, first).await?;
+    let mut out = Vec::new();
+    for back in (0..days).rev() {
+        let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
+        let kept = stored.iter().find(|r| r.day == day);
+        match kept {
+            Some(row) if back >= RECOUNTED_DAYS => out.push(row.clone()),
+            _ => {
+                let row = count_day(pool, day, zone).await?;
+                sqlx::query(UPSERT)
+                    .bind(row.day)
+                    .bind(row.running_count)
+                    .bind(row.success_count)
+                    .bind(row.fail_count)
+                    .execute(pool)
+                    .await?;
+                out.push(row);
+            }
+        }
     }
     Ok(out)
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use chrono_tz::Tz;
 use common::*;
 use rondo_core::Event;
 use rondo_history::maintenance::{pass_at, retention_at};
@@ -203,6 +204,27 @@ async fn the_report_counts_running_success_and_failure_per_utc_day() {
     // The loop's pass refreshes the last three days too.
     let pass = pass_at(&pool, 30, false, NOW).await.unwrap().expect("lock");
     assert_eq!(pass.report_days, 3);
+
+    // What a page reads (`current_in`): today and yesterday are recounted,
+    // an older day is read as stored, and a day never stored is counted.
+    events = fired("1-y3", yesterday, 200, Some(200));
+    events.extend(fired("1-o1", days_ago(2), 200, Some(200)));
+    events.extend(fired("1-o2", days_ago(3), 200, Some(500)));
+    write(&pool, events).await;
+    let rows = report::current_in(&pool, 4, NOW, Tz::UTC).await.unwrap();
+    let counts: Vec<_> = rows
+        .iter()
+        .map(|r| (r.day, r.success_count, r.fail_count))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            (day(today() - 3), 0, 1),
+            (day(today() - 2), 0, 0),
+            (day(today() - 1), 2, 1),
+            (day(today()), 4, 3),
+        ]
+    );
     pool.close().await;
 }
 
@@ -229,7 +251,13 @@ async fn a_pass_is_skipped_while_another_session_holds_the_lock() {
 #[tokio::test]
 async fn an_unpartitioned_database_upgrades_and_its_rows_get_day_partitions() {
     let (pool, _db) = empty_database().await;
-    let before = MIGRATOR.migrations[MIGRATOR.migrations.len() - 2].version;
+    // The schema as it was before the log tables got day partitions.
+    let partitions = MIGRATOR
+        .migrations
+        .iter()
+        .position(|m| m.version == 20260301000001)
+        .expect("the log_partitions migration");
+    let before = MIGRATOR.migrations[partitions - 1].version;
     MIGRATOR.run_to(before, &pool).await.unwrap();
     for (id, age) in [("1-old", 10), ("1-new", 0)] {
         let fire_ms = days_ago(age);

@@ -195,52 +195,76 @@ function frame(path) {
 
 let rendering = 0;
 
+/** Draws the screen of the current URL. Each drawing gets a container of
+ *  its own and a context: a screen still waiting for an answer when the
+ *  user has moved on draws into its detached container, and its timers
+ *  never start (or stop at their next tick). */
 async function render() {
   const ticket = ++rendering;
   stopTimers();
+  const current = () => ticket === rendering;
   const path = location.pathname;
   const main = document.getElementById('main');
   if (path !== '/login' && !session.me) {
     try {
       session.me = await api('GET', '/api/v1/auth/me');
     } catch (e) {
-      if (e.status !== 401) main.replaceChildren(h('p', { class: 'error-banner' }, e.message));
+      if (e.status !== 401 && current()) main.replaceChildren(h('p', { class: 'error-banner' }, e.message));
       return;
     }
   }
-  if (ticket !== rendering) return;
+  if (!current()) return;
   frame(path);
+  const view = h('div', { class: 'view' });
+  main.replaceChildren(view);
+  const ctx = {
+    current,
+    /** Runs `fn` every `ms` while this screen is shown, one run at a time. */
+    every(ms, fn) {
+      if (!current()) return;
+      let busy = false;
+      const id = setInterval(async () => {
+        if (!current()) { clearInterval(id); timers.delete(id); return; }
+        if (busy) return;
+        busy = true;
+        try { if ((await fn()) === false) { clearInterval(id); timers.delete(id); } } catch { /* next tick tries again */ } finally { busy = false; }
+      }, ms);
+      timers.add(id);
+    },
+  };
   for (const [pattern, screen] of screens) {
     const m = path.match(pattern);
     if (m) {
-      main.replaceChildren();
       try {
-        await screen(main, m.groups || {}, new URLSearchParams(location.search));
+        await screen(view, m.groups || {}, new URLSearchParams(location.search), ctx);
       } catch (e) {
-        if (e.status !== 401) main.append(h('p', { class: 'error-banner', role: 'alert' }, e.message));
+        if (e.status !== 401) view.append(h('p', { class: 'error-banner', role: 'alert' }, e.message));
       }
-      if (ticket === rendering) main.focus({ preventScroll: true });
+      if (current()) main.focus({ preventScroll: true });
       return;
     }
   }
-  main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, link('/', 'Back to the dashboard')));
+  view.append(h('h1', {}, 'Not found'), h('p', {}, link('/', 'Back to the dashboard')));
 }
 
 // Timers of the screen shown (live logs, the dashboard's refresh): stopped
 // when another screen is drawn.
 const timers = new Set();
-export function every(ms, fn) {
-  const id = setInterval(fn, ms);
-  timers.add(id);
-  return id;
-}
-export function stop(id) {
-  clearInterval(id);
-  timers.delete(id);
-}
 function stopTimers() {
   for (const id of timers) clearInterval(id);
   timers.clear();
+}
+
+/** A same-origin console path from a `next` parameter, or '/'. */
+export function safeNext(next) {
+  if (!next) return '/';
+  try {
+    const url = new URL(next, location.origin);
+    if (url.origin !== location.origin || url.pathname === '/login') return '/';
+    return url.pathname + url.search + url.hash;
+  } catch {
+    return '/';
+  }
 }
 
 document.addEventListener('click', (e) => {

@@ -3,38 +3,32 @@
 
 import {
   api, query, h, link, when, field, showError, banner, session, navigate,
-  mayOperate, isAdmin, every, stop,
+  mayOperate, isAdmin, safeNext,
 } from './app.js';
+import { SCHEDULE_TYPES, ROUTING, BLOCK, MISFIRE, GLUE, ROLES } from './choices.js';
 
-const SCHEDULE_TYPES = ['CRON', 'FIX_RATE', 'FIX_DELAY', 'NONE'];
-const ROUTING = [
-  ['FIRST', 'the first live executor'],
-  ['LAST', 'the last live executor'],
-  ['ROUND', 'each executor in turn'],
-  ['RANDOM', 'a random executor'],
-  ['CONSISTENT_HASH', 'the same executor for this job while the set is stable'],
-  ['LFU', 'the executor that ran this job least often'],
-  ['LRU', 'the executor that ran this job longest ago'],
-  ['FAILOVER', 'the first executor with a fresh heartbeat'],
-  ['BUSYOVER', 'the first executor not busy with this job'],
-  ['SHARDING_BROADCAST', 'every executor, each with its shard index'],
-];
-const BLOCK = [
-  ['SERIAL_EXECUTION', 'wait for the running trigger, then run'],
-  ['DISCARD_LATER', 'drop a trigger while one runs'],
-  ['COVER_EARLY', 'kill the running trigger and run the new one'],
-];
-const MISFIRE = [
-  ['DO_NOTHING', 'skip fires missed while the scheduler was down'],
-  ['FIRE_ONCE_NOW', 'fire once now for all missed fires'],
-];
-const GLUE = ['BEAN', 'GLUE_SHELL', 'GLUE_PYTHON', 'GLUE_NODEJS', 'GLUE_POWERSHELL', 'GLUE_PHP'];
+const values = (choices) => choices.map(([v]) => v);
 
+/** A select of plain values or [value, label] pairs, showing the label. */
 function select(options, value) {
   return h('select', {}, ...options.map((o) => {
     const [v, label] = Array.isArray(o) ? o : [o, o];
-    return h('option', { value: v, selected: v === value }, label === v ? v : `${v} — ${label}`);
+    return h('option', { value: v, selected: v === value }, label);
   }));
+}
+
+/** A select of the API's values (choices.js), showing each value. */
+function choice(options, value) {
+  return h('select', {}, ...options.map(([v]) => h('option', { value: v, selected: v === value }, v)));
+}
+
+/** A field for a `choice`, the chosen value's one-line explanation under
+ *  it (its hint, which the control is described by). */
+function explained(label, name, control, options) {
+  const explain = () => (options.find(([v]) => v === control.value) || [])[1] || '';
+  const box = field(label, name, control, explain());
+  control.addEventListener('change', () => { box.querySelector(`#hint-${name}`).textContent = explain(); });
+  return box;
 }
 
 function input(value, attrs) {
@@ -65,8 +59,7 @@ async function login(main, _, params) {
       try {
         const s = await api('POST', '/api/v1/auth/login', { username: user.value, password: pass.value });
         session.me = { ...s, read_only: false, via: 'session' };
-        const next = params.get('next');
-        navigate(next && next.startsWith('/') && !next.startsWith('//') ? next : '/', true);
+        navigate(safeNext(params.get('next')), true);
       } catch (e2) {
         showError(form, err, e2);
       }
@@ -121,26 +114,29 @@ function chart(rows) {
   return svg;
 }
 
-async function dashboard(main) {
+async function dashboard(main, _, __, ctx) {
   main.append(h('h1', {}, 'Dashboard'));
   const cards = h('div', { class: 'cards' });
   const report = h('section', { 'aria-labelledby': 'rep' });
   const clusterBox = h('section', { 'aria-labelledby': 'cl' });
   main.append(cards, report, clusterBox);
   let last = null;
+  let rep = null;
+  let reportAt = 0;
+  // The counts every 3 s; the report (MySQL, today and yesterday
+  // recounted) every 30 s.
   const draw = async () => {
-    const [jobs, running, groups, cluster, rep] = await Promise.all([
+    const now = Date.now();
+    const wantReport = !rep || now - reportAt >= 30_000;
+    const [jobs, running, groups, executors, cluster, fresh] = await Promise.all([
       api('GET', '/api/v1/jobs?limit=0'),
       api('GET', '/api/v1/logs?status=running&limit=1000'),
       api('GET', '/api/v1/groups'),
+      api('GET', '/api/v1/executors'),
       api('GET', '/api/v1/cluster'),
-      api('GET', '/api/v1/reports?days=7'),
+      wantReport ? api('GET', '/api/v1/reports?days=7') : Promise.resolve(null),
     ]);
-    let executors = 0;
-    await Promise.all(groups.map(async (g) => {
-      try { executors += (await api('GET', `/api/v1/groups/${encodeURIComponent(g.app)}/executors`)).length; } catch { /* group gone */ }
-    }));
-    const now = Date.now();
+    if (fresh) { rep = fresh; reportAt = now; }
     let rate = '—';
     if (last && now > last.at) rate = ((cluster.firing.fired - last.fired) * 1000 / (now - last.at)).toFixed(1);
     last = { at: now, fired: cluster.firing.fired };
@@ -152,16 +148,18 @@ async function dashboard(main) {
       card('Jobs', `${jobs.total}${jobs.total_exact ? '' : '+'}`),
       card('Running triggers', `${running.items.length}${running.next ? '+' : ''}`),
       card('Groups', groups.length),
-      card('Executors online', executors),
+      card('Executors online', executors.filter((e) => e.state === 'live').length),
       card('Success rate, 7 days', done ? `${(100 * ok / done).toFixed(1)} %` : '—'),
       card('Fires per second (this node)', rate),
-      card('Publish lateness p99', `${cluster.firing.publish_lateness_ms.p99} ms`),
+      card('Publish lateness p99 (this node)', `${cluster.firing.publish_lateness_ms.p99} ms`),
     );
-    report.replaceChildren(
-      h('h2', { id: 'rep' }, `Fires per day (${rep.zone})`),
-      h('div', { class: 'legend' },
-        h('span', { class: 'ok' }, '■ success'), h('span', { class: 'bad' }, '■ failure'), h('span', { class: 'run' }, '■ running')),
-      chart(rows));
+    if (fresh) {
+      report.replaceChildren(
+        h('h2', { id: 'rep' }, `Fires per day (${rep.zone})`),
+        h('div', { class: 'legend' },
+          h('span', { class: 'ok' }, '■ success'), h('span', { class: 'bad' }, '■ failure'), h('span', { class: 'run' }, '■ running')),
+        chart(rows));
+    }
     const leader = cluster.leader;
     clusterBox.replaceChildren(h('h2', { id: 'cl' }, 'Cluster'),
       h('dl', { class: 'facts' },
@@ -170,7 +168,7 @@ async function dashboard(main) {
         h('dt', {}, 'This node'), h('dd', {}, cluster.node)));
   };
   await draw();
-  every(3000, () => draw().catch(() => {}));
+  ctx.every(3000, draw);
 }
 
 // ---- jobs --------------------------------------------------------------
@@ -186,7 +184,7 @@ async function jobs(main, _, params) {
   const q = input(filters.q, { type: 'search', placeholder: 'id, description or handler' });
   const group = select([['', 'all groups'], ...groups.map((g) => g.app)], filters.group);
   const enabled = select([['', 'any status'], ['true', 'running'], ['false', 'stopped']], filters.enabled);
-  const type = select([['', 'any schedule'], ...SCHEDULE_TYPES], filters.schedule_type);
+  const type = select([['', 'any schedule'], ...values(SCHEDULE_TYPES)], filters.schedule_type);
   const sort = select([['-id', 'newest'], ['id', 'oldest'], ['description', 'description A-Z'], ['-description', 'description Z-A'], ['-updated', 'recently changed']], filters.sort);
   const go = (p) => navigate(`/jobs${query({ q: q.value.trim(), group: group.value, enabled: enabled.value, schedule_type: type.value, sort: sort.value === '-id' ? '' : sort.value, page: p || '' })}`);
   const form = h('form', { class: 'toolbar', role: 'search', onsubmit: (e) => { e.preventDefault(); go(0); } },
@@ -217,7 +215,7 @@ async function jobs(main, _, params) {
 }
 
 /** The job form: new (`id` absent), edit, or copy (`from`). */
-async function jobForm(main, { id }, params) {
+async function jobForm(main, { id }, params, ctx) {
   const editing = id !== undefined;
   const from = params.get('copy');
   const source = editing ? await api('GET', `/api/v1/jobs/${id}`) : from ? await api('GET', `/api/v1/jobs/${from}`) : null;
@@ -228,28 +226,33 @@ async function jobForm(main, { id }, params) {
   const c = {
     group: select(groups.map((g) => g.app), job.group),
     description: input(job.description, {}),
-    schedule_type: select(SCHEDULE_TYPES, job.schedule_type),
+    schedule_type: choice(SCHEDULE_TYPES, job.schedule_type),
     schedule_conf: input(job.schedule_conf, { autocomplete: 'off', spellcheck: 'false' }),
     zone: input(job.zone, { placeholder: 'cluster default', list: 'zones' }),
     handler: input(job.handler, {}),
     params: h('textarea', { rows: 3 }, job.params || ''),
-    routing: select(ROUTING, job.routing),
-    block: select(BLOCK, job.block),
-    misfire: select(MISFIRE, job.misfire),
+    routing: choice(ROUTING, job.routing),
+    block: choice(BLOCK, job.block),
+    misfire: choice(MISFIRE, job.misfire),
     misfire_threshold_ms: input(job.misfire_threshold_ms ?? '', { type: 'number', min: 1000, placeholder: 'cluster default' }),
     timeout_s: input(job.timeout_s || 0, { type: 'number', min: 0 }),
     retries: input(job.retries || 0, { type: 'number', min: 0 }),
     retry_backoff_s: input(job.retry_backoff_s || 0, { type: 'number', min: 0 }),
-    child_jobs: input((job.child_jobs || []).join(', '), { placeholder: 'job ids, comma separated' }),
+    child_jobs: input((job.child_jobs || []).join(', '), { placeholder: 'job ids, comma separated', autocomplete: 'off' }),
     alarm_email: input(job.alarm_email, { type: 'email' }),
     alarm_webhook: input(job.alarm_webhook, { type: 'url' }),
-    glue_type: select(GLUE, job.glue_type),
+    glue_type: choice(GLUE, job.glue_type),
     glue_source: h('textarea', { rows: 10, spellcheck: 'false', dataset: { wide: '1' } }, job.glue_source || ''),
     glue_remark: input('', { placeholder: 'what changed (kept with the version)' }),
     enabled: h('input', { type: 'checkbox', checked: job.enabled }),
   };
   if (!canWrite) for (const el of Object.values(c)) el.disabled = true;
+  const picker = canWrite ? childPicker(c.child_jobs, editing ? Number(id) : null) : null;
+  const errOf = (name) => main.querySelector(`#err-${CSS.escape(name)}`);
   const preview = h('ol', { class: 'preview', 'aria-live': 'polite', id: 'preview' });
+  // The browser's own list of IANA zones, offered as the zone is typed.
+  const zones = h('datalist', { id: 'zones' },
+    ...(Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : []).map((z) => h('option', { value: z })));
   let timer = null;
   const refresh = () => {
     clearTimeout(timer);
@@ -259,12 +262,13 @@ async function jobForm(main, { id }, params) {
           schedule_type: c.schedule_type.value, schedule_conf: c.schedule_conf.value,
           zone: c.zone.value || undefined, count: 5,
         });
-        document.getElementById('err-schedule_conf').textContent = '';
+        const spot = errOf('schedule_conf');
+        if (spot) spot.textContent = '';
         preview.replaceChildren(...next.fires.map((f) => h('li', { title: `UTC ${f.utc}` }, f.local)));
         if (!next.fires.length) preview.replaceChildren(h('li', { class: 'muted' }, 'fires only when triggered'));
       } catch (e) {
         preview.replaceChildren();
-        const spot = document.getElementById(`err-${e.field}`) || document.getElementById('err-schedule_conf');
+        const spot = (e.field && errOf(e.field)) || errOf('schedule_conf');
         if (spot) spot.textContent = e.message;
       }
     }, 250);
@@ -306,31 +310,39 @@ async function jobForm(main, { id }, params) {
   },
   field('Group', 'group', c.group),
   field('Description', 'description', c.description),
-  field('Schedule type', 'schedule_type', c.schedule_type, 'CRON: Quartz; FIX_RATE / FIX_DELAY: seconds or 250ms'),
+  explained('Schedule type', 'schedule_type', c.schedule_type, SCHEDULE_TYPES),
   h('div', {}, field('Schedule', 'schedule_conf', c.schedule_conf), h('span', { class: 'hint' }, 'Next 5 fires:'), preview),
   field('Time zone', 'zone', c.zone, 'IANA name, e.g. Asia/Shanghai'),
   field('Handler', 'handler', c.handler, 'BEAN jobs: the executor handler'),
-  field('Routing', 'routing', c.routing),
-  field('When a trigger is still running', 'block', c.block),
-  field('Misfire', 'misfire', c.misfire),
+  explained('Routing', 'routing', c.routing, ROUTING),
+  explained('When a trigger is still running', 'block', c.block, BLOCK),
+  explained('Misfire', 'misfire', c.misfire, MISFIRE),
   field('Misfire threshold (ms)', 'misfire_threshold_ms', c.misfire_threshold_ms),
   field('Timeout (s, 0 = none)', 'timeout_s', c.timeout_s),
   field('Retries', 'retries', c.retries),
   field('Retry backoff (s)', 'retry_backoff_s', c.retry_backoff_s),
-  field('Child jobs', 'child_jobs', c.child_jobs, 'run after a success'),
+  h('div', {}, field('Child jobs', 'child_jobs', c.child_jobs, 'run after a success'), picker),
   field('Alarm e-mail', 'alarm_email', c.alarm_email),
   field('Alarm webhook', 'alarm_webhook', c.alarm_webhook),
   field('Params', 'params', c.params),
-  field('Script type', 'glue_type', c.glue_type, 'BEAN runs a handler; GLUE_* keeps a script with the job'),
+  explained('Script type', 'glue_type', c.glue_type, GLUE),
   field('Script', 'glue_source', c.glue_source),
   field('Version remark', 'glue_remark', c.glue_remark),
   field('Running', 'enabled', c.enabled),
   h('div', { class: 'wide' }, err,
     canWrite ? h('button', { type: 'submit', class: 'primary' }, editing ? 'Save' : 'Create') : h('p', { class: 'muted' }, 'Read only: your role cannot change this job.')));
   main.append(h('h1', {}, editing ? `Job ${id}` : 'New job'));
-  if (editing) main.append(jobActions(job), h('p', { class: 'muted' }, 'Next fires and last change: ', when(job.next_fire_ms), ' · changed ', when(job.updated_ms)));
-  main.append(form);
-  if (editing && job.glue_type !== 'BEAN') main.append(await scriptVersions(job));
+  if (editing) main.append(jobActions(job), h('p', { class: 'muted' }, 'Next fire: ', when(job.next_fire_ms), ' · changed ', when(job.updated_ms)));
+  // A BEAN job names a handler; a script job keeps its source instead.
+  const kind = () => {
+    const bean = c.glue_type.value === 'BEAN';
+    c.handler.closest('.field').hidden = !bean;
+    for (const k of ['glue_source', 'glue_remark']) c[k].closest('.field').hidden = bean;
+  };
+  c.glue_type.addEventListener('change', kind);
+  kind();
+  main.append(form, zones);
+  if (editing && job.glue_type !== 'BEAN') main.append(await scriptVersions(job, ctx));
   refresh();
 }
 
@@ -363,22 +375,67 @@ function jobActions(job) {
     err);
 }
 
-async function scriptVersions(job) {
-  const versions = await api('GET', `/api/v1/jobs/${job.id}/scripts`);
-  const list = versions.items || versions.versions || versions;
-  const box = h('section', { 'aria-labelledby': 'versions' }, h('h2', { id: 'versions' }, 'Script versions'));
-  const shown = h('pre', { class: 'log', hidden: true });
-  box.append(h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'Version'), h('th', {}, 'Remark'), h('th', {}, 'Saved'), h('th', {}, ''))),
-    h('tbody', {}, ...list.map((v) => h('tr', {},
-      h('td', {}, String(v.version)), h('td', {}, v.glue_remark), h('td', {}, when(v.created_ms)),
-      h('td', { class: 'actions' },
-        h('button', { type: 'button', onclick: () => { shown.textContent = diff(v.glue_source, job.glue_source); shown.hidden = false; } }, 'Diff with current'),
-        mayOperate(job.group) ? h('button', { type: 'button', onclick: async () => {
-          await api('POST', `/api/v1/jobs/${job.id}/scripts/${v.version}/restore`, { remark: `restored version ${v.version}` });
-          navigate(location.pathname, true);
-        } }, 'Restore') : null)))))), shown);
+/** The kept versions of a job's script. They are stored in MySQL by the
+ *  persistence worker, behind the save: while the newest (the job's
+ *  `glue_version`) is not there yet, the list says so and looks again. */
+async function scriptVersions(job, ctx) {
+  const box = h('section', { 'aria-labelledby': 'versions' });
+  const shown = h('pre', { class: 'log', hidden: true, 'aria-label': 'Difference' });
+  const err = banner();
+  const draw = async () => {
+    const list = (await api('GET', `/api/v1/jobs/${job.id}/scripts`)).items;
+    const newest = list.reduce((m, v) => Math.max(m, v.version), 0);
+    const pending = newest < job.glue_version;
+    box.replaceChildren(h('h2', { id: 'versions' }, 'Script versions'),
+      h('p', { class: 'muted', role: 'status' }, pending ? `Version ${job.glue_version} is being stored…` : ''),
+      err,
+      h('div', { class: 'table-wrap' }, h('table', {},
+        h('thead', {}, h('tr', {}, ...['Version', 'Remark', 'Saved', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, ...list.map((v) => h('tr', {},
+          h('td', {}, String(v.version)), h('td', {}, v.glue_remark), h('td', {}, when(v.created_ms)),
+          h('td', { class: 'actions' },
+            h('button', { type: 'button', onclick: () => { shown.textContent = diff(v.glue_source, job.glue_source); shown.hidden = false; } }, 'Diff with current'),
+            mayOperate(job.group) && v.version !== job.glue_version ? h('button', { type: 'button', onclick: async () => {
+              try {
+                await api('POST', `/api/v1/jobs/${job.id}/scripts/${v.version}/restore`, { remark: `restored version ${v.version}` });
+                navigate(location.pathname, true);
+              } catch (e) { err.textContent = e.message; err.hidden = false; }
+            } }, 'Restore') : null)))))), shown);
+    return pending;
+  };
+  if (await draw()) ctx.every(1000, draw);
   return box;
+}
+
+/** Finds jobs by id, description or handler and adds them to the child
+ *  jobs field (`control`, a comma-separated id list the API validates). */
+function childPicker(control, self) {
+  const ids = () => control.value.split(',').map((v) => v.trim()).filter(Boolean);
+  const search = input('', { type: 'search', placeholder: 'find a job to add', 'aria-label': 'Find a child job', autocomplete: 'off' });
+  const found = h('ul', { class: 'picker', 'aria-live': 'polite', 'aria-label': 'Jobs found' });
+  let timer = null;
+  search.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      const q = search.value.trim();
+      if (!q) { found.replaceChildren(); return; }
+      try {
+        const page = await api('GET', `/api/v1/jobs${query({ q, limit: 8 })}`);
+        const items = page.items.filter((j) => j.id !== self);
+        found.replaceChildren(...(items.length ? items.map((j) => h('li', {},
+          h('button', { type: 'button', 'aria-label': `Add job ${j.id} as a child`, onclick: () => {
+            const now = ids();
+            if (!now.includes(String(j.id))) now.push(String(j.id));
+            control.value = now.join(', ');
+            control.dispatchEvent(new Event('input'));
+          } }, 'Add'),
+          ` ${j.id} · ${j.description || j.handler} (${j.group})`)) : [h('li', { class: 'muted' }, 'No job matches.')]));
+      } catch (e) {
+        found.replaceChildren(h('li', { class: 'field-error' }, e.message));
+      }
+    }, 250);
+  });
+  return h('div', { class: 'picker-box' }, search, found);
 }
 
 /** A line diff (`-` old, `+` current) by longest common subsequence. */
@@ -444,7 +501,10 @@ async function logs(main, _, params) {
     h('button', { type: 'button', disabled: !page.next, onclick: () => go(page.next) }, 'Older')));
 }
 
-async function logDetail(main, { trigger }) {
+/** XXL-JOB's alarm status of a trigger. */
+const ALARM = { 1: 'not needed', 2: 'sent', 3: 'sending failed' };
+
+async function logDetail(main, { trigger }, _, ctx) {
   const id = decodeURIComponent(trigger);
   main.append(h('h1', {}, `Trigger ${id}`));
   const facts = h('dl', { class: 'facts' });
@@ -459,10 +519,15 @@ async function logDetail(main, { trigger }) {
     } catch (e) { err.textContent = e.message; err.hidden = false; }
   } }, 'Kill');
   main.append(h('div', { class: 'actions' }, kill), err, facts, h('h2', {}, 'Log'), state, lines);
-  let seen = 0;
+  // The highest line shown: each poll asks only for the lines after it,
+  // and polls never overlap (ctx.every), so no line is drawn twice.
+  let lastSeq = null;
+  let polledAfterEnd = 0;
   const draw = async () => {
     let t;
-    try { t = await api('GET', `/api/v1/logs/${encodeURIComponent(id)}`); } catch (e) {
+    try {
+      t = await api('GET', `/api/v1/logs/${encodeURIComponent(id)}${query({ after_seq: lastSeq })}`);
+    } catch (e) {
       if (e.status === 404) { state.textContent = 'Waiting for the trigger’s first record…'; return true; }
       throw e;
     }
@@ -470,43 +535,70 @@ async function logDetail(main, { trigger }) {
     const [st] = r.trigger_id ? statusOf(r) : ['running'];
     facts.replaceChildren(
       h('dt', {}, 'Job'), h('dd', {}, r.job_id !== undefined ? link(`/jobs/${r.job_id}`, String(r.job_id)) : '—'),
+      h('dt', {}, 'Group'), h('dd', {}, r.group || '—'),
       h('dt', {}, 'Status'), h('dd', {}, r.trigger_id ? statusCell(r) : 'running'),
       h('dt', {}, 'Type'), h('dd', {}, r.trigger_type || '—'),
       h('dt', {}, 'Executor'), h('dd', {}, r.executor_id || '—'),
       h('dt', {}, 'Params'), h('dd', {}, r.params || '—'),
       h('dt', {}, 'Fired'), h('dd', {}, when(r.fire_ms)),
-      h('dt', {}, 'Sent'), h('dd', {}, when(r.trigger_ms)),
+      h('dt', {}, 'Sent'), h('dd', {}, when(r.trigger_ms), r.trigger_msg ? ` ${r.trigger_msg}` : ''),
       h('dt', {}, 'Started'), h('dd', {}, when(r.handle_start_ms)),
       h('dt', {}, 'Ended'), h('dd', {}, when(r.handle_ms)),
       h('dt', {}, 'Result'), h('dd', {}, r.handle_code !== null && r.handle_code !== undefined ? `${r.handle_code} ${r.handle_msg || ''}` : '—'),
-      h('dt', {}, 'Alarm'), h('dd', {}, r.alarm_status ? `${r.alarm_status} ${r.alarm_msg || ''}` : '—'));
-    for (const l of t.lines.slice(seen)) lines.append(`${l.line}\n`);
-    seen = t.lines.length;
+      h('dt', {}, 'Alarm'), h('dd', {}, ALARM[r.alarm_status] || '—', r.alarm_msg ? `: ${r.alarm_msg}` : ''));
+    for (const l of t.lines) {
+      if (lastSeq !== null && l.seq <= lastSeq) continue;
+      lines.append(`${l.line}\n`);
+      lastSeq = l.seq;
+    }
     const running = st === 'running';
     kill.hidden = !running || !mayOperate(r.group);
     state.textContent = running ? 'Running: new lines appear as the executor ships them.' : 'Ended.';
-    return running;
+    // After the result, two more polls pick up lines stored after it.
+    if (!running) polledAfterEnd += 1;
+    return running || polledAfterEnd < 3;
   };
-  if (await draw()) {
-    const id2 = every(1000, async () => {
-      try { if (!(await draw())) stop(id2); } catch { /* keep trying */ }
-    });
-  }
+  if (await draw()) ctx.every(1000, draw);
 }
 
 // ---- groups, cluster, account, users, audit ------------------------------
 
+/** How long ago `ms` was, shortly. */
+function age(ms) {
+  if (ms === null || ms === undefined) return '—';
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
+  return `${Math.round(ms / 3_600_000)} h`;
+}
+
+function executorTable(list, withGroup) {
+  const state = (e) => h('span', { class: `status ${e.state === 'live' ? 'ok' : 'muted'}` }, e.state);
+  const heads = ['Executor', ...(withGroup ? ['Group'] : []), 'State', 'Heartbeat', 'Host', 'Handlers', 'Running jobs'];
+  return h('div', { class: 'table-wrap' }, h('table', {},
+    h('thead', {}, h('tr', {}, ...heads.map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, list.length ? list.map((e) => h('tr', {},
+      h('td', {}, e.id),
+      withGroup ? h('td', {}, link(`/groups/${encodeURIComponent(e.group)}`, e.group)) : null,
+      h('td', {}, state(e)),
+      h('td', {}, e.last_seen_ms ? h('span', { title: new Date(e.last_seen_ms).toISOString() }, `${age(e.age_ms)} ago`) : '—'),
+      h('td', {}, e.host ? `${e.host}${e.pid ? ` (pid ${e.pid})` : ''}` : '—'),
+      h('td', {}, e.handlers.length ? e.handlers.join(', ') : '—'),
+      h('td', {}, e.running_jobs.length
+        ? e.running_jobs.flatMap((j, i) => [i ? ', ' : '', link(`/logs${query({ job_id: j, status: 'running' })}`, String(j))])
+        : 'idle'))) : h('tr', {}, h('td', { colspan: heads.length, class: 'muted' }, 'No executor has registered.')))));
+}
+
 async function groupsScreen(main) {
   main.append(h('h1', {}, 'Executor groups'));
-  const list = await api('GET', '/api/v1/groups');
-  const rows = await Promise.all(list.map(async (g) => {
-    let ex = [];
-    try { ex = await api('GET', `/api/v1/groups/${encodeURIComponent(g.app)}/executors`); } catch { /* not readable */ }
-    return h('tr', {}, h('td', {}, link(`/groups/${encodeURIComponent(g.app)}`, g.app)), h('td', {}, g.title), h('td', {}, String(ex.length)), h('td', {}, link(`/jobs${query({ group: g.app })}`, 'jobs')));
-  }));
+  const [list, executors] = await Promise.all([api('GET', '/api/v1/groups'), api('GET', '/api/v1/executors')]);
+  const live = (app) => executors.filter((e) => e.group === app && e.state === 'live').length;
   main.append(h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'App'), h('th', {}, 'Title'), h('th', {}, 'Executors online'), h('th', {}, ''))),
-    h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No group yet.'))))));
+    h('thead', {}, h('tr', {}, ...['App', 'Title', 'Executors online', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, list.length ? list.map((g) => h('tr', {},
+      h('td', {}, link(`/groups/${encodeURIComponent(g.app)}`, g.app)), h('td', {}, g.title),
+      h('td', {}, String(live(g.app))), h('td', {}, link(`/jobs${query({ group: g.app })}`, 'jobs')))) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No group yet.'))))));
+  main.append(h('h2', {}, 'Executors'), executorTable(executors, true));
   if (isAdmin()) {
     const err = banner();
     const app = input('', { required: true, pattern: '[A-Za-z0-9_-]{1,64}' });
@@ -523,18 +615,45 @@ async function groupsScreen(main) {
   }
 }
 
-async function groupScreen(main, { app }) {
+async function groupScreen(main, { app }, _, ctx) {
   const name = decodeURIComponent(app);
   const g = await api('GET', `/api/v1/groups/${encodeURIComponent(name)}`);
-  const ex = await api('GET', `/api/v1/groups/${encodeURIComponent(name)}/executors`);
   main.append(h('h1', {}, `Group ${g.app}`), h('dl', { class: 'facts' },
     h('dt', {}, 'Title'), h('dd', {}, g.title || '—'),
-    h('dt', {}, 'Changed'), h('dd', {}, when(g.updated_ms)),
-    h('dt', {}, 'Executors online'), h('dd', {}, ex.length ? ex.join(', ') : 'none')),
+    h('dt', {}, 'Changed'), h('dd', {}, when(g.updated_ms))),
   h('p', {}, link(`/jobs${query({ group: g.app })}`, 'Its jobs'), ' · ', link(`/logs${query({ group: g.app })}`, 'its logs')));
+  if (mayOperate(g.app)) {
+    const err = banner();
+    const title = input(g.title, {});
+    const done = h('p', { role: 'status' });
+    const form = h('form', { class: 'form', 'aria-label': 'Edit group', onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        await api('PUT', `/api/v1/groups/${encodeURIComponent(name)}`, { title: title.value });
+        navigate(location.pathname, true);
+      } catch (e2) { showError(form, err, e2); }
+    } }, field('Title', 'title', title), h('div', { class: 'wide' }, err, done,
+      h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save'),
+        isAdmin() ? h('button', { type: 'button', class: 'danger', onclick: async () => {
+          if (!confirm(`Delete group ${name}? Only a group without jobs can go.`)) return;
+          try {
+            await api('DELETE', `/api/v1/groups/${encodeURIComponent(name)}`);
+            navigate('/groups');
+          } catch (e2) { showError(form, err, e2); }
+        } }, 'Delete group') : null)));
+    main.append(h('h2', {}, 'Edit'), form);
+  }
+  const box = h('section', { 'aria-labelledby': 'ex' });
+  main.append(box);
+  const draw = async () => {
+    const ex = await api('GET', `/api/v1/executors${query({ group: name })}`);
+    box.replaceChildren(h('h2', { id: 'ex' }, 'Executors'), executorTable(ex, false));
+  };
+  await draw();
+  ctx.every(3000, draw);
 }
 
-async function clusterScreen(main) {
+async function clusterScreen(main, _, __, ctx) {
   main.append(h('h1', {}, 'Cluster'));
   const box = h('div', {});
   main.append(box);
@@ -554,7 +673,7 @@ async function clusterScreen(main) {
     h('p', {}, c.due_sizes.join(' · ')));
   };
   await draw();
-  every(3000, () => draw().catch(() => {}));
+  ctx.every(3000, draw);
 }
 
 async function account(main) {
@@ -568,51 +687,147 @@ async function account(main) {
     e.preventDefault();
     try {
       await api('PUT', '/api/v1/auth/password', { current_password: current.value, new_password: next.value });
-      done.textContent = 'Password changed.';
+      current.value = ''; next.value = '';
+      done.textContent = 'Password changed; your other sessions have ended.';
     } catch (e2) { showError(form, err, e2); }
-  } }, field('Current password', 'current_password', current), field('New password', 'new_password', next),
+  } }, field('Current password', 'current_password', current), field('New password', 'new_password', next, '12 characters or more'),
   h('div', { class: 'wide' }, err, done, h('button', { type: 'submit', class: 'primary' }, 'Change password')));
   main.append(h('h2', {}, 'Password'), form);
-  const tokens = await api('GET', '/api/v1/tokens');
-  const items = tokens.items || tokens;
+
+  // The caller's own tokens (an admin's list would hold everyone's).
+  const tokens = await api('GET', `/api/v1/tokens${query({ user: me.username })}`);
+  const now = Date.now();
+  const active = tokens.items.filter((t) => !t.revoked_ms && !(t.expires_ms && t.expires_ms <= now));
   const terr = banner();
-  const name = input('', { required: true });
+  const name = input('', { required: true, maxlength: 64 });
+  const days = input(90, { type: 'number', min: 1, max: 365 });
+  const readOnly = h('input', { type: 'checkbox' });
   const shownToken = h('p', { role: 'status' });
-  const tform = h('form', { class: 'toolbar', 'aria-label': 'New token', onsubmit: async (e) => {
+  const tform = h('form', { class: 'form', 'aria-label': 'New token', onsubmit: async (e) => {
     e.preventDefault();
     try {
-      const t = await api('POST', '/api/v1/tokens', { name: name.value, expires_in_days: 90 });
-      shownToken.replaceChildren('New token (shown once): ', h('code', {}, t.token));
+      const t = await api('POST', '/api/v1/tokens', { name: name.value, expires_in_days: Number(days.value), read_only: readOnly.checked });
+      shownToken.replaceChildren('New token, shown this once: ', h('code', { id: 'new-token' }, t.token));
+      tbody.prepend(tokenRow(t));
+      name.value = '';
     } catch (e2) { showError(tform, terr, e2); }
-  } }, field('Token name', 'name', name), h('button', { type: 'submit' }, 'Create token'));
+  } }, field('Token name', 'name', name), field('Expires in (days)', 'expires_in_days', days),
+  field('Read only', 'read_only', readOnly), h('div', { class: 'wide' }, terr, shownToken, h('button', { type: 'submit' }, 'Create token')));
+  const tokenRow = (t) => {
+    const row = h('tr', {}, h('td', {}, t.name), h('td', {}, h('code', {}, t.prefix)), h('td', {}, t.read_only ? 'read only' : 'full'),
+      h('td', {}, when(t.created_ms)), h('td', {}, when(t.expires_ms)), h('td', {}, when(t.last_used_ms)),
+      h('td', {}, h('button', { type: 'button', 'aria-label': `Revoke token ${t.name}`, onclick: async () => {
+        if (!confirm(`Revoke token ${t.name}? Clients using it stop working.`)) return;
+        try { await api('DELETE', `/api/v1/tokens/${t.id}`); row.remove(); } catch (e2) { terr.textContent = e2.message; terr.hidden = false; }
+      } }, 'Revoke')));
+    return row;
+  };
+  const tbody = h('tbody', {}, ...active.map(tokenRow));
   main.append(h('h2', {}, 'API tokens'), h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Created'), h('th', {}, 'Expires'), h('th', {}, ''))),
-    h('tbody', {}, ...items.map((t) => h('tr', {}, h('td', {}, t.name), h('td', {}, when(t.created_ms)), h('td', {}, when(t.expires_ms)),
-      h('td', {}, h('button', { type: 'button', onclick: async () => { await api('DELETE', `/api/v1/tokens/${t.id}`); navigate('/account', true); } }, 'Revoke'))))))),
-  tform, terr, shownToken);
+    h('thead', {}, h('tr', {}, ...['Name', 'Prefix', 'Rights', 'Created', 'Expires', 'Last used', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    tbody)), tform);
+}
+
+/** Checkboxes for the groups a user is granted. */
+function groupBoxes(all, granted, prefix) {
+  const box = h('fieldset', { class: 'groups' }, h('legend', {}, 'Groups granted'));
+  for (const g of all) {
+    const cb = h('input', { type: 'checkbox', value: g, id: `${prefix}-${g}`, checked: granted.includes(g) });
+    box.append(h('label', { for: cb.id }, cb, ` ${g}`));
+  }
+  if (!all.length) box.append(h('span', { class: 'muted' }, 'No group yet.'));
+  box.granted = () => [...box.querySelectorAll('input:checked')].map((c) => c.value);
+  return box;
 }
 
 async function users(main) {
   main.append(h('h1', {}, 'Users'));
-  const list = await api('GET', '/api/v1/users');
-  const items = list.items || list;
+  const [list, groups] = await Promise.all([api('GET', '/api/v1/users'), api('GET', '/api/v1/groups')]);
+  const apps = groups.map((g) => g.app);
+  const roleSelect = (value) => choice(ROLES, value);
   main.append(h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'User'), h('th', {}, 'Role'), h('th', {}, 'Groups'), h('th', {}, 'Enabled'))),
-    h('tbody', {}, ...items.map((u) => h('tr', {}, h('td', {}, u.username), h('td', {}, u.role), h('td', {}, (u.groups || []).join(', ')), h('td', {}, u.enabled ? 'yes' : 'no')))))));
+    h('thead', {}, h('tr', {}, ...['User', 'Role', 'Groups', 'Enabled', 'Changed'].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, ...list.items.map((u) => h('tr', {},
+      h('td', {}, link(`/users/${encodeURIComponent(u.username)}`, u.username)), h('td', {}, u.role),
+      h('td', {}, u.role === 'admin' ? 'all' : (u.groups.join(', ') || '—')),
+      h('td', {}, u.enabled ? 'yes' : h('span', { class: 'bad' }, 'disabled')), h('td', {}, when(u.updated_ms))))))));
+  const err = banner();
+  const username = input('', { required: true, autocomplete: 'off', pattern: '[A-Za-z0-9._@\\-]{1,64}' });
+  const password = input('', { type: 'password', autocomplete: 'new-password' });
+  const role = roleSelect('viewer');
+  const granted = groupBoxes(apps, [], 'new');
+  const form = h('form', { class: 'form', 'aria-label': 'New user', onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await api('POST', '/api/v1/users', { username: username.value, password: password.value, role: role.value, groups: granted.granted() });
+      navigate(`/users/${encodeURIComponent(username.value)}`);
+    } catch (e2) { showError(form, err, e2); }
+  } }, field('Username', 'username', username), field('Password', 'password', password, '12 characters or more'),
+  explained('Role', 'role', role, ROLES), h('div', { class: 'wide' }, granted, h('span', { class: 'field-error', id: 'err-groups', role: 'alert' })),
+  h('div', { class: 'wide' }, err, h('button', { type: 'submit', class: 'primary' }, 'Create user')));
+  main.append(h('h2', {}, 'New user'), form);
+}
+
+async function userScreen(main, { name }) {
+  const username = decodeURIComponent(name);
+  const [u, groups] = await Promise.all([api('GET', `/api/v1/users/${encodeURIComponent(username)}`), api('GET', '/api/v1/groups')]);
+  main.append(h('h1', {}, `User ${u.username}`), h('p', { class: 'muted' }, 'Created ', when(u.created_ms), ' · changed ', when(u.updated_ms)));
+  const err = banner();
+  const done = h('p', { role: 'status' });
+  const role = choice(ROLES, u.role);
+  const enabled = h('input', { type: 'checkbox', checked: u.enabled });
+  const password = input('', { type: 'password', autocomplete: 'new-password', placeholder: 'unchanged' });
+  const granted = groupBoxes(groups.map((g) => g.app), u.groups, 'edit');
+  const form = h('form', { class: 'form', 'aria-label': 'Edit user', onsubmit: async (e) => {
+    e.preventDefault();
+    const body = { role: role.value, groups: granted.granted(), enabled: enabled.checked };
+    if (password.value) body.password = password.value;
+    try {
+      await api('PUT', `/api/v1/users/${encodeURIComponent(username)}`, body);
+      navigate(location.pathname, true);
+    } catch (e2) { showError(form, err, e2); }
+  } }, explained('Role', 'role', role, ROLES), field('Enabled', 'enabled', enabled, 'a disabled user cannot sign in; its tokens stop'),
+  field('New password', 'password', password, 'ends the user’s sessions'),
+  h('div', { class: 'wide' }, granted, h('span', { class: 'field-error', id: 'err-groups', role: 'alert' })),
+  h('div', { class: 'wide' }, err, done, h('div', { class: 'actions' },
+    h('button', { type: 'submit', class: 'primary' }, 'Save'),
+    h('button', { type: 'button', class: 'danger', onclick: async () => {
+      if (!confirm(`Delete user ${username}? Their tokens are revoked.`)) return;
+      try { await api('DELETE', `/api/v1/users/${encodeURIComponent(username)}`); navigate('/users'); } catch (e2) { showError(form, err, e2); }
+    } }, 'Delete user'))));
+  main.append(form, h('p', {}, link(`/audit${query({ user: username })}`, 'What this user did')));
 }
 
 async function audit(main, _, params) {
   main.append(h('h1', {}, 'Audit log'));
-  const user = input(params.get('user') || '', {});
-  const action = input(params.get('action') || '', { placeholder: 'e.g. job.update' });
-  const form = h('form', { class: 'toolbar', role: 'search', onsubmit: (e) => { e.preventDefault(); navigate(`/audit${query({ user: user.value, action: action.value })}`); } },
-    field('User', 'user', user), field('Action', 'action', action), h('button', { type: 'submit', class: 'primary' }, 'Filter'));
-  main.append(form);
-  const list = await api('GET', `/api/v1/audit${query({ user: params.get('user'), action: params.get('action'), limit: 100 })}`);
-  const items = list.items || list;
+  const f = {
+    user: params.get('user') || '', action: params.get('action') || '', target: params.get('target') || '',
+    group: params.get('group') || '', since_ms: params.get('since_ms') || '', until_ms: params.get('until_ms') || '',
+  };
+  const user = input(f.user, { autocomplete: 'off' });
+  const action = input(f.action, { placeholder: 'e.g. job.update' });
+  const target = input(f.target, { placeholder: 'e.g. job:7' });
+  const group = input(f.group, {});
+  const since = input(toLocalInput(f.since_ms), { type: 'datetime-local' });
+  const until = input(toLocalInput(f.until_ms), { type: 'datetime-local' });
+  const err = banner();
+  const form = h('form', { class: 'toolbar', role: 'search', onsubmit: (e) => {
+    e.preventDefault();
+    navigate(`/audit${query({ user: user.value.trim(), action: action.value.trim(), target: target.value.trim(), group: group.value.trim(), since_ms: toMs(since.value), until_ms: toMs(until.value) })}`);
+  } }, field('User', 'user', user), field('Action', 'action', action), field('Target', 'target', target),
+  field('Group', 'group', group), field('From', 'since_ms', since), field('Until', 'until_ms', until),
+  h('button', { type: 'submit', class: 'primary' }, 'Filter'));
+  main.append(form, err);
+  let list;
+  try {
+    list = await api('GET', `/api/v1/audit${query({ ...f, limit: 100 })}`);
+  } catch (e) { showError(form, err, e); return; }
+  const items = list.items;
   main.append(h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, ...['When', 'User', 'Action', 'Target', 'Group', 'From'].map((t) => h('th', {}, t)))),
-    h('tbody', {}, ...items.map((a) => h('tr', {}, h('td', {}, when(a.at_ms)), h('td', {}, a.username), h('td', {}, a.action), h('td', {}, a.target), h('td', {}, a.group || ''), h('td', {}, a.address || '')))))));
+    h('caption', { class: 'muted' }, items.length === 100 ? 'The newest 100: narrow the time range to see older ones.' : `${items.length} records`),
+    h('thead', {}, h('tr', {}, ...['When', 'User', 'Action', 'Target', 'Group', 'Detail', 'From'].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, items.length ? items.map((a) => h('tr', {}, h('td', {}, when(a.at_ms)), h('td', {}, a.username), h('td', {}, a.action),
+      h('td', {}, a.target), h('td', {}, a.group || ''), h('td', {}, a.detail || ''), h('td', {}, a.address || ''))) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No record matches.'))))));
 }
 
 /** Path patterns and their screens, first match wins. */
@@ -629,5 +844,6 @@ export const screens = [
   [/^\/cluster$/, clusterScreen],
   [/^\/account$/, account],
   [/^\/users$/, users],
+  [/^\/users\/(?<name>[^/]+)$/, userScreen],
   [/^\/audit$/, audit],
 ];

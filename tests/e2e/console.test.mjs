@@ -2,9 +2,13 @@
 // against a real cluster that tests/tests/console.rs starts: sign-in, a
 // group and a cron job created with the preview shown, the job firing in
 // the logs, a running script trigger followed live and killed, the job
-// stopped, a viewer without write controls whom the API refuses, and an
-// ended session that returns to sign-in and back. Screenshots of each
-// screen go to $RONDO_SCREENSHOTS.
+// edited (a routing choice, a refused field that saves nothing), copied and
+// given a child from the picker, script versions diffed and restored, the
+// group's executors, an API token made and revoked, a user created and
+// disabled, data that looks like HTML shown as text, the job stopped, a
+// viewer without write controls whom the API refuses, and an ended session
+// that returns to sign-in and back. Screenshots of each screen go to
+// $RONDO_SCREENSHOTS.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,6 +29,17 @@ const APP = env('RONDO_APP');
 mkdirSync(SHOTS, { recursive: true });
 
 const nav = (page, name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+/** The JSON of a GET with the page's session. */
+const getJson = async (page, path) => {
+  const r = await page.request.get(`${BASE}${path}`);
+  assert.ok(r.ok(), `GET ${path}: ${r.status()}`);
+  return r.json();
+};
+/** A write with the page's session and its CSRF token. */
+const write = async (page, method, path, data) => {
+  const me = await getJson(page, '/api/v1/auth/me');
+  return page.request.fetch(`${BASE}${path}`, { method, data, headers: { 'X-CSRF-Token': me.csrf_token } });
+};
 const shot = (page, name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
 async function signIn(page, [user, password]) {
@@ -67,11 +82,24 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     await signIn(page, ADMIN);
     await page.waitForURL(`${BASE}/groups`);
 
+    // The form's choices are the API's values, as served: a routing,
+    // block, misfire, schedule or script type the spec does not know could
+    // never be sent.
+    const spec = await getJson(page, '/api/v1/openapi.json');
+    const served = await (await page.request.get(`${BASE}/assets/choices.js`)).text();
+    const choices = await import(`data:text/javascript;base64,${Buffer.from(served).toString('base64')}`);
+    const enumOf = (name) => spec.components.schemas[name].enum;
+    const valuesOf = (list) => list.map(([v]) => v);
+    for (const [list, schema] of [[choices.ROUTING, 'Routing'], [choices.BLOCK, 'BlockStrategy'], [choices.MISFIRE, 'Misfire'],
+      [choices.SCHEDULE_TYPES, 'ScheduleType'], [choices.GLUE, 'GlueType'], [choices.ROLES, 'Role']]) {
+      assert.deepEqual([...valuesOf(list)].sort(), [...enumOf(schema)].sort(), `the console's ${schema} choices`);
+    }
+
     // A group.
     await page.getByLabel('App name').fill(APP);
     await page.getByLabel('Title').fill('Web shop');
     await page.getByRole('button', { name: 'Create group' }).click();
-    await page.getByRole('link', { name: APP, exact: true }).waitFor();
+    await page.getByRole('link', { name: APP, exact: true }).first().waitFor();
     await shot(page, '02-groups');
 
     // A cron job: a bad expression is refused next to its field, the
@@ -109,6 +137,7 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     await page.getByLabel('Version remark').fill('first version');
     await page.getByRole('button', { name: 'Create' }).click();
     await page.waitForURL(/\/jobs\/\d+$/);
+    const scriptJob = page.url().split('/').pop();
     await page.getByRole('button', { name: 'Trigger once' }).click();
     await page.waitForURL(/\/logs\/[^/?]+$/);
     const log = page.getByLabel('Log lines');
@@ -121,6 +150,110 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     await page.locator('#follow-state').filter({ hasText: 'Ended.' }).waitFor({ timeout: 30_000 });
     assert.equal(await page.locator('dl.facts .status').textContent(), 'failure');
     await shot(page, '06-trigger-killed');
+
+    // Edit the cron job: a routing choice is saved as the API names it; a
+    // refused zone is shown next to its field and nothing of that submit
+    // is saved.
+    await page.goto(`${BASE}/jobs/${cronJob}`);
+    await page.getByLabel('Routing').selectOption('LEAST_FREQUENTLY_USED');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await until(page, 'the routing saved', async () =>
+      (await getJson(page, `/api/v1/jobs/${cronJob}`)).routing === 'LEAST_FREQUENTLY_USED', { reload: false });
+    const saved = await getJson(page, `/api/v1/jobs/${cronJob}`);
+    assert.equal(saved.description, 'Every two seconds');
+    assert.equal(saved.schedule_conf, '*/2 * * * * ?');
+    await page.getByLabel('Description').fill('changed with a bad zone');
+    await page.getByLabel('Time zone').fill('Mars/Olympus_Mons');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('#err-zone').filter({ hasText: /zone|Mars/i }).waitFor();
+    assert.equal((await getJson(page, `/api/v1/jobs/${cronJob}`)).description, 'Every two seconds', 'nothing half-saved');
+    await shot(page, '15-job-field-error');
+
+    // Copy it, with the script job picked as its child.
+    await page.goto(`${BASE}/jobs/${cronJob}`);
+    await page.getByRole('link', { name: 'Copy' }).click();
+    await page.waitForURL(/\/jobs\/new\?copy=/);
+    assert.equal(await page.getByLabel('Description').inputValue(), 'Every two seconds');
+    await page.getByLabel('Description').fill('Copied job');
+    await page.getByLabel('Find a child job').fill('Counting');
+    await page.getByRole('button', { name: `Add job ${scriptJob} as a child` }).click();
+    assert.equal(await page.getByLabel('Child jobs').inputValue(), scriptJob);
+    await page.getByLabel('Running', { exact: true }).uncheck();
+    await shot(page, '16-job-copy-with-child');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/\/jobs\/\d+$/);
+    const copy = await getJson(page, `/api/v1/jobs/${page.url().split('/').pop()}`);
+    assert.notEqual(String(copy.id), cronJob);
+    assert.deepEqual([copy.description, copy.routing, copy.schedule_conf, copy.child_jobs, copy.enabled],
+      ['Copied job', 'LEAST_FREQUENTLY_USED', '*/2 * * * * ?', [Number(scriptJob)], false]);
+
+    // Script versions: a second version, its diff, and the first restored.
+    await page.goto(`${BASE}/jobs/${scriptJob}`);
+    await page.getByLabel('Script', { exact: true }).fill('echo "second version"\n');
+    await page.getByLabel('Version remark').fill('second version');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('cell', { name: 'second version', exact: true }).waitFor();
+    await page.getByRole('row', { name: /first version/ }).getByRole('button', { name: 'Diff with current' }).click();
+    const shownDiff = await page.locator('pre.log').last().textContent();
+    assert.match(shownDiff, /^- i=0$/m);
+    assert.match(shownDiff, /^\+ echo "second version"$/m);
+    await shot(page, '17-script-versions-diff');
+    await page.getByRole('row', { name: /first version/ }).getByRole('button', { name: 'Restore' }).click();
+    await until(page, 'the first version restored', async () =>
+      (await getJson(page, `/api/v1/jobs/${scriptJob}`)).glue_source.startsWith('i=0'), { reload: false });
+
+    // The group: its executor, with heartbeat, handlers and what it runs.
+    await page.goto(`${BASE}/groups/${APP}`);
+    const exRow = page.getByRole('row', { name: /web-1/ });
+    await exRow.getByText('live').waitFor();
+    assert.match(await exRow.textContent(), /script:sh/);
+    assert.match(await exRow.textContent(), /ago/);
+    await shot(page, '18-group-executors');
+
+    // An API token: shown once, works as a bearer token, then revoked.
+    await page.goto(`${BASE}/account`);
+    await page.getByLabel('Token name').fill('ci');
+    await page.getByRole('button', { name: 'Create token' }).click();
+    const token = await page.locator('#new-token').textContent();
+    const bearer = { Authorization: `Bearer ${token}` };
+    const withToken = await fetch(`${BASE}/api/v1/jobs?limit=1`, { headers: bearer });
+    assert.equal(withToken.status, 200);
+    await shot(page, '19-account-token');
+    page.once('dialog', (d) => d.accept());
+    await page.getByRole('button', { name: 'Revoke token ci' }).click();
+    await page.getByRole('button', { name: 'Revoke token ci' }).waitFor({ state: 'detached' });
+    assert.equal((await fetch(`${BASE}/api/v1/jobs?limit=1`, { headers: bearer })).status, 401);
+
+    // A user: created as an operator of the group, then disabled.
+    await nav(page, 'Users').click();
+    await page.getByLabel('Username', { exact: true }).fill('olga');
+    await page.getByLabel('Password', { exact: true }).fill('short');
+    await page.getByLabel('Role').selectOption('operator');
+    await page.getByLabel(APP, { exact: true }).check();
+    await page.getByRole('button', { name: 'Create user' }).click();
+    await page.locator('#err-password').filter({ hasText: /12/ }).waitFor();
+    assert.equal((await page.request.get(`${BASE}/api/v1/users/olga`)).status(), 404, 'a refused user is not created');
+    await page.getByLabel('Password', { exact: true }).fill('a long enough password');
+    await page.getByRole('button', { name: 'Create user' }).click();
+    await page.waitForURL(`${BASE}/users/olga`);
+    let olga = await getJson(page, '/api/v1/users/olga');
+    assert.deepEqual([olga.role, olga.groups, olga.enabled], ['operator', [APP], true]);
+    await page.getByLabel('Enabled').uncheck();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await until(page, 'olga disabled', async () => !(await getJson(page, '/api/v1/users/olga')).enabled, { reload: false });
+    await shot(page, '20-user-edit');
+    await page.goto(`${BASE}/users`);
+    await page.getByRole('link', { name: 'olga' }).waitFor();
+    await shot(page, '21-users');
+
+    // Data that looks like HTML is shown as text, never run.
+    const html = '<img src=x onerror="window.__xss=1"><b>bold</b>';
+    const made = await write(page, 'POST', '/api/v1/jobs', { group: APP, handler: 'demo', description: html, schedule_type: 'NONE' });
+    assert.equal(made.status(), 201);
+    await page.goto(`${BASE}/jobs?q=${encodeURIComponent('bold')}`);
+    await page.getByRole('link', { name: html }).waitFor();
+    assert.equal(await page.locator('main img').count(), 0);
+    assert.equal(await page.evaluate(() => globalThis.__xss), undefined);
 
     // Stop the cron job.
     await page.goto(`${BASE}/jobs/${cronJob}`);

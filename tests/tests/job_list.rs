@@ -193,3 +193,103 @@ async fn jobs_are_paged_searched_filtered_and_sorted() {
 
     cluster.stop().await;
 }
+
+/// `%` and `_` are literal in a search, with descriptions and handlers
+/// that an unescaped pattern would also match; and a viewer granted two
+/// groups of three pages through the merge of both, in either order, at
+/// every offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn search_wildcards_are_literal_and_a_two_group_viewer_pages_the_merge() {
+    let world = World::new("job_list_merge").await;
+    let viewer = world
+        .user("vic", Role::Viewer, &["one", "three"], false)
+        .await;
+    let mut cluster = Cluster::new(world);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    for app in ["one", "two", "three"] {
+        assert_eq!(
+            api.post("/api/v1/groups", json!({ "app": app })).await.0,
+            201
+        );
+    }
+    // Ids 1..=9 in groups one, two, three, one, two, three, …
+    let jobs = [
+        ("100% done", "plain"),
+        ("1000 tenants", "plain"),
+        ("100x faster", "plain"),
+        ("nothing", "a_b"),
+        ("nothing", "axb"),
+        ("nothing", "a%b"),
+        ("wow! it works", "aXXb"),
+        ("other", "plain"),
+        ("other", "plain"),
+    ];
+    for (i, (description, handler)) in jobs.iter().enumerate() {
+        let group = ["one", "two", "three"][i % 3];
+        let id = api
+            .create_job(
+                json!({ "group": group, "handler": handler, "description": description,
+                "schedule_type": "NONE" }),
+            )
+            .await;
+        assert_eq!(id, i as u64 + 1);
+    }
+    eventually("the mirror holds the nine jobs", PATIENCE, || async {
+        let (_, page) = api.get("/api/v1/jobs?sort=-updated&limit=100").await;
+        (ids(&page).len() == 9).then_some(())
+    })
+    .await;
+    for (q, want) in [
+        ("100%25", vec![1]),
+        ("a_b", vec![4]),
+        ("a%25b", vec![6]),
+        ("wow!", vec![7]),
+        ("100x", vec![3]),
+        // A number is an id.
+        ("100", vec![]),
+    ] {
+        let (status, page) = api.get(&format!("/api/v1/jobs?q={q}")).await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(ids(&page), want, "q={q}");
+    }
+
+    // Viewer of one and three: ids 1, 3, 4, 6, 7, 9 (two's 2, 5, 8 never).
+    let vic = cluster.api(node).with_token(&viewer);
+    let mine = [1u64, 3, 4, 6, 7, 9];
+    for limit in 1..=4usize {
+        for descending in [false, true] {
+            let mut want = mine.to_vec();
+            if descending {
+                want.reverse();
+            }
+            let sort = if descending { "-id" } else { "id" };
+            for offset in 0..=7usize {
+                let (status, page) = vic
+                    .get(&format!(
+                        "/api/v1/jobs?sort={sort}&limit={limit}&offset={offset}"
+                    ))
+                    .await;
+                assert_eq!(status, 200, "{page}");
+                let expected: Vec<u64> = want.iter().copied().skip(offset).take(limit).collect();
+                assert_eq!(
+                    ids(&page),
+                    expected,
+                    "sort={sort} limit={limit} offset={offset}"
+                );
+                assert_eq!(page["total"], 6);
+            }
+        }
+    }
+    // The same merge through the mirror (a filter), and an offset far out.
+    let (_, page) = vic
+        .get("/api/v1/jobs?schedule_type=NONE&sort=-id&limit=4&offset=1")
+        .await;
+    assert_eq!(ids(&page), [7, 6, 4, 3]);
+    let (status, page) = vic.get("/api/v1/jobs?offset=9223372036854775807").await;
+    assert_eq!((status, ids(&page)), (200, vec![]), "{page}");
+    let (status, page) = api.get("/api/v1/jobs?offset=9223372036854775807").await;
+    assert_eq!((status, ids(&page)), (200, vec![]), "{page}");
+    cluster.stop().await;
+}

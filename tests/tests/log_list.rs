@@ -161,3 +161,76 @@ async fn logs_are_filtered_and_paged_newest_first() {
         );
     }
 }
+
+/// Rows that share an instant (a broadcast's shards, jobs due together)
+/// are paged by trigger id under the instant: pages of two through seven
+/// such rows give each once, newest first then by trigger id, descending;
+/// a viewer of two groups of three gets the merge of both in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_of_one_instant_page_by_trigger_id_across_groups() {
+    let world = World::new("log_ties").await;
+    let at = 1_780_000_500_000i64;
+    // (trigger id, group): job 7's broadcast of four shards, jobs 8 and 9,
+    // and one row a second earlier.
+    let rows = [
+        (format!("7-{at}-0"), "alpha"),
+        (format!("7-{at}-1"), "alpha"),
+        (format!("7-{at}-2"), "alpha"),
+        (format!("7-{at}-3"), "alpha"),
+        (format!("8-{at}-0"), "beta"),
+        (format!("9-{at}-0"), "gamma"),
+        (format!("9-{}-0", at - 1000), "gamma"),
+    ];
+    for (id, group) in &rows {
+        let (job, fire_ms) = {
+            let mut parts = id.split('-');
+            let job: u64 = parts.next().unwrap().parse().unwrap();
+            let fire_ms: i64 = parts.next().unwrap().parse().unwrap();
+            (job, fire_ms)
+        };
+        sqlx::query(
+            "INSERT INTO job_log (trigger_id, fire_ms, job_id, group_app, trigger_code, handle_code) \
+             VALUES (?, ?, ?, ?, 200, 200)",
+        )
+        .bind(id)
+        .bind(fire_ms)
+        .bind(job)
+        .bind(group)
+        .execute(&world.db)
+        .await
+        .unwrap();
+    }
+    let viewer = world
+        .user("tess", Role::Viewer, &["alpha", "gamma"], false)
+        .await;
+    let api = world
+        .in_process_api("log-ties")
+        .await
+        .with_token(&world.admin.token);
+    let vic = world.in_process_api("log-ties-2").await.with_token(&viewer);
+
+    let all_pages = |api: rondo_testkit::Api| async move {
+        let mut seen = Vec::new();
+        let mut path = "/api/v1/logs?limit=2".to_string();
+        loop {
+            let (status, page) = api.get(&path).await;
+            assert_eq!(status, 200, "{page}");
+            seen.extend(triggers(&page));
+            match page["next"].as_str() {
+                Some(next) => path = format!("/api/v1/logs?limit=2&before={next}"),
+                None => break seen,
+            }
+        }
+    };
+    let mut want: Vec<String> = rows[..6].iter().map(|(id, _)| id.clone()).collect();
+    want.sort();
+    want.reverse();
+    want.push(rows[6].0.clone());
+    assert_eq!(all_pages(api).await, want, "each row once, in order");
+    let theirs: Vec<String> = want
+        .iter()
+        .filter(|id| !id.starts_with("8-"))
+        .cloned()
+        .collect();
+    assert_eq!(all_pages(vic).await, theirs, "alpha and gamma merged");
+}

@@ -29,6 +29,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../console/app.js"),
     ),
     (
+        "choices.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/choices.js"),
+    ),
+    (
         "pages.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/pages.js"),
@@ -59,6 +64,7 @@ const SCREENS: &[&str] = &[
     "/groups",
     "/groups/{*rest}",
     "/users",
+    "/users/{*rest}",
     "/audit",
     "/cluster",
 ];

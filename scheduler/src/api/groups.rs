@@ -1,15 +1,19 @@
 //! Executor groups: create, list, read, update, delete (only without jobs),
-//! and the live executors of one. Creating and deleting a group is an
+//! the live executors of one, and every executor the registry holds with
+//! what it says about itself. Creating and deleting a group is an
 //! admin's; editing one is an operator's of that group.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
 use rondo_core::model::Group;
 use rondo_core::model::{GroupSpec, validate_app_name};
 use rondo_core::{Error, Event, clock};
+use rondo_dispatcher::registry::MemberState;
 
 use super::auth::Caller;
 use super::doc::ApiErrors;
@@ -139,6 +143,90 @@ pub(super) async fn group_executors(
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
     Ok(Json(s.dispatcher.registry().live(&app).await?))
+}
+
+/// An executor the registry holds and what it last said about itself.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct ExecutorView {
+    id: String,
+    group: String,
+    /// `live` (triggers are routed to it), `offline` (its lease expired;
+    /// the leader moves what waits in its queue) or `retired` (it stopped
+    /// gracefully).
+    #[schema(pattern = "^(live|offline|retired)$")]
+    state: &'static str,
+    /// Its last heartbeat or lease renewal (ms since the epoch); absent once
+    /// retired.
+    last_seen_ms: Option<i64>,
+    /// How long ago that was, as this node's clock reads it.
+    age_ms: Option<i64>,
+    /// What its last heartbeat said; absent when its record expired.
+    host: Option<String>,
+    pid: Option<u32>,
+    started_ms: Option<i64>,
+    /// The handlers it runs (script interpreters as `script:<interpreter>`).
+    handlers: Vec<String>,
+    /// Jobs with a trigger running or waiting there.
+    running_jobs: Vec<u64>,
+}
+
+/// The executors of the groups the caller may read (or of one group):
+/// live, offline and retired, until the registry forgets them
+/// (`registry.dead_after_ms`), with heartbeat, handlers and running jobs.
+#[utoipa::path(get, path = "/api/v1/executors", tag = "groups",
+    params(("group" = Option<String>, Query, description = "Only this group's executors.", pattern = "^[A-Za-z0-9_-]{1,64}$")),
+    responses((status = 200, description = "Executors, by group then id.", body = Vec<ExecutorView>), ApiErrors))]
+pub(super) async fn list_executors(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Vec<ExecutorView>>> {
+    let apps = match q.get("group") {
+        Some(app) => {
+            validate_app_name("group", app)?;
+            caller.require(Access::ReadGroup(app), "group")?;
+            vec![app.clone()]
+        }
+        None => {
+            let mut apps: Vec<String> = s
+                .store
+                .list_groups()
+                .await?
+                .into_iter()
+                .map(|g| g.app)
+                .collect();
+            if let Some(readable) = caller.readable_groups() {
+                apps.retain(|a| readable.contains(a));
+            }
+            apps
+        }
+    };
+    let now = clock::now_ms();
+    let mut out = Vec::new();
+    for app in apps {
+        for m in s.dispatcher.registry().members(&app).await? {
+            let seen = (m.state != MemberState::Retired).then_some(m.seen_ms);
+            let entry = m.entry.unwrap_or_default();
+            let known = !entry.app.is_empty();
+            out.push(ExecutorView {
+                id: m.id,
+                group: app.clone(),
+                state: match m.state {
+                    MemberState::Live => "live",
+                    MemberState::Offline => "offline",
+                    MemberState::Retired => "retired",
+                },
+                last_seen_ms: seen,
+                age_ms: seen.map(|at| (now - at).max(0)),
+                host: known.then(|| entry.host.clone()),
+                pid: known.then_some(entry.pid),
+                started_ms: known.then_some(entry.started_ms),
+                handlers: entry.handlers,
+                running_jobs: entry.running_jobs,
+            });
+        }
+    }
+    Ok(Json(out))
 }
 
 /// The `{app}` path parameter.

@@ -189,21 +189,35 @@ pub(super) async fn search_logs(
     }))
 }
 
-/// One trigger's log row and log lines.
+/// One trigger's log row and log lines (with `after_seq`, only the lines
+/// after it: a page that follows a run asks for what is new).
 #[utoipa::path(get, path = "/api/v1/logs/{trigger_id}", tag = "logs",
-    params(TriggerIdParam),
+    params(TriggerIdParam,
+        ("after_seq" = Option<i64>, Query, description = "Only the lines whose `seq` is greater.", minimum = 0, maximum = 4294967295_i64)),
     responses((status = 200, description = "The trigger's log.", body = TriggerLog), ApiErrors))]
 pub(super) async fn trigger_log(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(trigger_id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<TriggerLog>> {
     if trigger_id.len() > trigger_id::MAX_LEN {
         let msg = format!("is longer than {} characters", trigger_id::MAX_LEN);
         return Err(Error::invalid("trigger_id", msg).into());
     }
+    let after_seq = q
+        .get("after_seq")
+        .map(|raw| {
+            raw.parse::<i64>()
+                .ok()
+                .filter(|v| (0..=i64::from(u32::MAX)).contains(v))
+                .ok_or_else(|| {
+                    Error::invalid("after_seq", format!("must be a line's seq, got {raw:?}"))
+                })
+        })
+        .transpose()?;
     let not_found = || Error::not_found("trigger_id", format!("no trigger {trigger_id}"));
-    let Some(log) = s.history.trigger_log(&trigger_id).await? else {
+    let Some(log) = s.history.trigger_log(&trigger_id, after_seq).await? else {
         return Err(not_found().into());
     };
     if caller.readable_groups().is_some() {

@@ -75,6 +75,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
             groups::delete_group
         ))
         .routes(routes!(groups::group_executors))
+        .routes(routes!(groups::list_executors))
         .routes(routes!(jobs::create_job, jobs::list_jobs))
         .routes(routes!(jobs::get_job, jobs::update_job, jobs::delete_job))
         .routes(routes!(jobs::start_job))

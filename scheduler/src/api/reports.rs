@@ -15,8 +15,9 @@ use super::doc::ApiErrors;
 use super::input::{parse_body, query_usize};
 use super::state::{ApiResult, AppState};
 
-/// The daily report of the last `days` days (default 7, today included),
-/// recomputed from the trigger logs first.
+/// The daily report of the last `days` days (default 7, today included):
+/// today and yesterday recounted from the trigger logs, older days as the
+/// persistence worker's maintenance pass stored them.
 #[utoipa::path(get, path = "/api/v1/reports", tag = "reports",
     params(("days" = Option<u32>, Query, description = "Days back, today included (default 7).", minimum = 1, maximum = 366)),
     responses((status = 200, description = "One row per day, oldest first.", body = Report), ApiErrors))]

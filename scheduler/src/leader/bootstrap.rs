@@ -81,7 +81,6 @@ pub async fn rebuild_if_empty(
     history: &History,
     term: u64,
 ) -> Result<Option<Report>, Error> {
-    convert_legacy_indexes(store).await?;
     match redis_state(store).await? {
         RedisState::Populated => return Ok(None),
         RedisState::Empty => {}
@@ -121,9 +120,14 @@ pub async fn rebuild_if_empty(
 
 /// Earlier builds kept the job indexes as plain sets; they are sorted sets
 /// scored by id now (a page of the list reads a page). Converts each
-/// legacy set that is still there, once; idempotent and safe to repeat
-/// (ZADD of the same members, then DEL of the legacy key).
-async fn convert_legacy_indexes(store: &Store) -> Result<(), Error> {
+/// legacy set that is still there; a leader calls it once per term, before
+/// its first claim. Idempotent and safe to repeat (ZADD of the same
+/// members and DEL of the legacy key in one transaction), but not atomic
+/// with the read of the legacy set: a node of the older build that adds a
+/// job between the read and the transaction would leave it out of the new
+/// index. So the scheduler nodes of a namespace are upgraded together
+/// across this change (README, "Upgrading"), not one by one.
+pub async fn convert_legacy_indexes(store: &Store) -> Result<(), Error> {
     let names = store.names();
     let mut conn = store.pool().get().await?;
     let groups: Vec<String> = conn.hkeys(names.groups()).await?;

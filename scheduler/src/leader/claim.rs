@@ -48,6 +48,9 @@ pub struct Claimer {
     /// Duration of each successful tick (ms) and what the last one did.
     pub tick_ms: Histogram,
     pub last_tick: std::sync::Mutex<TickReport>,
+    /// The term whose leader converted the legacy job indexes (once per
+    /// term, not every tick).
+    converted_term: std::sync::atomic::AtomicU64,
 }
 
 impl Claimer {
@@ -67,6 +70,7 @@ impl Claimer {
             last_claim_ms: watch::channel(0).0,
             tick_ms: Histogram::default(),
             last_tick: std::sync::Mutex::new(TickReport::default()),
+            converted_term: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -150,6 +154,11 @@ impl Claimer {
     /// has (nothing, or what the API added since), and the next tick tries
     /// the rebuild again for as long as Redis stays empty.
     async fn bootstrap(&self, term: u64) -> Result<(), Error> {
+        use std::sync::atomic::Ordering;
+        if self.converted_term.load(Ordering::Relaxed) != term {
+            bootstrap::convert_legacy_indexes(&self.store).await?;
+            self.converted_term.store(term, Ordering::Relaxed);
+        }
         match bootstrap::rebuild_if_empty(&self.store, &self.history, term).await {
             Ok(_) => Ok(()),
             Err(e) if e.kind == ErrorKind::StaleTerm => Err(e),

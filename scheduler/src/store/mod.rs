@@ -278,12 +278,16 @@ impl Store {
         } else {
             offset + limit
         };
+        // Redis takes ranks as signed 64-bit numbers: a rank past the end
+        // is an empty page, not an error.
+        let rank = |r: usize| i64::try_from(r).unwrap_or(i64::MAX);
         let start = if keys.len() == 1 { offset } else { 0 };
+        let stop = start.saturating_add(window - 1);
         let mut pipe = redis::pipe();
         for key in &keys {
             pipe.zcard(key);
             let range = if descending { "ZREVRANGE" } else { "ZRANGE" };
-            pipe.cmd(range).arg(key).arg(start).arg(start + window - 1);
+            pipe.cmd(range).arg(key).arg(rank(start)).arg(rank(stop));
         }
         let answers: Vec<redis::Value> = pipe.query_async(&mut self.conn().await?).await?;
         let mut total = 0;
