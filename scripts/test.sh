@@ -11,6 +11,8 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 scripts/services.sh
+echo "== the cluster topology (a ZooKeeper ensemble, a Redis Cluster, a RabbitMQ cluster)"
+scripts/services-cluster.sh up
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

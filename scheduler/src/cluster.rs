@@ -262,7 +262,7 @@ impl Cluster {
             };
             if pos == 0 {
                 let term = self.lead(client).await?;
-                return self.hold(term, &mut state, shutdown).await;
+                return self.hold(client, me, term, &mut state, shutdown).await;
             }
             let predecessor = format!("{}/{}", self.names.zk_election(), candidates[pos - 1]);
             let (stat, watcher) = client
@@ -275,7 +275,47 @@ impl Cluster {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(SessionEnd::Shutdown),
                 _ = watcher.changed() => {}
-                s = state.changed() => if is_terminal(s) { return Ok(SessionEnd::Lost) },
+                s = state.changed() => match self.ride_out(s, &mut state, shutdown).await {
+                    // Connected again, to this member or another: the same
+                    // session, so the same place in the election.
+                    Reconnect::Connected => {}
+                    Reconnect::Lost => return Ok(SessionEnd::Lost),
+                    Reconnect::Shutdown => return Ok(SessionEnd::Shutdown),
+                },
+            }
+        }
+    }
+
+    /// After a session state change: a terminal state ends the session; a
+    /// disconnection (the member the session was on died, or the network
+    /// blinked) is waited out while the client reconnects to a member of
+    /// the connect string, up to the session timeout. The session, its
+    /// ephemeral znodes and so its place in the election survive that;
+    /// only an expiry (seen on reconnecting) ends it.
+    async fn ride_out(
+        &self,
+        mut s: SessionState,
+        state: &mut zookeeper_client::StateWatcher,
+        shutdown: &CancellationToken,
+    ) -> Reconnect {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.config.session_timeout_ms);
+        loop {
+            match s {
+                SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                    return Reconnect::Connected;
+                }
+                SessionState::Disconnected => {}
+                _ => return Reconnect::Lost,
+            }
+            tracing::warn!(node = %self.node, "zookeeper disconnected; waiting for the session to reconnect");
+            tokio::select! {
+                _ = shutdown.cancelled() => return Reconnect::Shutdown,
+                _ = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(node = %self.node, "zookeeper did not reconnect within the session timeout");
+                    return Reconnect::Lost;
+                }
+                next = state.changed() => s = next,
             }
         }
     }
@@ -341,11 +381,35 @@ impl Cluster {
         }
     }
 
-    /// Leads until the session is disconnected, the claimer resigns, or
-    /// shutdown. A disconnected leader stops claiming at once: its session
-    /// may expire any moment and another node may already be leading.
+    /// Whether this session still leads with `term`: its candidate znode is
+    /// the lowest and `/term` has not moved.
+    async fn still_leads(&self, client: &Client, me: &str, term: u64) -> Result<bool, Error> {
+        let mut candidates = client
+            .list_children(self.names.zk_election())
+            .await
+            .map_err(|e| zk_err("list election", e))?;
+        candidates.sort();
+        if candidates.first().map(String::as_str) != Some(me) {
+            return Ok(false);
+        }
+        let (data, _) = client
+            .get_data(self.names.zk_term())
+            .await
+            .map_err(|e| zk_err("read term", e))?;
+        Ok(std::str::from_utf8(&data).ok().map(str::trim) == Some(term.to_string().as_str()))
+    }
+
+    /// Leads until the session ends, the claimer resigns, or shutdown. A
+    /// disconnected leader stops claiming at once (its session may expire
+    /// any moment, and then another node leads); when the client reconnects
+    /// with the same session — the member it was on died and another took
+    /// it over — it checks that it still holds the lowest candidate znode
+    /// and the term, and leads on with the same term: no election, no new
+    /// term.
     async fn hold(
         &self,
+        client: &Client,
+        me: &str,
         term: u64,
         state: &mut zookeeper_client::StateWatcher,
         shutdown: &CancellationToken,
@@ -363,24 +427,34 @@ impl Cluster {
                     return Ok(SessionEnd::Lost);
                 }
                 s = state.changed() => {
-                    tracing::warn!(node = %self.node, term, state = ?s, "zookeeper session state changed while leading");
-                    // Stop claiming now; the next session elects again.
+                    if matches!(s, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
+                        continue;
+                    }
+                    tracing::warn!(node = %self.node, term, state = ?s, "zookeeper session state changed while leading; pausing");
+                    // Stop claiming now; resume only with the same session.
                     self.step_down();
-                    return Ok(SessionEnd::Lost);
+                    match self.ride_out(s, state, shutdown).await {
+                        Reconnect::Connected => {}
+                        Reconnect::Lost => return Ok(SessionEnd::Lost),
+                        Reconnect::Shutdown => return Ok(SessionEnd::Shutdown),
+                    }
+                    if !self.still_leads(client, me, term).await? {
+                        tracing::warn!(node = %self.node, term, "no longer the leader after reconnecting");
+                        return Ok(SessionEnd::Lost);
+                    }
+                    tracing::info!(node = %self.node, term, "zookeeper reconnected; leading on with the same term");
+                    self.tx.role.send_replace(Role::Leader { term });
                 }
             }
         }
     }
 }
 
-fn is_terminal(state: SessionState) -> bool {
-    matches!(
-        state,
-        SessionState::Expired
-            | SessionState::AuthFailed
-            | SessionState::Closed
-            | SessionState::Disconnected
-    )
+/// How waiting out a disconnection ended.
+enum Reconnect {
+    Connected,
+    Lost,
+    Shutdown,
 }
 
 /// Keeps the live node list current (children of `/nodes`).

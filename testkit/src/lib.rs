@@ -22,6 +22,8 @@
 //!   for routing tests.
 //! * [`stats`]: percentiles for lateness reports.
 //! * [`witness`]: a broker-side count of the triggers sent to executors.
+//! * [`topology`]: the cluster topology (`scripts/services-cluster.sh`):
+//!   a ZooKeeper ensemble and its members killed and restarted.
 //!
 //! Also re-exported from `rondo_core::testkit`: [`eventually`] (wait for a
 //! positive signal, never sleep-then-assert), [`fixtures`], [`queue_depth`],
@@ -34,6 +36,7 @@ pub mod python;
 pub mod receiver;
 pub mod recorder;
 pub mod stats;
+pub mod topology;
 pub mod witness;
 
 use axum::body::Body;
@@ -101,6 +104,15 @@ impl World {
                 .await
                 .expect("the node's parts connect");
         Api::in_process(rondo_scheduler::api::router(parts.app_state()))
+    }
+
+    /// Moves this world onto the ZooKeeper ensemble of the cluster topology
+    /// (started if it is not up): its nodes connect to the three members,
+    /// and its chroot is removed there.
+    pub fn on_zk_ensemble(&mut self) {
+        topology::up();
+        self.config.zookeeper.connect = topology::ZK_ENSEMBLE.to_owned();
+        self.namespace.config.zookeeper.connect = topology::ZK_ENSEMBLE.to_owned();
     }
 
     /// The durable queue of executor `id` of `app`, deleted with the world.

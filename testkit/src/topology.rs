@@ -1,0 +1,111 @@
+//! The cluster topology of `scripts/services-cluster.sh`: a 3-member
+//! ZooKeeper ensemble (and, beside it, a Redis Cluster and a RabbitMQ
+//! cluster), started once per test process, and the means to kill and
+//! restart its members. Tests that kill members hold [`MemberLock`], so
+//! they run one at a time across test processes: a member killed by one
+//! test must not surprise another.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The ensemble's connect string.
+pub const ZK_ENSEMBLE: &str = "127.0.0.1:22181,127.0.0.1:22182,127.0.0.1:22183";
+
+/// The members' client ports, by member id 1..=3.
+pub fn zk_port(member: u8) -> u16 {
+    22180 + u16::from(member)
+}
+
+fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the testkit is in the workspace")
+}
+
+fn state_dir() -> PathBuf {
+    let base = std::env::var("RONDO_SERVICES_DIR")
+        .unwrap_or_else(|_| "/var/lib/rondo-services".to_owned());
+    PathBuf::from(base).join("cluster")
+}
+
+/// Runs `scripts/services-cluster.sh up`: starts what does not answer and
+/// waits until each cluster is whole. Idempotent; serialised within the
+/// process.
+pub fn up() {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::process::Command::new("bash")
+        .arg(workspace_root().join("scripts/services-cluster.sh"))
+        .arg("up")
+        .current_dir(workspace_root())
+        .output()
+        .expect("running scripts/services-cluster.sh");
+    assert!(
+        out.status.success(),
+        "scripts/services-cluster.sh up failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Held by a test that kills cluster members: an exclusive lock on a file
+/// of the state directory, released when dropped (or when the process
+/// dies).
+pub struct MemberLock {
+    _file: std::fs::File,
+}
+
+impl MemberLock {
+    /// Waits for the lock (blocking: take it before starting a runtime's
+    /// work, or from `spawn_blocking`).
+    pub fn acquire() -> MemberLock {
+        let dir = state_dir();
+        std::fs::create_dir_all(&dir).expect("the cluster state directory");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("members.lock"))
+            .expect("the member lock file");
+        file.lock().expect("locking the member lock file");
+        MemberLock { _file: file }
+    }
+}
+
+/// `kill -9` of ZooKeeper member `member` (1..=3), as the script started
+/// it.
+pub fn kill_zk_member(member: u8) {
+    let pidfile = state_dir().join(format!("zk{member}/zk.pid"));
+    let pid =
+        std::fs::read_to_string(&pidfile).unwrap_or_else(|e| panic!("{}: {e}", pidfile.display()));
+    let status = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .expect("kill");
+    assert!(
+        status.success(),
+        "kill -9 {pid} (zookeeper member {member})"
+    );
+}
+
+/// What member `member` says it is (`leader`, `follower`), or `None` while
+/// it does not answer.
+pub async fn zk_mode(member: u8) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", zk_port(member)))
+            .await
+            .ok()?;
+        s.write_all(b"srvr").await.ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        out.lines()
+            .find_map(|l| l.strip_prefix("Mode: "))
+            .map(str::to_owned)
+    };
+    tokio::time::timeout(Duration::from_secs(2), ask)
+        .await
+        .ok()
+        .flatten()
+}
