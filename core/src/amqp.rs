@@ -28,13 +28,58 @@ pub const SOURCE_QUEUE_HEADER: &str = "x-rondo-source-queue";
 /// Delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
 
-/// Opens a connection.
+/// How long one broker address may take to accept a connection before the
+/// next is tried (a node that is frozen or cut off does not refuse, it
+/// hangs).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The broker addresses of `amqp.url`: one URL, or a cluster's nodes as
+/// URLs separated by commas.
+pub fn addresses(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect()
+}
+
+/// The order in which a connection tries the addresses: from `start`
+/// round, so successive connections (and each reconnection) begin at the
+/// next node and spread over the cluster.
+fn rotation(len: usize, start: usize) -> impl Iterator<Item = usize> {
+    (0..len).map(move |i| (start + i) % len)
+}
+
+/// Opens a connection to the first broker address that accepts one,
+/// starting one further along the list at each call. lapin reconnects
+/// only to the address it was given, so a process whose node died gets
+/// a live one by connecting again through here.
 pub async fn connect(url: &str, name: &str) -> Result<Connection, Error> {
-    let props = ConnectionProperties::default().with_connection_name(name.into());
-    Connection::connect(url, props).await.map_err(|e| {
-        let url = crate::redact::url(url);
-        Error::unavailable(format!("amqp connect {url}: {e}"))
-    })
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let list = addresses(url);
+    if list.is_empty() {
+        return Err(Error::unavailable("amqp connect: no broker address"));
+    }
+    let start = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut failures = Vec::new();
+    for i in rotation(list.len(), start) {
+        let address = list[i];
+        let props = ConnectionProperties::default().with_connection_name(name.into());
+        let failure = match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            Connection::connect(address, props),
+        )
+        .await
+        {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+        };
+        failures.push(format!("{}: {failure}", crate::redact::url(address)));
+    }
+    Err(Error::unavailable(format!(
+        "amqp connect: {}",
+        failures.join("; ")
+    )))
 }
 
 /// Opens a channel with publisher confirms on.
@@ -53,6 +98,25 @@ pub fn queue_args(names: &Names) -> FieldTable {
         "x-dead-letter-exchange".into(),
         AMQPValue::LongString(names.dead_exchange().into()),
     );
+    args
+}
+
+/// Arguments of the durable shared queues (executors', persist, monitor,
+/// dead letters): [`queue_args`], and `x-queue-type: quorum` when the
+/// namespace uses quorum queues (a per-process exclusive queue cannot be
+/// one and keeps [`queue_args`]).
+pub fn durable_queue_args(names: &Names, dead_letter: bool) -> FieldTable {
+    let mut args = if dead_letter {
+        queue_args(names)
+    } else {
+        FieldTable::default()
+    };
+    if names.quorum_queues() {
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+    }
     args
 }
 
@@ -119,11 +183,11 @@ pub async fn declare_topology(ch: &Channel, names: &Names) -> Result<(), Error> 
     declare_exchange(ch, names.control_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(ch, names.events_exchange(), ExchangeKind::Topic).await?;
     declare_exchange(ch, names.dead_exchange(), ExchangeKind::Fanout).await?;
-    declare_queue(ch, &names.dead_queue(), FieldTable::default()).await?;
+    declare_queue(ch, &names.dead_queue(), durable_queue_args(names, false)).await?;
     bind(ch, &names.dead_queue(), &names.dead_exchange(), "").await?;
-    declare_queue(ch, &names.persist_queue(), queue_args(names)).await?;
+    declare_queue(ch, &names.persist_queue(), durable_queue_args(names, true)).await?;
     bind(ch, &names.persist_queue(), &names.events_exchange(), "#").await?;
-    declare_queue(ch, &names.monitor_queue(), queue_args(names)).await?;
+    declare_queue(ch, &names.monitor_queue(), durable_queue_args(names, true)).await?;
     for key in ["result.*", "trigger.failed"] {
         bind(ch, &names.monitor_queue(), &names.events_exchange(), key).await?;
     }
@@ -139,7 +203,7 @@ pub async fn declare_executor_queue(
     executor_id: &str,
 ) -> Result<String, Error> {
     let queue = names.executor_queue(app, executor_id);
-    declare_queue(ch, &queue, queue_args(names)).await?;
+    declare_queue(ch, &queue, durable_queue_args(names, true)).await?;
     bind(ch, &queue, &names.trigger_exchange(), executor_id).await?;
     Ok(queue)
 }
@@ -246,4 +310,45 @@ pub async fn publish_events(
     };
     publish_confirmed(ch, publish, &body).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_brokers_is_tried_from_a_new_start_each_time() {
+        assert_eq!(
+            addresses("amqp://a:1/%2f, amqp://b:2/%2f,amqp://c:3/%2f"),
+            ["amqp://a:1/%2f", "amqp://b:2/%2f", "amqp://c:3/%2f"]
+        );
+        assert_eq!(addresses("amqp://a/%2f"), ["amqp://a/%2f"]);
+        assert_eq!(rotation(3, 0).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(rotation(3, 4).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(rotation(1, 7).collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn quorum_queues_are_asked_for_only_when_configured() {
+        let classic = Names::new("ns", 1);
+        assert!(
+            !durable_queue_args(&classic, true)
+                .inner()
+                .contains_key("x-queue-type")
+        );
+        let quorum = Names::new("ns", 1).with_quorum_queues(true);
+        let args = durable_queue_args(&quorum, true);
+        assert_eq!(
+            args.inner().get("x-queue-type"),
+            Some(&AMQPValue::LongString("quorum".into()))
+        );
+        assert!(args.inner().contains_key("x-dead-letter-exchange"));
+        assert!(
+            !durable_queue_args(&quorum, false)
+                .inner()
+                .contains_key("x-dead-letter-exchange")
+        );
+        // The exclusive control queue never is one.
+        assert!(!queue_args(&quorum).inner().contains_key("x-queue-type"));
+    }
 }

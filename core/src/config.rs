@@ -120,13 +120,22 @@ impl Default for RedisConfig {
 #[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AmqpConfig {
+    /// One broker's URL, or the nodes of a cluster as URLs separated by
+    /// commas (a comma in a password is written `%2C`): each connection
+    /// goes to the next one that answers.
     pub url: String,
+    /// `classic` (default: what works on one broker) or `quorum`: the
+    /// executor queues, the persist queue, the monitor queue and the dead
+    /// letters become quorum queues, replicated over the cluster's nodes
+    /// (a publish is confirmed once a majority has it).
+    pub queue_type: String,
 }
 
 impl Default for AmqpConfig {
     fn default() -> Self {
         AmqpConfig {
             url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            queue_type: "classic".into(),
         }
     }
 }
@@ -517,6 +526,17 @@ impl Config {
             crate::model::validate_app_name("executor.id", &self.executor.id)
                 .map_err(|e| ConfigError::Invalid(format!("executor.id: {}", e.message)))?;
         }
+        if !["classic", "quorum"].contains(&self.amqp.queue_type.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "amqp.queue_type must be classic or quorum, got {:?}",
+                self.amqp.queue_type
+            )));
+        }
+        if self.amqp.url.split(',').any(|u| u.trim().is_empty()) {
+            return Err(ConfigError::Invalid(
+                "amqp.url: an empty address in the list".into(),
+            ));
+        }
         if self.partitions == 0 || self.partitions > 4096 {
             return Err(ConfigError::Invalid(
                 "partitions must be between 1 and 4096".into(),
@@ -595,13 +615,15 @@ impl Config {
             ("amqp.url", &self.amqp.url, "guest:guest"),
             ("mysql.url", &self.mysql.url, "rondo:rondo"),
         ];
-        for (key, url, userinfo) in shipped {
-            if let Some(host) = crate::redact::host_with_userinfo(url, userinfo)
-                && !is_loopback(&host)
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "{key} uses the demo credentials {userinfo} for {host}, which is not this machine; give the service its own user and password"
-                )));
+        for (key, urls, userinfo) in shipped {
+            for url in urls.split(',') {
+                if let Some(host) = crate::redact::host_with_userinfo(url.trim(), userinfo)
+                    && !is_loopback(&host)
+                {
+                    return Err(ConfigError::Invalid(format!(
+                        "{key} uses the demo credentials {userinfo} for {host}, which is not this machine; give the service its own user and password"
+                    )));
+                }
             }
         }
         Ok(())
@@ -609,6 +631,7 @@ impl Config {
 
     pub fn names(&self) -> crate::names::Names {
         crate::names::Names::new(&self.namespace, self.partitions)
+            .with_quorum_queues(self.amqp.queue_type == "quorum")
     }
 }
 
@@ -639,7 +662,8 @@ impl std::fmt::Debug for RedisConfig {
 impl std::fmt::Debug for AmqpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AmqpConfig")
-            .field("url", &crate::redact::url(&self.url))
+            .field("url", &crate::redact::urls(&self.url))
+            .field("queue_type", &self.queue_type)
             .finish()
     }
 }

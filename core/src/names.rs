@@ -10,6 +10,8 @@
 pub struct Names {
     ns: String,
     partitions: u32,
+    /// The durable queues are quorum queues (`amqp.queue_type`).
+    quorum_queues: bool,
 }
 
 impl Names {
@@ -18,7 +20,20 @@ impl Names {
         Names {
             ns: namespace.to_owned(),
             partitions,
+            quorum_queues: false,
         }
+    }
+
+    /// The same names, with the durable queues declared as quorum queues
+    /// (replicated over a RabbitMQ cluster) when `quorum` is true.
+    pub fn with_quorum_queues(mut self, quorum: bool) -> Self {
+        self.quorum_queues = quorum;
+        self
+    }
+
+    /// Whether the durable queues are quorum queues.
+    pub fn quorum_queues(&self) -> bool {
+        self.quorum_queues
     }
 
     pub fn namespace(&self) -> &str {

@@ -27,6 +27,15 @@ pub fn url(url: &str) -> String {
     }
 }
 
+/// A comma-separated list of URLs (the nodes of a cluster), each with its
+/// password hidden as [`url`] hides it.
+pub fn urls(list: &str) -> String {
+    list.split(',')
+        .map(|u| url(u.trim()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A secret as shown: `***`, or empty when it is not set (so a missing
 /// secret still shows as missing).
 pub fn secret(value: &str) -> &'static str {

@@ -115,6 +115,17 @@ impl World {
         self.namespace.config.zookeeper.connect = topology::ZK_ENSEMBLE.to_owned();
     }
 
+    /// Moves this world onto the RabbitMQ cluster of the cluster topology
+    /// (started if it is not up), with quorum queues: every process gets
+    /// the three nodes' addresses, and the world's queues are removed there.
+    pub fn on_rabbit_cluster(&mut self) {
+        topology::up();
+        for config in [&mut self.config, &mut self.namespace.config] {
+            config.amqp.url = topology::RABBIT_CLUSTER.to_owned();
+            config.amqp.queue_type = "quorum".to_owned();
+        }
+    }
+
     /// The durable queue of executor `id` of `app`, deleted with the world.
     pub fn executor_queue(&self, app: &str, id: &str) -> String {
         self.namespace.executor_queue(app, id)

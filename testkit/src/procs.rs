@@ -94,6 +94,10 @@ fn config_env(config: &Config) -> Vec<(String, String)> {
         ("RONDO_PARTITIONS".into(), config.partitions.to_string()),
         ("RONDO_REDIS_URL".into(), config.redis.url.clone()),
         ("RONDO_AMQP_URL".into(), config.amqp.url.clone()),
+        (
+            "RONDO_AMQP_QUEUE_TYPE".into(),
+            config.amqp.queue_type.clone(),
+        ),
         ("RONDO_ZOOKEEPER_CONNECT".into(), z.connect.clone()),
         (
             "RONDO_ZOOKEEPER_SESSION_TIMEOUT_MS".into(),

@@ -12,6 +12,9 @@ use std::time::Duration;
 /// The ensemble's connect string.
 pub const ZK_ENSEMBLE: &str = "127.0.0.1:22181,127.0.0.1:22182,127.0.0.1:22183";
 
+/// The RabbitMQ cluster's nodes, as one `amqp.url` list.
+pub const RABBIT_CLUSTER: &str = "amqp://guest:guest@127.0.0.1:5681/%2f,amqp://guest:guest@127.0.0.1:5682/%2f,amqp://guest:guest@127.0.0.1:5683/%2f";
+
 /// The members' client ports, by member id 1..=3.
 pub fn zk_port(member: u8) -> u16 {
     22180 + u16::from(member)
@@ -87,6 +90,30 @@ pub fn kill_zk_member(member: u8) {
         status.success(),
         "kill -9 {pid} (zookeeper member {member})"
     );
+}
+
+/// `kill -9` of RabbitMQ node `r<node>@localhost` (1..=3): its Erlang VM,
+/// as the script started it.
+pub fn kill_rabbit_node(node: u8) {
+    let pidfile = state_dir().join(format!("r{node}/rabbitmq.pid"));
+    let pid =
+        std::fs::read_to_string(&pidfile).unwrap_or_else(|e| panic!("{}: {e}", pidfile.display()));
+    let status = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -9 {pid} (rabbitmq node r{node})");
+}
+
+/// Whether RabbitMQ node `node` accepts AMQP connections.
+pub async fn rabbit_up(node: u8) -> bool {
+    let port = 5680 + u16::from(node);
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await
+    .is_ok_and(|c| c.is_ok())
 }
 
 /// What member `member` says it is (`leader`, `follower`), or `None` while

@@ -314,18 +314,37 @@ impl Reaper {
         Ok(())
     }
 
-    /// Deletes an executor's queue if it is empty and unused (the broker
-    /// checks both); true when it is gone.
+    /// Deletes an executor's queue if it is empty and unused; true when it
+    /// is gone. A classic queue: the broker checks both (`if-empty`,
+    /// `if-unused`). A quorum queue refuses those flags (RabbitMQ 3.x), so
+    /// the counts are read first and the delete is plain: a trigger
+    /// published between the two would go with the queue, but none is —
+    /// the executor is out of the registry, so nothing routes to it.
     async fn delete_queue(&self, conn: &lapin::Connection, queue: &str) -> bool {
+        let quorum = self.names.quorum_queues();
         let delete = QueueDeleteOptions {
-            if_unused: true,
-            if_empty: true,
+            if_unused: !quorum,
+            if_empty: !quorum,
             ..QueueDeleteOptions::default()
         };
         // A refused delete closes its channel: use a throw-away one.
         let Ok(ch) = conn.create_channel().await else {
             return false;
         };
+        if quorum {
+            let passive = QueueDeclareOptions {
+                passive: true,
+                durable: true,
+                ..QueueDeclareOptions::default()
+            };
+            let idle = ch
+                .queue_declare(queue.into(), passive, FieldTable::default())
+                .await
+                .is_ok_and(|q| q.message_count() == 0 && q.consumer_count() == 0);
+            if !idle {
+                return false;
+            }
+        }
         let deleted = ch.queue_delete(queue.into(), delete).await.is_ok();
         if deleted {
             let _ = ch.close(200, "deleted".into()).await;
