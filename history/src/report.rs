@@ -74,26 +74,37 @@ pub async fn refresh_in(
     now_ms: i64,
     zone: Tz,
 ) -> Result<Vec<ReportRow>, crate::Error> {
+    let (today, days) = span(days_back, now_ms, zone);
+    let mut out = Vec::new();
+    for back in (0..days).rev() {
+        let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
+        out.push(recount(pool, day, zone).await?);
+    }
+    Ok(out)
+}
+
+/// `now_ms`'s day in `zone`, and how many days back a report covers
+/// (at least one, at most [`MAX_DAYS`]).
+fn span(days_back: u32, now_ms: i64, zone: Tz) -> (NaiveDate, u64) {
     let today = zone
         .timestamp_millis_opt(now_ms)
         .single()
         .map(|t| t.date_naive())
         .unwrap_or_default();
-    let days = u64::from(days_back.clamp(1, MAX_DAYS));
-    let mut out = Vec::new();
-    for back in (0..days).rev() {
-        let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
-        let row = count_day(pool, day, zone).await?;
-        sqlx::query(UPSERT)
-            .bind(row.day)
-            .bind(row.running_count)
-            .bind(row.success_count)
-            .bind(row.fail_count)
-            .execute(pool)
-            .await?;
-        out.push(row);
-    }
-    Ok(out)
+    (today, u64::from(days_back.clamp(1, MAX_DAYS)))
+}
+
+/// Counts one day from `job_log` and stores the row.
+async fn recount(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<ReportRow> {
+    let row = count_day(pool, day, zone).await?;
+    sqlx::query(UPSERT)
+        .bind(row.day)
+        .bind(row.running_count)
+        .bind(row.success_count)
+        .bind(row.fail_count)
+        .execute(pool)
+        .await?;
+    Ok(row)
 }
 
 /// The report of the last `days_back` days up to `now_ms`'s day, oldest
@@ -106,12 +117,7 @@ pub async fn current_in(
     now_ms: i64,
     zone: Tz,
 ) -> Result<Vec<ReportRow>, crate::Error> {
-    let today = zone
-        .timestamp_millis_opt(now_ms)
-        .single()
-        .map(|t| t.date_naive())
-        .unwrap_or_default();
-    let days = u64::from(days_back.clamp(1, MAX_DAYS));
+    let (today, days) = span(days_back, now_ms, zone);
     let first = today.checked_sub_days(Days::new(days - 1)).unwrap_or(today);
     let stored = read(pool, first).await?;
     let mut out = Vec::new();
@@ -120,17 +126,7 @@ pub async fn current_in(
         let kept = stored.iter().find(|r| r.day == day);
         match kept {
             Some(row) if back >= RECOUNTED_DAYS => out.push(row.clone()),
-            _ => {
-                let row = count_day(pool, day, zone).await?;
-                sqlx::query(UPSERT)
-                    .bind(row.day)
-                    .bind(row.running_count)
-                    .bind(row.success_count)
-                    .bind(row.fail_count)
-                    .execute(pool)
-                    .await?;
-                out.push(row);
-            }
+            _ => out.push(recount(pool, day, zone).await?),
         }
     }
     Ok(out)

@@ -256,6 +256,31 @@ impl Api {
         job["id"].as_u64().expect("the job's id")
     }
 
+    /// Creates group `app`, waits for an executor of it, and creates `n`
+    /// jobs firing every second with handler `record`; returns the latest
+    /// first fire (from then on every job fires each second).
+    pub async fn every_second_jobs(&self, app: &str, n: u64) -> i64 {
+        let (status, group) = self
+            .post("/api/v1/groups", serde_json::json!({ "app": app }))
+            .await;
+        assert_eq!(status, 201, "{group}");
+        let path = format!("/api/v1/groups/{app}/executors");
+        eventually(&format!("an executor of {app}"), PATIENCE, || async {
+            let (_, live) = self.get(&path).await;
+            (!live.as_array()?.is_empty()).then_some(())
+        })
+        .await;
+        let mut first = 0;
+        for _ in 0..n {
+            let spec = serde_json::json!({ "group": app, "handler": "record",
+                "schedule_type": "CRON", "schedule_conf": "* * * * * ?" });
+            let (status, job) = self.post("/api/v1/jobs", spec).await;
+            assert_eq!(status, 201, "{job}");
+            first = first.max(job["next_fire_ms"].as_i64().expect("a next fire"));
+        }
+        first
+    }
+
     /// Waits until the live executors of group `app` are exactly `ids`.
     pub async fn until_executors(&self, app: &str, ids: &[&str]) {
         let path = format!("/api/v1/groups/{app}/executors");

@@ -36,6 +36,42 @@ impl Recorder {
         .await;
     }
 
+    /// Waits up to `timeout` until jobs `1..=jobs` each ran their fire at
+    /// `fire_ms`: the positive signal that scheduling moved past it.
+    pub async fn until_every_job_ran(&self, jobs: u64, fire_ms: i64, timeout: std::time::Duration) {
+        crate::eventually("every job's fire to run", timeout, || async {
+            let runs = self.runs();
+            (1..=jobs)
+                .all(|job| runs.iter().any(|r| r.job_id == job && r.fire_ms == fire_ms))
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// How many times each (job, fire) ran; `assert_each_ran_once` checks
+    /// a window with it.
+    pub fn runs_per_fire(&self) -> std::collections::HashMap<(u64, i64), usize> {
+        let mut per_fire = std::collections::HashMap::new();
+        for r in self.runs() {
+            *per_fire.entry((r.job_id, r.fire_ms)).or_default() += 1;
+        }
+        per_fire
+    }
+
+    /// Every job `1..=jobs` ran every second of `[from, to]` exactly once.
+    pub fn assert_each_ran_once(&self, jobs: u64, from: i64, to: i64) {
+        let per_fire = self.runs_per_fire();
+        for job in 1..=jobs {
+            for fire in (from..=to).step_by(1000) {
+                assert_eq!(
+                    per_fire.get(&(job, fire)),
+                    Some(&1),
+                    "job {job} fire {fire}"
+                );
+            }
+        }
+    }
+
     /// Registers the handler `record`, which records every run here.
     pub fn register(&self, builder: ExecutorBuilder) -> ExecutorBuilder {
         self.register_as(builder, "record")

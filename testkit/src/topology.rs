@@ -79,30 +79,30 @@ impl MemberLock {
 /// `kill -9` of ZooKeeper member `member` (1..=3), as the script started
 /// it.
 pub fn kill_zk_member(member: u8) {
-    let pidfile = state_dir().join(format!("zk{member}/zk.pid"));
-    let pid =
-        std::fs::read_to_string(&pidfile).unwrap_or_else(|e| panic!("{}: {e}", pidfile.display()));
+    kill_by_pidfile(&format!("zk{member}/zk.pid"));
+}
+
+/// `kill -9` of the process whose pid the script left in `pidfile`
+/// (relative to the cluster's state directory).
+fn kill_by_pidfile(pidfile: &str) {
+    let path = state_dir().join(pidfile);
+    let pid = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let status = std::process::Command::new("kill")
         .args(["-9", pid.trim()])
         .status()
         .expect("kill");
     assert!(
         status.success(),
-        "kill -9 {pid} (zookeeper member {member})"
+        "kill -9 {} ({})",
+        pid.trim(),
+        path.display()
     );
 }
 
 /// `kill -9` of RabbitMQ node `r<node>@localhost` (1..=3): its Erlang VM,
 /// as the script started it.
 pub fn kill_rabbit_node(node: u8) {
-    let pidfile = state_dir().join(format!("r{node}/rabbitmq.pid"));
-    let pid =
-        std::fs::read_to_string(&pidfile).unwrap_or_else(|e| panic!("{}: {e}", pidfile.display()));
-    let status = std::process::Command::new("kill")
-        .args(["-9", pid.trim()])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill -9 {pid} (rabbitmq node r{node})");
+    kill_by_pidfile(&format!("r{node}/rabbitmq.pid"));
 }
 
 /// Whether RabbitMQ node `node` accepts AMQP connections.

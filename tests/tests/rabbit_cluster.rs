@@ -12,46 +12,12 @@ use std::time::Duration;
 use rondo_core::clock;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::topology::{self, MemberLock};
-use rondo_testkit::{Api, Cluster, World, eventually};
-use serde_json::json;
+use rondo_testkit::{Cluster, World, eventually};
 
 const JOBS: u64 = 20;
 
-async fn create_jobs(api: &Api, app: &str) -> i64 {
-    assert_eq!(
-        api.post("/api/v1/groups", json!({ "app": app })).await.0,
-        201
-    );
-    eventually("the executor", Duration::from_secs(30), || async {
-        let (_, live) = api.get(&format!("/api/v1/groups/{app}/executors")).await;
-        (!live.as_array()?.is_empty()).then_some(())
-    })
-    .await;
-    let mut first = 0;
-    for _ in 0..JOBS {
-        let spec = json!({ "group": app, "handler": "record", "schedule_type": "CRON",
-            "schedule_conf": "* * * * * ?" });
-        let (status, job) = api.post("/api/v1/jobs", spec).await;
-        assert_eq!(status, 201, "{job}");
-        first = first.max(job["next_fire_ms"].as_i64().unwrap());
-    }
-    first
-}
-
-/// Waits until every job ran its fire at `at`.
-async fn wait_for_fire(recorder: &Recorder, at: i64) {
-    eventually(
-        "every job's fire to run",
-        Duration::from_secs(60),
-        || async {
-            let runs = recorder.runs();
-            (1..=JOBS)
-                .all(|job| runs.iter().any(|r| r.job_id == job && r.fire_ms == at))
-                .then_some(())
-        },
-    )
-    .await;
-}
+/// How long the cluster may take to fire on past a kill.
+const FIRES_ON: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losing_any_one_rabbitmq_node_loses_no_trigger_result_or_event() {
@@ -66,9 +32,9 @@ async fn losing_any_one_rabbitmq_node_loses_no_trigger_result_or_event() {
     cluster.start_recording_executor("rq-1", &recorder);
     cluster.start_persist_worker();
     let node = cluster.start_node().await;
-    let first = create_jobs(&cluster.api(node), "rq").await;
+    let first = cluster.api(node).every_second_jobs("rq", JOBS).await;
     let from = first + 2000;
-    wait_for_fire(&recorder, from).await;
+    recorder.until_every_job_ran(JOBS, from, FIRES_ON).await;
 
     let mut to = from;
     for broker in 1..=3u8 {
@@ -77,7 +43,7 @@ async fn losing_any_one_rabbitmq_node_loses_no_trigger_result_or_event() {
         // Fires go on through the two nodes left: every job's fire five
         // seconds on runs.
         to = (killed / 1000 + 6) * 1000;
-        wait_for_fire(&recorder, to).await;
+        recorder.until_every_job_ran(JOBS, to, FIRES_ON).await;
         tokio::task::block_in_place(topology::up);
         eventually("the node back", Duration::from_secs(120), || async {
             topology::rabbit_up(broker).await.then_some(())
@@ -86,19 +52,7 @@ async fn losing_any_one_rabbitmq_node_loses_no_trigger_result_or_event() {
     }
 
     // Every fire from `from` to `to` ran exactly once…
-    let mut per_fire: HashMap<(u64, i64), usize> = HashMap::new();
-    for r in recorder.runs() {
-        *per_fire.entry((r.job_id, r.fire_ms)).or_default() += 1;
-    }
-    for job in 1..=JOBS {
-        for fire in (from..=to).step_by(1000) {
-            assert_eq!(
-                per_fire.get(&(job, fire)),
-                Some(&1),
-                "job {job} fire {fire}"
-            );
-        }
-    }
+    recorder.assert_each_ran_once(JOBS, from, to);
     // …and its trigger and result events reached MySQL: one row each, with
     // the handler's 200.
     let want = JOBS as usize * ((to - from) / 1000 + 1) as usize;

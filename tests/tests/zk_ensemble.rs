@@ -7,52 +7,18 @@
 //! left without a new election), and every fire the schedule says is due
 //! runs exactly once.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use rondo_core::clock;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::topology::{self, MemberLock};
-use rondo_testkit::{Api, Cluster, World, eventually};
-use serde_json::{Value, json};
+use rondo_testkit::{Cluster, World, eventually};
+use serde_json::Value;
 
 const JOBS: u64 = 20;
 
-async fn create_jobs(api: &Api, app: &str) -> i64 {
-    assert_eq!(
-        api.post("/api/v1/groups", json!({ "app": app })).await.0,
-        201
-    );
-    eventually("the executor", Duration::from_secs(20), || async {
-        let (_, live) = api.get(&format!("/api/v1/groups/{app}/executors")).await;
-        (!live.as_array()?.is_empty()).then_some(())
-    })
-    .await;
-    let mut first = 0;
-    for _ in 0..JOBS {
-        let spec = json!({ "group": app, "handler": "record", "schedule_type": "CRON",
-            "schedule_conf": "* * * * * ?" });
-        let (status, job) = api.post("/api/v1/jobs", spec).await;
-        assert_eq!(status, 201, "{job}");
-        first = first.max(job["next_fire_ms"].as_i64().unwrap());
-    }
-    first
-}
-
-/// Waits until every job ran its fire at `at`.
-async fn wait_for_fire(recorder: &Recorder, at: i64) {
-    eventually(
-        "every job's fire to run",
-        Duration::from_secs(40),
-        || async {
-            let runs = recorder.runs();
-            (1..=JOBS)
-                .all(|job| runs.iter().any(|r| r.job_id == job && r.fire_ms == at))
-                .then_some(())
-        },
-    )
-    .await;
-}
+/// How long the cluster may take to fire on past a kill.
+const FIRES_ON: Duration = Duration::from_secs(40);
 
 /// (leader node, term) as node `status` says, once it names a leader.
 fn leader_of(status: &Value) -> Option<(String, u64)> {
@@ -86,9 +52,9 @@ async fn losing_any_one_zookeeper_member_changes_no_leader_and_loses_no_fire() {
         },
     )
     .await;
-    let first = create_jobs(&cluster.api(a), "ens").await;
+    let first = cluster.api(a).every_second_jobs("ens", JOBS).await;
     let from = first + 2000;
-    wait_for_fire(&recorder, from).await;
+    recorder.until_every_job_ran(JOBS, from, FIRES_ON).await;
 
     let mut to = from;
     for member in 1..=3u8 {
@@ -97,7 +63,7 @@ async fn losing_any_one_zookeeper_member_changes_no_leader_and_loses_no_fire() {
         let killed = clock::now_ms();
         // The cluster fires on: every job's fire three seconds on runs.
         to = (killed / 1000 + 4) * 1000;
-        wait_for_fire(&recorder, to).await;
+        recorder.until_every_job_ran(JOBS, to, FIRES_ON).await;
         for node in [a, b] {
             let status = cluster.nodes[node]
                 .status()
@@ -117,19 +83,7 @@ async fn losing_any_one_zookeeper_member_changes_no_leader_and_loses_no_fire() {
     }
 
     // Every fire from `from` to `to`, exactly once.
-    let mut per_fire: HashMap<(u64, i64), usize> = HashMap::new();
-    for r in recorder.runs() {
-        *per_fire.entry((r.job_id, r.fire_ms)).or_default() += 1;
-    }
-    for job in 1..=JOBS {
-        for fire in (from..=to).step_by(1000) {
-            assert_eq!(
-                per_fire.get(&(job, fire)),
-                Some(&1),
-                "job {job} fire {fire}"
-            );
-        }
-    }
+    recorder.assert_each_ran_once(JOBS, from, to);
     // And the term never moved (terms only grow: one check at the end
     // covers the whole run).
     let status = cluster.nodes[a].status().await.unwrap();
