@@ -461,8 +461,12 @@ async fn key_bytes_per_job(
         cmd
     })
     .await?;
-    let mut shared = vec![names.job_index(), names.group_jobs(crate::cluster::APP)];
-    shared.extend((0..names.partitions()).map(|p| names.due(p)));
+    let mut shared = Vec::new();
+    for p in 0..names.partitions() {
+        shared.push(names.job_ids(p));
+        shared.push(names.group_job_ids(p, crate::cluster::APP));
+        shared.push(names.due(p));
+    }
     let mut pipe = redis::pipe();
     for key in &shared {
         pipe.cmd("MEMORY")

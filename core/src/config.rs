@@ -105,6 +105,15 @@ pub struct RedisConfig {
     /// Response timeout per command; redis-rs defaults to 500 ms, too short
     /// for big pipelines under load.
     pub response_timeout_ms: u64,
+    /// On a Redis Cluster: the replicas a write that must survive its
+    /// master's failover waits for (`WAIT`); unset means 1 on a cluster.
+    /// Ignored on one Redis.
+    pub wait_replicas: Option<u32>,
+    /// On a Redis Cluster: how long such a write waits for them (ms). A
+    /// `WAIT` holds every request of the process to that master behind it,
+    /// so this stays short; a master found without its replicas is not
+    /// waited for again for 10 s.
+    pub wait_timeout_ms: u64,
 }
 
 impl Default for RedisConfig {
@@ -113,6 +122,8 @@ impl Default for RedisConfig {
             url: "redis://127.0.0.1:6379".into(),
             pool_size: 16,
             response_timeout_ms: 5000,
+            wait_replicas: None,
+            wait_timeout_ms: 100,
         }
     }
 }
@@ -532,6 +543,14 @@ impl Config {
                 self.amqp.queue_type
             )));
         }
+        crate::redis::cluster_seeds(&self.redis.url)
+            .map_err(|e| ConfigError::Invalid(format!("redis.url: {}", e.message)))?;
+        if self.redis.wait_timeout_ms == 0 || self.redis.wait_timeout_ms > 60_000 {
+            return Err(ConfigError::Invalid(format!(
+                "redis.wait_timeout_ms must be 1 to 60000, got {}",
+                self.redis.wait_timeout_ms
+            )));
+        }
         if self.amqp.url.split(',').any(|u| u.trim().is_empty()) {
             return Err(ConfigError::Invalid(
                 "amqp.url: an empty address in the list".into(),
@@ -652,9 +671,11 @@ fn is_loopback(host: &str) -> bool {
 impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisConfig")
-            .field("url", &crate::redact::url(&self.url))
+            .field("url", &crate::redact::urls(&self.url))
             .field("pool_size", &self.pool_size)
             .field("response_timeout_ms", &self.response_timeout_ms)
+            .field("wait_replicas", &self.wait_replicas)
+            .field("wait_timeout_ms", &self.wait_timeout_ms)
             .finish()
     }
 }

@@ -5,6 +5,11 @@
 //! tests, share one Redis, one broker and one ZooKeeper without touching each
 //! other.
 
+/// The Redis key layout this build writes: every key of a job (its
+/// definition, its index entries, its due entry) in its partition's hash
+/// tag. Recorded under [`Names::layout`].
+pub const LAYOUT: u32 = 2;
+
 /// Names for one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Names {
@@ -112,30 +117,56 @@ impl Names {
         format!("{}:{{p{p}}}:term", self.ns)
     }
 
-    /// `ns:job:<id>`: a job's definition.
+    /// `ns:{pK}:job:<id>`: a job's definition, in its partition's hash tag
+    /// (beside its due entry, so one transaction writes both on a Redis
+    /// Cluster too).
     pub fn job(&self, id: u64) -> String {
+        format!("{}:{{p{}}}:job:{id}", self.ns, self.partition_of(id))
+    }
+
+    /// `ns:job:<id>`: where earlier builds kept a job's definition; the
+    /// leader moves it to [`Names::job`] once.
+    pub fn legacy_job(&self, id: u64) -> String {
         format!("{}:job:{id}", self.ns)
     }
 
-    /// `ns:job-ids`: every job id, a sorted set scored by the id, so a page
-    /// of the job list reads a page (`ZRANGE … LIMIT`), not every id.
-    pub fn job_index(&self) -> String {
+    /// `ns:{pK}:job-ids`: the ids of the partition's jobs, a sorted set
+    /// scored by the id (a page of the job list merges the partitions').
+    pub fn job_ids(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:job-ids", self.ns)
+    }
+
+    /// `ns:{pK}:group-job-ids:<app>`: the ids of a group's jobs in the
+    /// partition, scored by the id.
+    pub fn group_job_ids(&self, p: u32, app: &str) -> String {
+        format!("{}:{{p{p}}}:group-job-ids:{app}", self.ns)
+    }
+
+    /// `ns:layout`: the key layout the namespace is in ([`LAYOUT`] once the
+    /// leader moved what earlier builds wrote).
+    pub fn layout(&self) -> String {
+        format!("{}:layout", self.ns)
+    }
+
+    /// `ns:job-ids`: every job id of the namespace in one sorted set, as
+    /// builds before the per-partition layout kept it.
+    pub fn v1_job_index(&self) -> String {
         format!("{}:job-ids", self.ns)
     }
 
-    /// `ns:group-job-ids:<app>`: a group's job ids, scored by the id.
-    pub fn group_jobs(&self, app: &str) -> String {
+    /// `ns:group-job-ids:<app>`: a group's job ids in one sorted set, as
+    /// builds before the per-partition layout kept them.
+    pub fn v1_group_jobs(&self, app: &str) -> String {
         format!("{}:group-job-ids:{app}", self.ns)
     }
 
-    /// `ns:jobs`: the plain set of job ids earlier builds kept; the leader
-    /// converts it into [`Names::job_index`] once.
+    /// `ns:jobs`: the plain set of job ids the earliest builds kept.
     pub fn legacy_job_index(&self) -> String {
         format!("{}:jobs", self.ns)
     }
 
-    /// `ns:group-jobs:<app>`: a group's plain set of job ids of earlier
-    /// builds, converted like [`Names::legacy_job_index`].
+    /// `ns:group-jobs:<app>`: a group's plain set of job ids of the
+    /// earliest builds.
     pub fn legacy_group_jobs(&self, app: &str) -> String {
         format!("{}:group-jobs:{app}", self.ns)
     }
@@ -183,10 +214,12 @@ impl Names {
         format!("{}:sessions-of:{username}", self.ns)
     }
 
-    /// Failed sign-ins in the current window, per `kind` (`user` or
-    /// `addr`) and who.
+    /// `ns:{login}:login-failures:<kind>:<who>`: failed sign-ins in the
+    /// current window, per `kind` (`user` or `addr`) and who. One hash tag
+    /// for all of them: one script counts a user's and an address's
+    /// attempt together, on a Redis Cluster too.
     pub fn login_failures(&self, kind: &str, who: &str) -> String {
-        format!("{}:login-failures:{kind}:{who}", self.ns)
+        format!("{}:{{login}}:login-failures:{kind}:{who}", self.ns)
     }
 
     pub fn round_counter(&self, job_id: u64) -> String {
@@ -315,6 +348,9 @@ mod tests {
         assert_eq!(n.ring(3, "a"), "rondo:{p3}:ring:a");
         assert_eq!(n.term(3), "rondo:{p3}:term");
         assert_eq!(n.ring_owners(3), "rondo:{p3}:rings");
+        assert_eq!(n.job(35), "rondo:{p3}:job:35");
+        assert_eq!(n.job_ids(3), "rondo:{p3}:job-ids");
+        assert_eq!(n.group_job_ids(3, "app"), "rondo:{p3}:group-job-ids:app");
         assert!(n.ring(3, "a").starts_with(&n.ring_prefix(3)));
     }
 

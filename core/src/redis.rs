@@ -1,28 +1,569 @@
-//! Connecting to Redis the way every rondo process must: a pool of
-//! multiplexed connections with a response timeout long enough for big
-//! pipelines (redis-rs's default of 500 ms fails them under load).
+//! Connecting to Redis the way every rondo process must: one Redis through
+//! a pool of multiplexed connections, or a Redis Cluster through the
+//! cluster client, behind one [`Pool`] and one [`Connection`] that every
+//! caller uses the same way (`AsyncCommands`, pipelines, scripts). The
+//! response timeout is long enough for big pipelines (redis-rs's default of
+//! 500 ms fails them under load).
+//!
+//! `redis.url` chooses: one `redis://` URL is one Redis; a `redis+cluster://`
+//! URL (`redis+cluster://[user:password@]host:port[,host:port…]`), or several
+//! `redis://` URLs separated by commas, are the seed nodes of a cluster.
+//!
+//! On a cluster, every command, script and `MULTI` goes to the master of its
+//! keys' slot, following `MOVED` and `ASK` redirects and a failover (the
+//! client re-reads the slot map and retries). A script or a transaction
+//! must keep to one slot (rondo's keys are laid out so that they do). A
+//! plain pipeline whose commands fall in several slots is split here into
+//! one pipeline per slot, sent concurrently, and its replies put back in
+//! the pipeline's order; the commands of different slots are then not
+//! ordered among themselves, so a caller that needs an order of writes
+//! across slots sends them one after the other (see `Store::save_job`).
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::{Manager, Pool, Runtime};
-use redis::AsyncConnectionConfig;
+use deadpool_redis::{Manager, PoolError, Runtime};
+use redis::aio::ConnectionLike;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::config::RedisConfig;
 use crate::error::Error;
 
-pub use deadpool_redis::Connection as PooledConnection;
+/// The connection handed out by [`Pool::get`].
+pub type PooledConnection = Connection;
+
+/// One Redis or a Redis Cluster, as `redis.url` says.
+#[derive(Clone)]
+pub enum Pool {
+    Single(deadpool_redis::Pool),
+    Cluster(Box<ClusterPool>),
+}
+
+/// A Redis Cluster: one multiplexed connection per node, shared by every
+/// caller (the cluster client reconnects and re-reads the slot map itself).
+#[derive(Clone)]
+pub struct ClusterPool {
+    client: ClusterClient,
+    conn: Arc<tokio::sync::Mutex<Option<ClusterConnection>>>,
+    health: Arc<Health>,
+    wait: Wait,
+}
+
+/// After this long with every request failing for want of an answer
+/// (timeouts, refused connections, `CLUSTERDOWN`), the next
+/// [`Pool::get`] opens a new cluster connection from the seed nodes. The
+/// client follows redirects and re-reads the slot map by itself, but was
+/// seen to keep timing out after a second failover in a row while the
+/// cluster was whole again.
+const RESET_AFTER_MS: i64 = 3_000;
+
+/// How long [`Connection::replicate`] stops waiting after a `WAIT` found
+/// a master without its replicas.
+const UNREPLICATED_BACKOFF_MS: i64 = 10_000;
+
+/// The cluster connection's health: since when requests fail without an
+/// answer (0: they do not), and until when a master is known to lack its
+/// replicas.
+#[derive(Default)]
+pub struct Health {
+    failing_since_ms: std::sync::atomic::AtomicI64,
+    unreplicated_until_ms: std::sync::atomic::AtomicI64,
+}
+
+impl Health {
+    fn record<T>(&self, result: &RedisResult<T>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match result {
+            Err(e) if unanswered(e) => {
+                let _ = self.failing_since_ms.compare_exchange(
+                    0,
+                    crate::clock::now_ms(),
+                    Relaxed,
+                    Relaxed,
+                );
+            }
+            _ => self.failing_since_ms.store(0, Relaxed),
+        }
+    }
+
+    /// Whether requests have failed unanswered for [`RESET_AFTER_MS`].
+    fn stuck(&self) -> bool {
+        let since = self
+            .failing_since_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        since != 0 && crate::clock::now_ms() - since >= RESET_AFTER_MS
+    }
+}
+
+/// An error that says no node answered (rather than a node's answer).
+fn unanswered(e: &redis::RedisError) -> bool {
+    e.is_timeout()
+        || e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+        || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown)
+}
+
+/// How [`Connection::replicate`] waits for replicas (`WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub replicas: u32,
+    pub timeout_ms: u64,
+}
 
 /// Builds the pool; connections are opened lazily, so this fails only on a
 /// malformed URL.
 pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
+    let timeout = Duration::from_millis(config.response_timeout_ms);
+    if let Some(seeds) = cluster_seeds(&config.url)? {
+        let client = ClusterClientBuilder::new(seeds)
+            .response_timeout(timeout)
+            .connection_timeout(Duration::from_secs(5))
+            // A failover takes the cluster a few seconds (node timeout,
+            // election): retries with backoff ride it out.
+            .retries(12)
+            .min_retry_wait(50)
+            .max_retry_wait(1_000)
+            .build()
+            .map_err(|e| Error::invalid("redis.url", format!("{e}")))?;
+        return Ok(Pool::Cluster(Box::new(ClusterPool {
+            client,
+            conn: Arc::new(tokio::sync::Mutex::new(None)),
+            health: Arc::default(),
+            wait: Wait {
+                replicas: config.wait_replicas.unwrap_or(1),
+                timeout_ms: config.wait_timeout_ms,
+            },
+        })));
+    }
     let conn_config = AsyncConnectionConfig::new()
-        .set_response_timeout(Some(Duration::from_millis(config.response_timeout_ms)))
+        .set_response_timeout(Some(timeout))
         .set_connection_timeout(Some(Duration::from_secs(5)));
     let manager = Manager::new_with_config(config.url.as_str(), conn_config)
         .map_err(|e| Error::invalid("redis.url", format!("{e}")))?;
-    Pool::builder(manager)
+    let pool = deadpool_redis::Pool::builder(manager)
         .max_size(config.pool_size)
         .runtime(Runtime::Tokio1)
         .build()
-        .map_err(|e| Error::internal(format!("redis pool: {e}")))
+        .map_err(|e| Error::internal(format!("redis pool: {e}")))?;
+    Ok(Pool::Single(pool))
+}
+
+/// The seed URLs of a cluster, or `None` for one Redis.
+pub fn cluster_seeds(url: &str) -> Result<Option<Vec<String>>, Error> {
+    let url = url.trim();
+    for (scheme, plain) in [
+        ("redis+cluster://", "redis://"),
+        ("rediss+cluster://", "rediss://"),
+    ] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            let (userinfo, hosts) = match rest.rsplit_once('@') {
+                Some((user, hosts)) => (format!("{user}@"), hosts),
+                None => (String::new(), rest),
+            };
+            let (hosts, tail) = hosts.split_once('/').unwrap_or((hosts, ""));
+            let seeds: Vec<String> = hosts
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(|h| {
+                    let tail = if tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!("/{tail}")
+                    };
+                    format!("{plain}{userinfo}{h}{tail}")
+                })
+                .collect();
+            if seeds.is_empty() {
+                return Err(Error::invalid("redis.url", "a cluster URL names no node"));
+            }
+            return Ok(Some(seeds));
+        }
+    }
+    if url.contains(',') {
+        let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
+        if seeds.iter().any(|u| u.is_empty()) {
+            return Err(Error::invalid(
+                "redis.url",
+                "an empty URL in the list of cluster nodes",
+            ));
+        }
+        return Ok(Some(seeds));
+    }
+    Ok(None)
+}
+
+impl Pool {
+    /// A connection: from the pool (one Redis), or the cluster's shared
+    /// connection, opened on first use.
+    pub async fn get(&self) -> Result<Connection, PoolError> {
+        match self {
+            Pool::Single(pool) => Ok(Connection::Single(pool.get().await?)),
+            Pool::Cluster(cluster) => {
+                let mut slot = cluster.conn.lock().await;
+                if slot.is_some() && cluster.health.stuck() {
+                    tracing::warn!(
+                        "redis cluster requests have failed unanswered for {} s; reconnecting from the seed nodes",
+                        RESET_AFTER_MS / 1000
+                    );
+                    *slot = None;
+                    // Give the new connection its own period.
+                    cluster
+                        .health
+                        .failing_since_ms
+                        .store(crate::clock::now_ms(), std::sync::atomic::Ordering::Relaxed);
+                }
+                let conn = match &*slot {
+                    Some(conn) => conn.clone(),
+                    None => {
+                        let conn = cluster
+                            .client
+                            .get_async_connection()
+                            .await
+                            .map_err(PoolError::Backend)?;
+                        *slot = Some(conn.clone());
+                        conn
+                    }
+                };
+                Ok(Connection::Cluster(
+                    conn,
+                    cluster.wait,
+                    cluster.health.clone(),
+                ))
+            }
+        }
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Pool::Cluster(_))
+    }
+}
+
+/// A connection to one Redis or to a cluster; implements redis-rs's
+/// `ConnectionLike`, so commands, pipelines and scripts take it as they
+/// take any connection.
+pub enum Connection {
+    Single(deadpool_redis::Connection),
+    Cluster(ClusterConnection, Wait, Arc<Health>),
+}
+
+impl Connection {
+    /// Waits until what this process wrote so far is on `redis.wait_replicas`
+    /// replicas of every master (`WAIT`, sent to each master), for at most
+    /// `redis.wait_timeout_ms`: a write acknowledged after this survives
+    /// its master's failover. Replication is asynchronous, so without it a
+    /// promoted replica may lack the last writes its master acknowledged
+    /// (scheduler/README.md says which writes wait, and why). Returns how
+    /// many replicas the least replicated master reached; fewer than asked
+    /// (a replica down or lagging) is counted and not an error: the write
+    /// stands, unprotected until the replica is back, and for the next 10 s
+    /// no `WAIT` is sent (it would hold the process's other requests to
+    /// that master for its whole timeout each time). On one Redis, and with
+    /// `wait_replicas = 0`, it returns at once.
+    pub async fn replicate(&mut self) -> RedisResult<u32> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Connection::Cluster(conn, wait, health) = self else {
+            return Ok(0);
+        };
+        if wait.replicas == 0 {
+            return Ok(0);
+        }
+        let now = crate::clock::now_ms();
+        if now < health.unreplicated_until_ms.load(Relaxed) {
+            // A master has lacked its replicas moments ago: `WAIT` would
+            // only stall every request behind it on the shared connection.
+            metrics::counter!("rondo_redis_unreplicated_writes_total").increment(1);
+            return Ok(0);
+        }
+        let reached: u32 = redis::cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait.timeout_ms)
+            .query_async(conn)
+            .await?;
+        if reached < wait.replicas {
+            health
+                .unreplicated_until_ms
+                .store(now + UNREPLICATED_BACKOFF_MS, Relaxed);
+            metrics::counter!("rondo_redis_unreplicated_writes_total").increment(1);
+            tracing::warn!(
+                reached,
+                wanted = wait.replicas,
+                "a redis master lacks its replicas: writes go on unreplicated (no WAIT for {} s)",
+                UNREPLICATED_BACKOFF_MS / 1000
+            );
+        }
+        Ok(reached)
+    }
+
+    /// Sends write pipelines so that each takes effect after the ones
+    /// before it, replies dropped: on one Redis as one pipeline (a
+    /// connection's commands run in order), on a cluster one after the
+    /// other (a pipeline split over slots is not ordered across them). A
+    /// transaction among them is sent on its own on either.
+    pub async fn write_in_order(&mut self, steps: &[&Pipeline]) -> RedisResult<()> {
+        let steps: Vec<&&Pipeline> = steps.iter().filter(|s| !s.is_empty()).collect();
+        let merge =
+            matches!(self, Connection::Single(_)) && steps.iter().all(|s| !s.is_transaction());
+        if merge {
+            let mut all = redis::pipe();
+            for step in &steps {
+                for cmd in step.cmd_iter() {
+                    all.add_command(cmd.clone()).ignore();
+                }
+            }
+            if !all.is_empty() {
+                let () = all.query_async(self).await?;
+            }
+            return Ok(());
+        }
+        for step in steps {
+            let _: Value = step.query_async(self).await?;
+        }
+        Ok(())
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c, _, health) => {
+                let health = health.clone();
+                let reply = c.req_packed_command(cmd);
+                Box::pin(async move {
+                    let reply = reply.await;
+                    health.record(&reply);
+                    reply
+                })
+            }
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c, _, health) => {
+                let health = health.clone();
+                Box::pin(async move {
+                    let reply = cluster_pipeline(c, pipeline, offset, count).await;
+                    health.record(&reply);
+                    reply
+                })
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c, _, _) => c.get_db(),
+        }
+    }
+}
+
+/// A pipeline on a cluster: as it is when its commands keep to one slot (a
+/// transaction must), otherwise split by slot (see the module's comment).
+async fn cluster_pipeline(
+    conn: &mut ClusterConnection,
+    pipeline: &Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    let slots: Vec<Option<Slot>> = pipeline.cmd_iter().map(slot_of).collect();
+    let groups = group_by_slot(&slots);
+    if groups.len() <= 1 {
+        return one_slot_pipeline(conn, pipeline, offset, count).await;
+    }
+    if pipeline.is_transaction() {
+        let kind: redis::ErrorKind = redis::ServerErrorKind::CrossSlot.into();
+        return Err(redis::RedisError::from((
+            kind,
+            "a transaction spans several hash slots",
+        )));
+    }
+    let commands: Vec<&Cmd> = pipeline.cmd_iter().collect();
+    let parts = groups.iter().map(|indexes| {
+        let mut part = redis::pipe();
+        for i in indexes {
+            part.add_command(commands[*i].clone());
+        }
+        let mut conn = conn.clone();
+        async move {
+            let n = part.len();
+            conn.req_packed_commands(&part, 0, n).await
+        }
+    });
+    let replies = futures_util::future::try_join_all(parts).await?;
+    let mut ordered: Vec<Option<Value>> = vec![None; commands.len()];
+    for (indexes, values) in groups.iter().zip(replies) {
+        for (i, value) in indexes.iter().zip(values) {
+            ordered[*i] = Some(value);
+        }
+    }
+    Ok(ordered
+        .into_iter()
+        .skip(offset)
+        .take(count)
+        .map(|v| v.unwrap_or(Value::Nil))
+        .collect())
+}
+
+/// A pipeline of one slot. The cluster client follows `MOVED` and `ASK`
+/// for single commands and plain pipelines, but a transaction whose slot
+/// moved (a failover, a resharding) comes back aborted, every command
+/// refused with `MOVED`, nothing applied: then one plain command of the
+/// slot teaches the client where the slot is, and the transaction is sent
+/// again (a few times, while the cluster settles).
+async fn one_slot_pipeline(
+    conn: &mut ClusterConnection,
+    pipeline: &Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    let mut attempt = 0u64;
+    loop {
+        let reply = conn.req_packed_commands(pipeline, offset, count).await;
+        let redirected = matches!(&reply, Err(e) if pipeline.is_transaction() && moved(e));
+        if !redirected || attempt == 5 {
+            return reply;
+        }
+        attempt += 1;
+        if let Some(key) = pipeline.cmd_iter().find_map(first_key) {
+            let _: RedisResult<Value> = redis::cmd("EXISTS").arg(key).query_async(conn).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+    }
+}
+
+/// Whether an error is (or holds) a `MOVED` or `ASK` redirect.
+fn moved(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(redis::ServerErrorKind::Moved | redis::ServerErrorKind::Ask)
+    ) || {
+        let text = e.to_string();
+        text.contains("Moved") || text.contains("MOVED") || text.contains("Ask:")
+    }
+}
+
+/// Indexes of the commands of each slot, in order of first appearance; a
+/// command without a key goes with the first group.
+fn group_by_slot(slots: &[Option<Slot>]) -> Vec<Vec<usize>> {
+    let mut order: Vec<Vec<usize>> = Vec::new();
+    let mut of_slot: HashMap<Slot, usize> = HashMap::new();
+    let mut keyless = Vec::new();
+    for (i, slot) in slots.iter().enumerate() {
+        match slot {
+            Some(slot) => {
+                let g = *of_slot.entry(*slot).or_insert_with(|| {
+                    order.push(Vec::new());
+                    order.len() - 1
+                });
+                order[g].push(i);
+            }
+            None => keyless.push(i),
+        }
+    }
+    match order.first_mut() {
+        Some(first) => {
+            first.extend(keyless);
+            first.sort_unstable();
+        }
+        None if !keyless.is_empty() => order.push(keyless),
+        None => {}
+    }
+    order
+}
+
+/// The slot of a command's first key (see [`first_key`]).
+fn slot_of(cmd: &Cmd) -> Option<Slot> {
+    first_key(cmd).map(Slot::for_key)
+}
+
+/// A command's first key: the argument after the command name, or after
+/// `numkeys` for scripts; `None` for a command without a key.
+fn first_key(cmd: &Cmd) -> Option<Vec<u8>> {
+    let args: Vec<&[u8]> = cmd
+        .args_iter()
+        .filter_map(|a| match a {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+        .collect();
+    let name = args.first()?.to_ascii_uppercase();
+    let key = match name.as_slice() {
+        b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
+            let numkeys: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+            if numkeys == 0 {
+                return None;
+            }
+            args.get(3)?
+        }
+        b"PING" | b"TIME" | b"SCRIPT" | b"INFO" | b"MULTI" | b"EXEC" | b"WAIT" | b"CLUSTER"
+        | b"DBSIZE" | b"FLUSHDB" | b"ECHO" => return None,
+        _ => args.get(1)?,
+    };
+    Some(key.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_url_is_one_redis_and_a_cluster_url_or_a_list_are_seeds() {
+        assert_eq!(cluster_seeds("redis://127.0.0.1:6379").unwrap(), None);
+        assert_eq!(
+            cluster_seeds("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001").unwrap(),
+            Some(vec![
+                "redis://u:p@10.0.0.1:7000".to_owned(),
+                "redis://u:p@10.0.0.2:7001".to_owned()
+            ])
+        );
+        assert_eq!(
+            cluster_seeds("redis://a:7000, redis://b:7001").unwrap(),
+            Some(vec![
+                "redis://a:7000".to_owned(),
+                "redis://b:7001".to_owned()
+            ])
+        );
+        assert!(cluster_seeds("redis+cluster://").is_err());
+        assert!(cluster_seeds("redis://a:7000,,redis://b:1").is_err());
+    }
+
+    #[test]
+    fn commands_group_by_the_slot_of_their_first_key() {
+        let mut pipe = redis::pipe();
+        pipe.zcard("ns:{p0}:due")
+            .zcard("ns:{p1}:due")
+            .hget("ns:{p0}:job:1", "def")
+            .cmd("PING");
+        let slots: Vec<Option<Slot>> = pipe.cmd_iter().map(slot_of).collect();
+        assert_eq!(slots[0], Some(Slot::for_key("p0")));
+        assert_eq!(slots[3], None);
+        assert_eq!(group_by_slot(&slots), vec![vec![0, 2, 3], vec![1]]);
+    }
+
+    #[test]
+    fn a_script_is_routed_by_its_first_key() {
+        let script = redis::Script::new("return 1");
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(1).arg("ns:{p7}:term").arg(1);
+        assert_eq!(slot_of(&cmd), Some(Slot::for_key("p7")));
+        let mut keyless = redis::cmd("EVALSHA");
+        keyless.arg(script.get_hash()).arg(0);
+        assert_eq!(slot_of(&keyless), None);
+    }
 }

@@ -4,12 +4,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadpool_redis::Pool;
 use futures_util::future::join_all;
 use rondo_core::amqp::{self, Publish};
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
 use rondo_core::model::GlueType;
+use rondo_core::redis::Pool;
 use rondo_core::trigger::{Control, Script, code};
 use rondo_core::{
     Config, Error, Event, Job, Routing, Trigger, TriggerBatch, TriggerType, clock, trigger_id,

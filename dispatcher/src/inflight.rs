@@ -7,10 +7,10 @@
 //! Records of concurrent fires in one partition share one pipeline (group
 //! commit, see [`Batcher`]); each fire still waits for its own record.
 
-use deadpool_redis::Pool;
 use futures_util::future::try_join_all;
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
+use rondo_core::redis::Pool;
 use rondo_core::trigger::code;
 use rondo_core::{Error, Names, Trigger, inflight};
 

@@ -3,8 +3,8 @@
 //! (heartbeat or lease renewal) is younger than `registry.lease_ms`; of what an executor reports about
 //! itself, routing reads `running_jobs` (BUSYOVER).
 
-use deadpool_redis::Pool;
 use redis::AsyncCommands;
+use rondo_core::redis::Pool;
 use rondo_core::registry::{Entry, RETIRED_SCORE, field, parse_running_jobs};
 use rondo_core::{Error, Names, clock};
 use serde::Serialize;

@@ -5,8 +5,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::Pool;
 use rondo_core::Config;
+use rondo_core::redis::Pool;
 use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;

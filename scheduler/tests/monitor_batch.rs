@@ -102,7 +102,7 @@ struct Fixture {
     config: Config,
     names: Names,
     store: Store,
-    pool: deadpool_redis::Pool,
+    pool: rondo_core::redis::Pool,
     conn: lapin::Connection,
     ch: lapin::Channel,
     /// Removes the test's keys, queues and exchanges when dropped.

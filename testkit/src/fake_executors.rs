@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::Pool;
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
+use rondo_core::redis::Pool;
 use rondo_core::{Names, Trigger, TriggerBatch, amqp, clock};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;

@@ -115,6 +115,15 @@ impl World {
         self.namespace.config.zookeeper.connect = topology::ZK_ENSEMBLE.to_owned();
     }
 
+    /// Moves this world onto the Redis Cluster of the cluster topology
+    /// (started if it is not up): every process gets its seed nodes, and
+    /// the world's keys are removed there.
+    pub fn on_redis_cluster(&mut self) {
+        topology::up();
+        self.config.redis.url = topology::REDIS_CLUSTER.to_owned();
+        self.namespace.config.redis.url = topology::REDIS_CLUSTER.to_owned();
+    }
+
     /// Moves this world onto the RabbitMQ cluster of the cluster topology
     /// (started if it is not up), with quorum queues: every process gets
     /// the three nodes' addresses, and the world's queues are removed there.

@@ -48,6 +48,28 @@ impl Recorder {
         .await;
     }
 
+    /// Waits until every job `1..=jobs` ran every second of `[from, to]`
+    /// (a fire delayed by an outage may run after later ones).
+    pub async fn until_each_ran(
+        &self,
+        jobs: u64,
+        from: i64,
+        to: i64,
+        timeout: std::time::Duration,
+    ) {
+        crate::eventually("every fire of the window to run", timeout, || async {
+            let per_fire = self.runs_per_fire();
+            (1..=jobs)
+                .all(|job| {
+                    (from..=to)
+                        .step_by(1000)
+                        .all(|fire| per_fire.contains_key(&(job, fire)))
+                })
+                .then_some(())
+        })
+        .await;
+    }
+
     /// How many times each (job, fire) ran; `assert_each_ran_once` checks
     /// a window with it.
     pub fn runs_per_fire(&self) -> std::collections::HashMap<(u64, i64), usize> {

@@ -15,6 +15,13 @@ pub const ZK_ENSEMBLE: &str = "127.0.0.1:22181,127.0.0.1:22182,127.0.0.1:22183";
 /// The RabbitMQ cluster's nodes, as one `amqp.url` list.
 pub const RABBIT_CLUSTER: &str = "amqp://guest:guest@127.0.0.1:5681/%2f,amqp://guest:guest@127.0.0.1:5682/%2f,amqp://guest:guest@127.0.0.1:5683/%2f";
 
+/// The Redis Cluster's nodes, as one `redis.url`: all six as seeds, so the
+/// client finds a live one whichever is down.
+pub const REDIS_CLUSTER: &str = "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005";
+
+/// The Redis Cluster's node ports (masters and replicas, as they are now).
+pub const REDIS_PORTS: [u16; 6] = [7000, 7001, 7002, 7003, 7004, 7005];
+
 /// The members' client ports, by member id 1..=3.
 pub fn zk_port(member: u8) -> u16 {
     22180 + u16::from(member)
@@ -97,6 +104,79 @@ fn kill_by_pidfile(pidfile: &str) {
         pid.trim(),
         path.display()
     );
+}
+
+/// `kill -9` of the Redis node on `port`, as the script started it.
+pub fn kill_redis_node(port: u16) {
+    kill_by_pidfile(&format!("redis-{port}/redis.pid"));
+}
+
+/// The port of the master serving `key`'s slot now, as the nodes that
+/// answer say (`CLUSTER NODES` of the first one that does).
+pub async fn redis_master_of(key: &str) -> Option<u16> {
+    for port in REDIS_PORTS {
+        let Some(slot) = redis_cli(port, &["cluster", "keyslot", key]).await else {
+            continue;
+        };
+        let slot: u16 = slot.parse().ok()?;
+        let Some(text) = redis_cli(port, &["cluster", "nodes"]).await else {
+            continue;
+        };
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
+                continue;
+            };
+            if !flags.contains("master") || flags.contains("fail") {
+                continue;
+            }
+            let serves = fields.iter().skip(8).any(|range| {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+            });
+            if serves {
+                return addr.split('@').next()?.rsplit(':').next()?.parse().ok();
+            }
+        }
+        return None;
+    }
+    None
+}
+
+/// Whether the Redis node on `port` answers and calls itself a master
+/// with the cluster whole (`cluster_state:ok`).
+pub async fn redis_cluster_ok(port: u16) -> bool {
+    redis_cli(port, &["cluster", "info"])
+        .await
+        .is_some_and(|t| t.contains("cluster_state:ok"))
+}
+
+/// Whether the Redis node on `port` answers and, if it is a replica, has
+/// its master's data (a replica still syncing cannot take over).
+pub async fn redis_node_synced(port: u16) -> bool {
+    let Some(info) = redis_cli(port, &["info", "replication"]).await else {
+        return false;
+    };
+    !info.contains("role:slave")
+        || (info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0"))
+}
+
+/// A command to the Redis node on `port`; `None` when it does not answer
+/// within 2 s.
+async fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
+    let ask = async {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async::<String>(&mut conn).await.ok()
+    };
+    tokio::time::timeout(Duration::from_secs(2), ask)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// `kill -9` of RabbitMQ node `r<node>@localhost` (1..=3): its Erlang VM,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use rondo_core::{Config, clock, testkit};
-use rondo_scheduler::leader::bootstrap::rebuild_if_empty;
+use rondo_scheduler::leader::bootstrap::{migrate_layout, rebuild_if_empty};
 use rondo_scheduler::store::Store;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::{Api, Cluster, World, eventually};
@@ -158,7 +158,7 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     cluster.stop_node(node).await;
     testkit::cleanup_redis(&config).await;
     let mut conn = redis(&config).await;
-    let left: u64 = conn.zcard(config.names().job_index()).await.unwrap();
+    let left: u64 = conn.zcard(config.names().job_ids(0)).await.unwrap();
     assert_eq!(left, 0, "the namespace was flushed");
     // The executor's registration went with it; its next heartbeat (1 s)
     // brings it back. Wait, so the FIRE_ONCE_NOW fire finds it.
@@ -298,51 +298,90 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn job_indexes_of_an_earlier_build_become_sorted_sets_once() {
+async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
     let mut cluster = Cluster::new(World::new("boot-legacy").await);
     let node = cluster.start_node().await;
     let api = cluster.api(node);
-    let (config, db) = (cluster.config().clone(), cluster.db().clone());
+    let config = cluster.config().clone();
     let (status, body) = api.post("/api/v1/groups", json!({ "app": "old" })).await;
     assert_eq!(status, 201, "{body}");
+    let spec = |d: &str| json!({ "group": "old", "description": d, "schedule_type": "NONE", "handler": "demo" });
+    let mut jobs = Vec::new();
+    for d in ["a", "b", "c"] {
+        jobs.push(create_job(&api, spec(d)).await);
+    }
+    let ids: Vec<u64> = jobs.iter().map(id_of).collect();
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(definition(&api, *id).await.expect("defined"));
+    }
     let names = config.names();
     let mut conn = redis(&config).await;
-    // What an earlier build left: plain sets of ids, beside no sorted set.
-    let _: () = conn
-        .sadd(names.legacy_job_index(), &[3u64, 1, 2])
-        .await
-        .unwrap();
-    let _: () = conn
-        .sadd(names.legacy_group_jobs("old"), &[3u64, 1])
-        .await
-        .unwrap();
+    // Put the namespace back as earlier builds left it: definitions at
+    // `job:<id>`; the first job's ids only in the plain sets of the
+    // earliest builds, the others' in the namespace-wide sorted sets.
+    let mut pipe = redis::pipe();
+    for (i, id) in ids.iter().enumerate() {
+        let p = names.partition_of(*id);
+        pipe.rename(names.job(*id), names.legacy_job(*id)).ignore();
+        pipe.zrem(names.job_ids(p), *id).ignore();
+        pipe.zrem(names.group_job_ids(p, "old"), *id).ignore();
+        if i == 0 {
+            pipe.sadd(names.legacy_job_index(), *id).ignore();
+            pipe.sadd(names.legacy_group_jobs("old"), *id).ignore();
+        } else {
+            pipe.zadd(names.v1_job_index(), *id, *id).ignore();
+            pipe.zadd(names.v1_group_jobs("old"), *id, *id).ignore();
+        }
+    }
+    pipe.del(names.layout()).ignore();
+    let () = pipe.query_async(&mut conn).await.unwrap();
 
     let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
     let store = Store::new(pool, config.names());
-    let term_key = config.names().term(0);
-    let term: u64 = eventually("the leader raises the terms", REBUILD_TIMEOUT, || {
-        let mut conn = conn.clone();
-        let key = term_key.clone();
-        async move { conn.get::<_, Option<u64>>(key).await.unwrap() }
-    })
-    .await;
-    let history = rondo_history::History::from_pool(db.clone());
     for _ in 0..2 {
-        rebuild_if_empty(&store, &history, term).await.unwrap();
-        let all: Vec<(u64, f64)> = conn
-            .zrange_withscores(names.job_index(), 0, -1)
-            .await
-            .unwrap();
-        assert_eq!(all, [(1, 1.0), (2, 2.0), (3, 3.0)], "scored by id");
-        let group: Vec<u64> = conn.zrange(names.group_jobs("old"), 0, -1).await.unwrap();
-        assert_eq!(group, [1, 3]);
-        let legacy: (bool, bool) = redis::pipe()
+        migrate_layout(&store).await.unwrap();
+        let mut listed: Vec<u64> = Vec::new();
+        for p in 0..names.partitions() {
+            let all: Vec<(u64, f64)> = conn
+                .zrange_withscores(names.job_ids(p), 0, -1)
+                .await
+                .unwrap();
+            assert!(
+                all.iter().all(|(id, score)| *id as f64 == *score),
+                "scored by id"
+            );
+            assert!(all.iter().all(|(id, _)| names.partition_of(*id) == p));
+            listed.extend(all.iter().map(|(id, _)| *id));
+            let group: Vec<u64> = conn
+                .zrange(names.group_job_ids(p, "old"), 0, -1)
+                .await
+                .unwrap();
+            assert!(group.iter().all(|id| names.partition_of(*id) == p));
+        }
+        listed.sort_unstable();
+        assert_eq!(listed, ids);
+        let old: (bool, bool, bool, bool, u32) = redis::pipe()
             .exists(names.legacy_job_index())
             .exists(names.legacy_group_jobs("old"))
+            .exists(names.v1_job_index())
+            .exists(names.v1_group_jobs("old"))
+            .get(names.layout())
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert_eq!(legacy, (false, false), "the plain sets are gone");
+        assert_eq!(old, (false, false, false, false, rondo_core::names::LAYOUT));
+        for id in &ids {
+            let legacy: bool = conn.exists(names.legacy_job(*id)).await.unwrap();
+            assert!(!legacy, "job {id}'s old definition key is gone");
+        }
+        let mut after = Vec::new();
+        for id in &ids {
+            after.push(definition(&api, *id).await.expect("defined"));
+        }
+        assert_eq!(after, before, "every definition came through unchanged");
+        let (_, page) = api.get("/api/v1/jobs?group=old").await;
+        assert_eq!(page["total"], 3, "{page}");
     }
     cluster.stop().await;
 }

@@ -176,7 +176,7 @@ async fn failures_are_recorded_and_round_is_fair() {
     let _ = conn.close(200, "bye".into()).await;
 }
 
-async fn pool_conn(world: &World) -> deadpool_redis::Connection {
+async fn pool_conn(world: &World) -> rondo_core::redis::Connection {
     rondo_core::redis::pool(&world.config.redis)
         .unwrap()
         .get()

@@ -52,6 +52,7 @@ async fn losing_any_one_rabbitmq_node_loses_no_trigger_result_or_event() {
     }
 
     // Every fire from `from` to `to` ran exactly once…
+    recorder.until_each_ran(JOBS, from, to, FIRES_ON).await;
     recorder.assert_each_ran_once(JOBS, from, to);
     // …and its trigger and result events reached MySQL: one row each, with
     // the handler's 200.

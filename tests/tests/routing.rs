@@ -51,7 +51,7 @@ impl Routing {
         self.fakes.stop().await;
     }
 
-    async fn redis(&self) -> deadpool_redis::Connection {
+    async fn redis(&self) -> rondo_core::redis::Connection {
         let pool = rondo_core::redis::pool(&self.world.config.redis).unwrap();
         pool.get().await.unwrap()
     }

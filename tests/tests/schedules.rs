@@ -261,7 +261,7 @@ async fn make_late(c: &Cluster, id: u64, score: i64) {
         .arg("CH")
         .arg(score)
         .arg(id)
-        .query_async(&mut *conn)
+        .query_async(&mut conn)
         .await
         .expect("zadd");
     assert_eq!(changed, 1, "job {id} was in its due set");

@@ -57,7 +57,7 @@ async fn wait_for_fire(recorder: &Recorder, jobs: usize, at: i64) {
     .await;
 }
 
-async fn redis_conn(cluster: &Cluster) -> deadpool_redis::Connection {
+async fn redis_conn(cluster: &Cluster) -> rondo_core::redis::Connection {
     rondo_core::redis::pool(&cluster.config().redis)
         .unwrap()
         .get()

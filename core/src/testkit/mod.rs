@@ -234,15 +234,70 @@ pub async fn take_dead(config: &Config) -> Vec<(Vec<u8>, String)> {
 const KEYS_PER_BATCH: usize = 1_000;
 
 /// Deletes every Redis key of the namespace with SCAN and UNLINK batches
-/// (a million keys never make one giant command); how many it removed.
+/// (a million keys never make one giant command); how many it removed. On
+/// a Redis Cluster, on each master.
 pub async fn cleanup_redis(config: &Config) -> usize {
-    let Ok(client) = redis::Client::open(config.redis.url.as_str()) else {
+    let nodes = match crate::redis::cluster_seeds(&config.redis.url) {
+        Ok(None) => vec![config.redis.url.clone()],
+        Ok(Some(seeds)) => cluster_masters(&seeds).await,
+        Err(_) => return 0,
+    };
+    let mut removed = 0;
+    for node in nodes {
+        removed += cleanup_node(&node, &config.namespace).await;
+    }
+    removed
+}
+
+/// The URLs of a cluster's masters, as the first seed that answers says.
+async fn cluster_masters(seeds: &[String]) -> Vec<String> {
+    for seed in seeds {
+        let Ok(client) = redis::Client::open(seed.as_str()) else {
+            continue;
+        };
+        let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+            continue;
+        };
+        let Ok(text) = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async::<String>(&mut conn)
+            .await
+        else {
+            continue;
+        };
+        let scheme_and_auth = seed
+            .rsplit_once('@')
+            .map(|(front, _)| format!("{front}@"))
+            .unwrap_or_else(|| "redis://".to_owned());
+        return text
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                let flags = fields.get(2)?;
+                (flags.contains("master") && !flags.contains("fail")).then_some(())?;
+                let addr = fields.get(1)?.split('@').next()?;
+                Some(format!("{scheme_and_auth}{addr}"))
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
+/// [`cleanup_redis`] on one Redis, or one master of a cluster (one key per
+/// `UNLINK` there: the keys of a node are in many slots).
+async fn cleanup_node(url: &str, namespace: &str) -> usize {
+    let Ok(client) = redis::Client::open(url) else {
         return 0;
     };
     let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
         return 0;
     };
-    let pattern = format!("{}:*", config.namespace);
+    let cluster = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query_async::<String>(&mut conn)
+        .await
+        .is_ok();
+    let pattern = format!("{namespace}:*");
     let (mut cursor, mut removed) = (0u64, 0);
     loop {
         let step: Result<(u64, Vec<String>), _> = redis::cmd("SCAN")
@@ -256,10 +311,21 @@ pub async fn cleanup_redis(config: &Config) -> usize {
         let Ok((next, keys)) = step else {
             return removed;
         };
-        for chunk in keys.chunks(KEYS_PER_BATCH) {
-            let unlinked: Result<usize, _> =
-                redis::cmd("UNLINK").arg(chunk).query_async(&mut conn).await;
-            removed += unlinked.unwrap_or(0);
+        if cluster {
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("UNLINK").arg(key);
+            }
+            if !keys.is_empty() {
+                let unlinked: Result<Vec<usize>, _> = pipe.query_async(&mut conn).await;
+                removed += unlinked.map(|u| u.iter().sum()).unwrap_or(0);
+            }
+        } else {
+            for chunk in keys.chunks(KEYS_PER_BATCH) {
+                let unlinked: Result<usize, _> =
+                    redis::cmd("UNLINK").arg(chunk).query_async(&mut conn).await;
+                removed += unlinked.unwrap_or(0);
+            }
         }
         cursor = next;
         if cursor == 0 {

@@ -30,7 +30,7 @@ pub mod usage;
 
 use std::sync::Arc;
 
-use deadpool_redis::Pool;
+use rondo_core::redis::Pool;
 use rondo_core::{Error, Job, Names, Routing};
 
 use crate::registry::{LiveExecutor, Registry};

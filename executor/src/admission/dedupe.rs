@@ -18,7 +18,7 @@
 //!
 //! | mark | by this executor | by another executor (or not a rondo mark) |
 //! | --- | --- | --- |
-//! | `running`, this incarnation | the run is in flight here: wait for it | skip |
+//! | `running`, this incarnation | in flight here: wait for it; ran here (its later marks unwritten): done; neither (an earlier claim set it, its answer lost): run it | skip |
 //! | `running`, older incarnation | the process died mid-run: publish a 500 "restarted" result, never re-run | skip |
 //! | `finished` | publish the stored result | skip |
 //! | `confirmed` | ack only | skip |
@@ -33,9 +33,9 @@
 //! [`Dedupe`]); only reading a mark that `SET NX` found costs a round trip
 //! of its own, and that happens on redeliveries.
 
-use deadpool_redis::Pool;
 use rondo_core::batcher::{Batcher, Limits};
 pub(crate) use rondo_core::dedupe::Mark;
+use rondo_core::redis::Pool;
 use rondo_core::{Error, Names};
 
 use tokio::sync::oneshot;
@@ -190,6 +190,10 @@ async fn write_all(pool: &Pool, ttl_s: u64, writes: Vec<Write>) -> Result<(), Er
     let mut conn = pool.get().await?;
     // `SET NX` answers nil when it found the key.
     let answers: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+    // A claim gates a run: on a Redis Cluster it reaches a replica before
+    // the trigger runs, so a failover of its master cannot forget it and
+    // let a redelivery run the trigger again.
+    conn.replicate().await?;
     if answers.len() != writes.len() {
         return Err(Error::internal(format!(
             "dedupe pipeline: {} answers to {} writes",

@@ -105,7 +105,18 @@ pub(crate) struct Runner {
     permits: Semaphore,
     /// Trigger ids in flight in this process.
     slots: Slots,
+    /// Triggers that ran here but whose `finished` or `confirmed` mark
+    /// could not be written: their `running` mark of this incarnation
+    /// means "ran". Any other `running` mark of this incarnation comes from
+    /// a claim whose answer was lost (a pipeline that failed after Redis
+    /// applied it): the trigger never started, and is ours to run.
+    unmarked: std::sync::Mutex<std::collections::HashSet<String>>,
 }
+
+/// Entries of `Runner::unmarked` at most (each a failed mark write; the
+/// set is emptied past it, which can only make a lost claim answer be
+/// taken for a run, as before).
+const UNMARKED_MAX: usize = 100_000;
 
 /// Why a claim did not make the trigger ours to run.
 enum NotMine {
@@ -127,6 +138,7 @@ impl Runner {
             slots: Slots::new(parts.lifecycle.kill.clone(), parts.changes),
             lifecycle: parts.lifecycle,
             permits: Semaphore::new(parts.max_running.max(1)),
+            unmarked: std::sync::Mutex::default(),
         }
     }
 
@@ -255,6 +267,17 @@ impl Runner {
         };
         match self.dedupe.claim(&trigger.trigger_id, &mark).await {
             Ok(Claim::Won) => Ok(()),
+            Ok(Claim::Held(Mark::Running {
+                executor,
+                incarnation,
+                ..
+            })) if executor == self.executor_id
+                && incarnation == self.incarnation
+                && !self.ran_unmarked(&trigger.trigger_id) =>
+            {
+                tracing::info!(trigger_id = %trigger.trigger_id, "an earlier claim of this trigger set its mark but lost its answer; running it now");
+                Ok(())
+            }
             Ok(Claim::Held(mark)) => Err(NotMine::Held(mark)),
             Ok(Claim::Foreign(holder)) => Err(NotMine::Foreign(holder)),
             Err(e) => {
@@ -331,8 +354,9 @@ impl Runner {
         }
         match mark {
             Mark::Running { incarnation, .. } if incarnation == self.incarnation => {
-                // Ours, not in flight: it ended here, but its later marks
-                // could not be written; its result went out then.
+                // Ours, not in flight, and (see `claim`) it ran here: its
+                // later marks could not be written; its result went out
+                // then.
                 tracing::info!(trigger_id, "trigger already ran here; not running it again");
                 Settled::Done
             }
@@ -437,7 +461,28 @@ impl Runner {
         };
         if let Err(e) = self.dedupe.set(&result.trigger_id, &mark).await {
             tracing::warn!(error = %e, "could not store the result in the dedupe mark");
+            self.set_unmarked(&result.trigger_id, true);
         }
+    }
+
+    /// Whether the trigger ran here with its later marks unwritten.
+    fn ran_unmarked(&self, trigger_id: &str) -> bool {
+        self.unmarked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(trigger_id)
+    }
+
+    fn set_unmarked(&self, trigger_id: &str, unmarked: bool) {
+        let mut set = self.unmarked.lock().unwrap_or_else(|e| e.into_inner());
+        if !unmarked {
+            set.remove(trigger_id);
+            return;
+        }
+        if set.len() >= UNMARKED_MAX {
+            set.clear();
+        }
+        set.insert(trigger_id.to_owned());
     }
 
     /// Publishes the result until confirmed, then marks it confirmed.
@@ -458,8 +503,12 @@ impl Runner {
             );
             return Settled::Abandoned;
         }
-        if let Err(e) = self.dedupe.set(&trigger_id, &mark).await {
-            tracing::warn!(error = %e, trigger_id, "could not mark the result confirmed");
+        match self.dedupe.set(&trigger_id, &mark).await {
+            Ok(()) => self.set_unmarked(&trigger_id, false),
+            Err(e) => {
+                tracing::warn!(error = %e, trigger_id, "could not mark the result confirmed");
+                self.set_unmarked(&trigger_id, true);
+            }
         }
         Settled::Done
     }

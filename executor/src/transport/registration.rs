@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use deadpool_redis::Pool;
+use rondo_core::redis::Pool;
 use rondo_core::{Error, Names, registry};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -114,7 +114,7 @@ impl Registration {
         let app: Option<String> = redis::cmd("HGET")
             .arg(self.names.executor(&self.executor_id))
             .arg(registry::field::APP)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         let Some(app) = app.filter(|a| *a != self.app) else {
             return Ok(None);
@@ -122,7 +122,7 @@ impl Registration {
         let score: Option<i64> = redis::cmd("ZSCORE")
             .arg(self.names.registry(&app))
             .arg(&self.executor_id)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         let live = score.is_some_and(|s| s >= rondo_core::clock::now_ms() - lease_ms as i64);
         Ok(live.then_some(app))

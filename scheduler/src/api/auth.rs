@@ -21,12 +21,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use deadpool_redis::Pool;
 use redis::AsyncCommands;
 use rondo_core::auth::{self, Access, Principal, Role};
 use rondo_core::config::AuthConfig;
 use rondo_core::event::AuditRecord;
 use rondo_core::names::Names;
+use rondo_core::redis::Pool;
 use rondo_core::{Error, Event, clock};
 use rondo_history::History;
 use rondo_history::auth::UserRow;
@@ -302,6 +302,17 @@ impl Auth {
         let key = self.names.session(&auth::token_hash(&id));
         let index = self.names.user_sessions(username);
         let mut conn = self.redis.get().await?;
+        // The user's index first, then the session (two keys, two slots on
+        // a Redis Cluster): a session is never live without its index entry,
+        // so "sign out everywhere" finds it; an entry left without a session
+        // by a crash in between only names a session that does not exist.
+        redis::pipe()
+            .sadd(&index, auth::token_hash(&id))
+            .ignore()
+            .expire(&index, self.config.session_max_s as i64)
+            .ignore()
+            .query_async::<()>(&mut conn)
+            .await?;
         redis::pipe()
             .atomic()
             .hset_multiple(
@@ -315,11 +326,7 @@ impl Auth {
             .ignore()
             .expire(&key, self.config.session_idle_s as i64)
             .ignore()
-            .sadd(&index, auth::token_hash(&id))
-            .ignore()
-            .expire(&index, self.config.session_max_s as i64)
-            .ignore()
-            .query_async::<()>(&mut *conn)
+            .query_async::<()>(&mut conn)
             .await?;
         Ok((id, csrf))
     }
@@ -356,12 +363,10 @@ impl Auth {
     /// Ends one session.
     pub async fn close_session(&self, id_hash: &str, username: &str) -> Result<(), Error> {
         let mut conn = self.redis.get().await?;
-        redis::pipe()
-            .del(self.names.session(id_hash))
-            .ignore()
+        // The session first, then its index entry (see `open_session`).
+        let _: () = conn.del(self.names.session(id_hash)).await?;
+        let _: () = conn
             .srem(self.names.user_sessions(username), id_hash)
-            .ignore()
-            .query_async::<()>(&mut *conn)
             .await?;
         Ok(())
     }
@@ -382,7 +387,7 @@ impl Auth {
                 .srem(&index, hash)
                 .ignore();
         }
-        pipe.query_async::<()>(&mut *conn).await?;
+        pipe.query_async::<()>(&mut conn).await?;
         Ok(())
     }
 
@@ -400,7 +405,7 @@ impl Auth {
             .arg(self.config.login_window_s)
             .arg(self.config.login_max_per_user)
             .arg(self.config.login_max_per_address)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         let what = match over {
             0 => return Ok(()),
@@ -424,7 +429,7 @@ impl Auth {
             .ignore()
             .decr(self.names.login_failures("addr", address), 1)
             .ignore()
-            .query_async::<()>(&mut *conn)
+            .query_async::<()>(&mut conn)
             .await?;
         Ok(())
     }

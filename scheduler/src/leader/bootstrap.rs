@@ -33,6 +33,7 @@
 use std::time::Instant;
 
 use redis::AsyncCommands;
+use rondo_core::names::LAYOUT;
 use rondo_core::schedule::MisfireRule;
 use rondo_core::{Error, ErrorKind, Job, Names, clock};
 use rondo_history::{BadRow, History};
@@ -118,41 +119,98 @@ pub async fn rebuild_if_empty(
     Ok(Some(report))
 }
 
-/// Earlier builds kept the job indexes as plain sets; they are sorted sets
-/// scored by id now (a page of the list reads a page). Converts each
-/// legacy set that is still there; a leader calls it once per term, before
-/// its first claim. Idempotent and safe to repeat (ZADD of the same
-/// members and DEL of the legacy key in one transaction), but not atomic
-/// with the read of the legacy set: a node of the older build that adds a
-/// job between the read and the transaction would leave it out of the new
-/// index. So the scheduler nodes of a namespace are upgraded together
-/// across this change (README, "Upgrading"), not one by one.
-pub async fn convert_legacy_indexes(store: &Store) -> Result<(), Error> {
+/// Moves what earlier builds wrote into this build's key layout
+/// ([`LAYOUT`]), once per namespace; a leader calls it once per term,
+/// before its first claim, and it returns at once when `layout` says the
+/// namespace is done.
+///
+/// * The earliest builds kept the job indexes as plain sets (`jobs`,
+///   `group-jobs:<app>`); later ones as namespace-wide sorted sets
+///   (`job-ids`, `group-job-ids:<app>`). Both become the per-partition
+///   sorted sets `{pK}:job-ids` and `{pK}:group-job-ids:<app>`.
+/// * Definitions move from `job:<id>` to `{pK}:job:<id>` (a definition the
+///   API already wrote in the new place is newer and wins).
+///
+/// Idempotent: an interrupted move is finished by the next call (the old
+/// indexes are deleted only after their ids were copied, the marker set
+/// last). Earlier builds never ran on a Redis Cluster, so on one there is
+/// nothing to move. Not atomic with the writes of a node of an earlier
+/// build: the scheduler nodes of a namespace are upgraded together across
+/// this change (README, "Upgrading").
+pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
     let names = store.names();
     let mut conn = store.pool().get().await?;
-    let groups: Vec<String> = conn.hkeys(names.groups()).await?;
-    let mut pairs = vec![(names.legacy_job_index(), names.job_index())];
-    pairs.extend(
-        groups
-            .iter()
-            .map(|g| (names.legacy_group_jobs(g), names.group_jobs(g))),
-    );
-    for (legacy, index) in pairs {
-        let ids: Vec<u64> = conn.smembers(&legacy).await?;
-        if ids.is_empty() {
-            continue;
-        }
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for chunk in ids.chunks(10_000) {
-            let members: Vec<(u64, u64)> = chunk.iter().map(|id| (*id, *id)).collect();
-            pipe.zadd_multiple(&index, &members).ignore();
-        }
-        pipe.del(&legacy).ignore();
-        let _: () = pipe.query_async(&mut conn).await?;
-        tracing::info!(key = %legacy, jobs = ids.len(), "converted a legacy job index to a sorted set");
+    let layout: Option<u32> = conn.get(names.layout()).await?;
+    if layout.is_some_and(|l| l >= LAYOUT) {
+        return Ok(());
     }
+    if !store.pool().is_cluster() {
+        let started = Instant::now();
+        let groups: Vec<String> = conn.hkeys(names.groups()).await?;
+        let mut sources = vec![
+            (names.legacy_job_index(), None),
+            (names.v1_job_index(), None),
+        ];
+        for g in &groups {
+            sources.push((names.legacy_group_jobs(g), Some(g.as_str())));
+            sources.push((names.v1_group_jobs(g), Some(g.as_str())));
+        }
+        let mut moved = 0u64;
+        for (key, group) in sources {
+            let ids = old_index(&mut conn, &key).await?;
+            for chunk in ids.chunks(5_000) {
+                let mut pipe = redis::pipe();
+                for &id in chunk {
+                    let p = names.partition_of(id);
+                    match group {
+                        None => {
+                            pipe.cmd("EVAL")
+                                .arg(MOVE_DEF)
+                                .arg(2)
+                                .arg(names.legacy_job(id))
+                                .arg(names.job(id));
+                            pipe.zadd(names.job_ids(p), id, id).ignore();
+                        }
+                        Some(g) => {
+                            pipe.zadd(names.group_job_ids(p, g), id, id).ignore();
+                        }
+                    }
+                }
+                let renamed: Vec<u64> = pipe.query_async(&mut conn).await?;
+                moved += renamed.iter().sum::<u64>();
+            }
+            if !ids.is_empty() {
+                let _: () = conn.del(&key).await?;
+                tracing::info!(key = %key, jobs = ids.len(), "moved a job index of an earlier build into the per-partition indexes");
+            }
+        }
+        if moved > 0 {
+            tracing::info!(
+                definitions = moved,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "moved job definitions of an earlier build into their partitions"
+            );
+        }
+    }
+    let _: () = conn.set(names.layout(), LAYOUT).await?;
     Ok(())
+}
+
+/// Moves a definition of an earlier build (KEYS[1]) to its new key
+/// (KEYS[2]) unless the new one exists (then it is newer: the old one is
+/// dropped); 1 when it moved one. One Redis only (two slots).
+const MOVE_DEF: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DEL', KEYS[1]) return 0 end \
+redis.call('RENAME', KEYS[1], KEYS[2]) return 1";
+
+/// The ids of an index of an earlier build: a plain set or a sorted set.
+async fn old_index(conn: &mut rondo_core::redis::Connection, key: &str) -> Result<Vec<u64>, Error> {
+    let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut *conn).await?;
+    Ok(match kind.as_str() {
+        "set" => conn.smembers(key).await?,
+        "zset" => conn.zrange(key, 0, -1).await?,
+        _ => Vec::new(),
+    })
 }
 
 fn marker(names: &Names) -> String {
@@ -161,8 +219,13 @@ fn marker(names: &Names) -> String {
 
 async fn redis_state(store: &Store) -> Result<RedisState, Error> {
     let names = store.names();
-    let (jobs, seq, marked): (u64, bool, bool) = redis::pipe()
-        .zcard(names.job_index())
+    let mut pipe = redis::pipe();
+    for p in 0..names.partitions() {
+        pipe.zcard(names.job_ids(p));
+    }
+    let counts: Vec<u64> = pipe.query_async(&mut store.pool().get().await?).await?;
+    let jobs: u64 = counts.iter().sum();
+    let (seq, marked): (bool, bool) = redis::pipe()
         .exists(names.job_seq())
         .exists(marker(names))
         .query_async(&mut store.pool().get().await?)
@@ -305,11 +368,12 @@ fn add_job(
     due: Option<i64>,
 ) -> Result<(), Error> {
     let json = serde_json::to_string(job)?;
+    let p = names.partition_of(job.id);
     pipe.hset_nx(names.job(job.id), DEF, json)
         .ignore()
-        .zadd(names.job_index(), job.id, job.id)
+        .zadd(names.job_ids(p), job.id, job.id)
         .ignore()
-        .zadd(names.group_jobs(&job.group), job.id, job.id)
+        .zadd(names.group_job_ids(p, &job.group), job.id, job.id)
         .ignore();
     if let Some(score) = due {
         pipe.cmd("ZADD")

@@ -50,7 +50,7 @@ pub struct Claimer {
     pub last_tick: std::sync::Mutex<TickReport>,
     /// The term whose leader converted the legacy job indexes (once per
     /// term, not every tick).
-    converted_term: std::sync::atomic::AtomicU64,
+    migrated_term: std::sync::atomic::AtomicU64,
 }
 
 impl Claimer {
@@ -70,7 +70,7 @@ impl Claimer {
             last_claim_ms: watch::channel(0).0,
             tick_ms: Histogram::default(),
             last_tick: std::sync::Mutex::new(TickReport::default()),
-            converted_term: std::sync::atomic::AtomicU64::new(0),
+            migrated_term: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -155,9 +155,9 @@ impl Claimer {
     /// the rebuild again for as long as Redis stays empty.
     async fn bootstrap(&self, term: u64) -> Result<(), Error> {
         use std::sync::atomic::Ordering;
-        if self.converted_term.load(Ordering::Relaxed) != term {
-            bootstrap::convert_legacy_indexes(&self.store).await?;
-            self.converted_term.store(term, Ordering::Relaxed);
+        if self.migrated_term.load(Ordering::Relaxed) != term {
+            bootstrap::migrate_layout(&self.store).await?;
+            self.migrated_term.store(term, Ordering::Relaxed);
         }
         match bootstrap::rebuild_if_empty(&self.store, &self.history, term).await {
             Ok(_) => Ok(()),

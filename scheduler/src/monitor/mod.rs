@@ -337,6 +337,10 @@ impl Monitor {
                 "fixed delay: next fire"
             );
         }
+        // On a Redis Cluster the mark may live on another master than the
+        // retry, the re-arm or the children's records: they reach a replica
+        // first, so a failover cannot keep the mark and lose the reaction.
+        self.store.replicate().await?;
         self.state.mark_handled(ended.trigger_id).await?;
         self.state.forget(ended.job_id, ended.trigger_id).await
     }

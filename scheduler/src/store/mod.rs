@@ -17,9 +17,9 @@ pub mod triggers;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deadpool_redis::Pool;
 use redis::{AsyncCommands, Script};
 use rondo_core::model::Group;
+use rondo_core::redis::Pool;
 use rondo_core::schedule::MissedFires;
 use rondo_core::{Error, ErrorKind, Job, Names};
 
@@ -100,14 +100,21 @@ impl Store {
         &self.pool
     }
 
-    async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
+    async fn conn(&self) -> Result<rondo_core::redis::Connection, Error> {
         Ok(self.pool.get().await?)
+    }
+
+    /// Waits until this process's writes are on a replica of each master
+    /// (a Redis Cluster; see `rondo_core::redis::Connection::replicate`).
+    pub async fn replicate(&self) -> Result<(), Error> {
+        self.conn().await?.replicate().await?;
+        Ok(())
     }
 
     /// Whether Redis answers.
     pub async fn ping(&self) -> Result<(), Error> {
         let _: String = redis::cmd("PING")
-            .query_async(&mut *self.conn().await?)
+            .query_async(&mut self.conn().await?)
             .await?;
         Ok(())
     }
@@ -164,7 +171,12 @@ impl Store {
     pub async fn delete_group(&self, app: &str) -> Result<(), Error> {
         self.get_group(app).await?;
         let mut conn = self.conn().await?;
-        let jobs: u64 = conn.zcard(self.names.group_jobs(app)).await?;
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.zcard(self.names.group_job_ids(p, app));
+        }
+        let counts: Vec<u64> = pipe.query_async(&mut conn).await?;
+        let jobs: u64 = counts.iter().sum();
         if jobs > 0 {
             return Err(Error::new(
                 ErrorKind::Conflict,
@@ -181,12 +193,13 @@ impl Store {
         Ok(self.conn().await?.incr(self.names.job_seq(), 1).await?)
     }
 
-    /// Writes a job and its due-set entry in one transaction: `Due::At`
-    /// sets its next fire, `Due::Remove` takes it out of the due set
-    /// (stopped, or `NONE`), `Due::Keep` leaves the entry as the claims and
-    /// the monitor keep it (a change that does not reschedule: writing back
-    /// a score read earlier could undo a claim's advance or a fixed delay's
-    /// re-arm made meanwhile).
+    /// Writes a job, its index entries and its due-set entry in one
+    /// transaction (all in the job's partition, so in one hash slot on a
+    /// Redis Cluster too): `Due::At` sets its next fire, `Due::Remove` takes
+    /// it out of the due set (stopped, or `NONE`), `Due::Keep` leaves the
+    /// entry as the claims and the monitor keep it (a change that does not
+    /// reschedule: writing back a score read earlier could undo a claim's
+    /// advance or a fixed delay's re-arm made meanwhile).
     pub async fn save_job(
         &self,
         job: &Job,
@@ -194,17 +207,18 @@ impl Store {
         old_group: Option<&str>,
     ) -> Result<(), Error> {
         let json = serde_json::to_string(job)?;
-        let due = self.names.due(self.names.partition_of(job.id));
+        let p = self.names.partition_of(job.id);
+        let due = self.names.due(p);
         let mut pipe = redis::pipe();
         pipe.atomic()
             .hset(self.names.job(job.id), DEF, json)
             .ignore()
-            .zadd(self.names.job_index(), job.id, job.id)
+            .zadd(self.names.job_ids(p), job.id, job.id)
             .ignore()
-            .zadd(self.names.group_jobs(&job.group), job.id, job.id)
+            .zadd(self.names.group_job_ids(p, &job.group), job.id, job.id)
             .ignore();
         if let Some(old) = old_group.filter(|g| *g != job.group) {
-            pipe.zrem(self.names.group_jobs(old), job.id).ignore();
+            pipe.zrem(self.names.group_job_ids(p, old), job.id).ignore();
         }
         match next.into() {
             Due::At(score) => {
@@ -215,12 +229,21 @@ impl Store {
             }
             Due::Keep => {}
         }
-        let _: () = pipe.query_async(&mut self.conn().await?).await?;
+        let mut conn = self.conn().await?;
+        let _: () = pipe.query_async(&mut conn).await?;
+        // An acknowledged change outlives its master's failover.
+        conn.replicate().await?;
         Ok(())
     }
 
     pub async fn get_job(&self, id: u64) -> Result<Job, Error> {
-        let json: Option<String> = self.conn().await?.hget(self.names.job(id), DEF).await?;
+        let mut conn = self.conn().await?;
+        let mut json: Option<String> = conn.hget(self.names.job(id), DEF).await?;
+        if json.is_none() && !self.pool.is_cluster() {
+            // An upgraded namespace whose leader has not moved the
+            // definitions of earlier builds yet (bootstrap::migrate_layout).
+            json = conn.hget(self.names.legacy_job(id), DEF).await?;
+        }
         let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
         Ok(serde_json::from_str(&json)?)
     }
@@ -250,11 +273,13 @@ impl Store {
         Ok(jobs)
     }
 
-    /// Job ids, optionally of one group, sorted.
     /// A page of job ids in id order (`descending`: newest first), of one
     /// group, of several, or (`None`) of every group, and how many there
-    /// are. One group or all: one `ZRANGE` of the page. Several (a user
-    /// granted some groups): each group's first `offset + limit`, merged.
+    /// are. The ids are kept per partition (`{pK}:job-ids`, and
+    /// `{pK}:group-job-ids:<app>`); a page is the merge of the indexes from
+    /// the id at rank `offset` on, which [`Store::id_at_rank`] finds by
+    /// counting, so a deep page costs a few counts, not a read of every id
+    /// before it.
     pub async fn job_page(
         &self,
         groups: Option<&[String]>,
@@ -262,77 +287,148 @@ impl Store {
         limit: usize,
         descending: bool,
     ) -> Result<(usize, Vec<u64>), Error> {
-        let keys: Vec<String> = match groups {
-            None => vec![self.names.job_index()],
-            Some(gs) => gs.iter().map(|g| self.names.group_jobs(g)).collect(),
-        };
-        if limit == 0 || keys.is_empty() {
-            let mut total = 0;
-            for key in &keys {
-                total += self.conn().await?.zcard::<_, usize>(key).await?;
-            }
-            return Ok((total, Vec::new()));
+        let keys: Vec<String> = (0..self.names.partitions())
+            .flat_map(|p| match groups {
+                None => vec![self.names.job_ids(p)],
+                Some(gs) => gs.iter().map(|g| self.names.group_job_ids(p, g)).collect(),
+            })
+            .collect();
+        if keys.is_empty() {
+            return Ok((0, Vec::new()));
         }
-        let window = if keys.len() == 1 {
-            limit
-        } else {
-            offset + limit
-        };
-        // Redis takes ranks as signed 64-bit numbers: a rank past the end
-        // is an empty page, not an error.
-        let rank = |r: usize| i64::try_from(r).unwrap_or(i64::MAX);
-        let start = if keys.len() == 1 { offset } else { 0 };
-        let stop = start.saturating_add(window - 1);
+        let mut conn = self.conn().await?;
         let mut pipe = redis::pipe();
         for key in &keys {
             pipe.zcard(key);
-            let range = if descending { "ZREVRANGE" } else { "ZRANGE" };
-            pipe.cmd(range).arg(key).arg(rank(start)).arg(rank(stop));
         }
-        let answers: Vec<redis::Value> = pipe.query_async(&mut self.conn().await?).await?;
-        let mut total = 0;
-        let mut ids = Vec::new();
-        for pair in answers.chunks(2) {
-            let (count, page): (usize, Vec<u64>) =
-                redis::from_redis_value(redis::Value::Array(pair.to_vec()))
-                    .map_err(redis::RedisError::from)?;
-            total += count;
-            ids.extend(page);
+        let counts: Vec<usize> = pipe.query_async(&mut conn).await?;
+        let total: usize = counts.iter().sum();
+        if limit == 0 || offset >= total {
+            return Ok((total, Vec::new()));
         }
-        if keys.len() > 1 {
-            ids.sort_unstable();
-            ids.dedup();
-            if descending {
-                ids.reverse();
-            }
-            ids = ids.into_iter().skip(offset).take(limit).collect();
+        let bound = if offset == 0 {
+            None
+        } else {
+            Some(
+                self.id_at_rank(&mut conn, &keys, offset, descending)
+                    .await?,
+            )
+        };
+        let limit_arg = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            let (from, to) = match (bound, descending) {
+                (None, false) => ("-inf".to_owned(), "+inf".to_owned()),
+                (None, true) => ("+inf".to_owned(), "-inf".to_owned()),
+                (Some(b), false) => (b.to_string(), "+inf".to_owned()),
+                (Some(b), true) => (b.to_string(), "-inf".to_owned()),
+            };
+            let range = if descending {
+                "ZREVRANGEBYSCORE"
+            } else {
+                "ZRANGEBYSCORE"
+            };
+            pipe.cmd(range)
+                .arg(key)
+                .arg(from)
+                .arg(to)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit_arg);
         }
+        let pages: Vec<Vec<u64>> = pipe.query_async(&mut conn).await?;
+        let mut ids: Vec<u64> = pages.into_iter().flatten().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if descending {
+            ids.reverse();
+        }
+        ids.truncate(limit);
         Ok((total, ids))
     }
 
+    /// The id at rank `rank` (0-based) of the merged indexes `keys`, in
+    /// ascending order or (`descending`) from the top: a binary search on
+    /// the id, each step one pipelined count per index.
+    async fn id_at_rank(
+        &self,
+        conn: &mut rondo_core::redis::Connection,
+        keys: &[String],
+        rank: usize,
+        descending: bool,
+    ) -> Result<u64, Error> {
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.zrange_withscores(key, 0, 0)
+                .zrange_withscores(key, -1, -1);
+        }
+        let ends: Vec<Vec<(u64, f64)>> = pipe.query_async(&mut *conn).await?;
+        let ids = ends.iter().flatten().map(|(id, _)| *id);
+        let (Some(mut lo), Some(mut hi)) = (ids.clone().min(), ids.max()) else {
+            return Err(Error::internal("ranking an empty job index"));
+        };
+        while lo < hi {
+            // Ascending: the smallest id with more than `rank` ids at or
+            // below it. Descending: the largest with more than `rank` at or
+            // above it.
+            let mid = if descending {
+                lo + (hi - lo).div_ceil(2)
+            } else {
+                lo + (hi - lo) / 2
+            };
+            let mut pipe = redis::pipe();
+            for key in keys {
+                if descending {
+                    pipe.zcount(key, mid, "+inf");
+                } else {
+                    pipe.zcount(key, "-inf", mid);
+                }
+            }
+            let counts: Vec<usize> = pipe.query_async(&mut *conn).await?;
+            let beyond = counts.iter().sum::<usize>() > rank;
+            match (descending, beyond) {
+                (false, true) => hi = mid,
+                (false, false) => lo = mid + 1,
+                (true, true) => lo = mid,
+                (true, false) => hi = mid - 1,
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Deletes a job: its definition, index entries, due entry and the
+    /// records its partition keeps of it in one transaction (one hash
+    /// slot), then its routing counters (keys of their own, each in its own
+    /// slot on a cluster; left behind by a crash in between, they expire
+    /// by their idle TTLs).
     pub async fn delete_job(&self, job: &Job) -> Result<(), Error> {
-        let due = self.names.due(self.names.partition_of(job.id));
+        let p = self.names.partition_of(job.id);
         let mut pipe = redis::pipe();
         pipe.atomic()
             .del(self.names.job(job.id))
             .ignore()
-            .zrem(self.names.job_index(), job.id)
+            .zrem(self.names.job_ids(p), job.id)
             .ignore()
-            .zrem(self.names.group_jobs(&job.group), job.id)
+            .zrem(self.names.group_job_ids(p, &job.group), job.id)
             .ignore()
-            .zrem(due, job.id)
+            .zrem(self.names.due(p), job.id)
             .ignore()
+            .hdel(self.names.misfires(p), job.id)
+            .ignore()
+            .hdel(self.names.delays(p), job.id)
+            .ignore();
+        let mut conn = self.conn().await?;
+        let _: () = pipe.query_async(&mut conn).await?;
+        let mut counters = redis::pipe();
+        counters
             .del(self.names.round_counter(job.id))
             .ignore()
             .del(self.names.route_lfu(job.id))
             .ignore()
             .del(self.names.route_lru(job.id))
-            .ignore()
-            .hdel(self.names.misfires(self.names.partition_of(job.id)), job.id)
-            .ignore()
-            .hdel(self.names.delays(self.names.partition_of(job.id)), job.id)
             .ignore();
-        let _: () = pipe.query_async(&mut self.conn().await?).await?;
+        let _: () = counters.query_async(&mut conn).await?;
+        conn.replicate().await?;
         Ok(())
     }
 

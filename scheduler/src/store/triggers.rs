@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use deadpool_redis::Pool;
 use redis::{AsyncCommands, Script};
 use rondo_core::dedupe::Mark;
+use rondo_core::redis::Pool;
 use rondo_core::{Error, Names, Trigger, clock, inflight, registry};
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +61,7 @@ impl TriggerStore {
         &self.names
     }
 
-    pub(crate) async fn conn(&self) -> Result<deadpool_redis::Connection, Error> {
+    pub(crate) async fn conn(&self) -> Result<rondo_core::redis::Connection, Error> {
         Ok(self.pool.get().await?)
     }
 
@@ -321,7 +321,7 @@ impl TriggerStore {
     /// endings: one round trip on `conn`, whatever the group's size.
     pub async fn read_group(
         &self,
-        conn: &mut deadpool_redis::Connection,
+        conn: &mut rondo_core::redis::Connection,
         query: &GroupQuery<'_>,
     ) -> Result<GroupRead, Error> {
         let mut pipe = redis::pipe();
@@ -359,29 +359,34 @@ impl TriggerStore {
 
     /// Marks a group's triggers handled, then forgets their in-flight
     /// entries (one variadic `ZREM` and `HDEL` per partition): one round trip
-    /// on `conn`. Same effect as [`mark_handled`](Self::mark_handled) and
+    /// on `conn` on one Redis, two on a cluster. Same effect as [`mark_handled`](Self::mark_handled) and
     /// [`forget`](Self::forget) per trigger, marks first.
     pub async fn finish_group(
         &self,
-        conn: &mut deadpool_redis::Connection,
+        conn: &mut rondo_core::redis::Connection,
         write: &GroupWrite<'_>,
     ) -> Result<(), Error> {
         if write.mark.is_empty() && write.forget.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut marks = redis::pipe();
         for id in &write.mark {
-            pipe.set_ex(self.names.handled(id), 1, HANDLED_TTL_S)
+            marks
+                .set_ex(self.names.handled(id), 1, HANDLED_TTL_S)
                 .ignore();
         }
         let mut by_partition: Vec<Vec<&str>> = vec![Vec::new(); self.names.partitions() as usize];
         for (job_id, id) in &write.forget {
             by_partition[self.partition(*job_id) as usize].push(id);
         }
+        let mut forgets = redis::pipe();
         for (p, ids) in by_partition.iter().enumerate() {
-            inflight::forget(&mut pipe, &self.names, p as u32, ids);
+            inflight::forget(&mut forgets, &self.names, p as u32, ids);
         }
-        let () = pipe.query_async(conn).await?;
+        // The marks land before the records go: a trigger is never out of
+        // flight without being marked handled (a later duplicate of its
+        // result then changes nothing).
+        conn.write_in_order(&[&marks, &forgets]).await?;
         Ok(())
     }
 }
