@@ -208,6 +208,14 @@ pub async fn declare_executor_queue(
     Ok(queue)
 }
 
+/// The error message of a publish the broker refused (`nack`).
+pub const NACKED: &str = "broker refused (nack) the message";
+
+/// Whether `e` is a publish the broker refused (see [`NACKED`]).
+pub fn is_nack(e: &Error) -> bool {
+    e.message == NACKED
+}
+
 /// Options of a publish.
 #[derive(Debug, Clone, Default)]
 pub struct Publish<'a> {
@@ -242,7 +250,7 @@ pub async fn publish_confirmed(ch: &Channel, p: Publish<'_>, body: &[u8]) -> Res
     match confirm {
         Confirmation::Ack(None) | Confirmation::NotRequested => Ok(true),
         Confirmation::Ack(Some(_returned)) => Ok(false),
-        Confirmation::Nack(_) => Err(Error::unavailable("broker refused (nack) the message")),
+        Confirmation::Nack(_) => Err(Error::unavailable(NACKED)),
     }
 }
 

@@ -367,7 +367,9 @@ fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
                     message_id: message_id.as_deref(),
                     headers: None,
                 };
-                amqp::publish_confirmed(&ch, publish, &body).await
+                let outcome = amqp::publish_confirmed(&ch, publish, &body).await;
+                link.note(&outcome).await;
+                outcome
             }
         },
     )

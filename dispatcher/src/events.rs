@@ -32,7 +32,9 @@ impl EventPublisher {
             let link = link.clone();
             async move {
                 let ch = link.channel().await?;
-                amqp::publish_events(&ch, &link.names, &events).await
+                let outcome = amqp::publish_events(&ch, &link.names, &events).await;
+                link.note(&outcome).await;
+                outcome
             }
         });
         EventPublisher { batcher }

@@ -121,6 +121,10 @@ fn config_env(config: &Config) -> Vec<(String, String)> {
             config.scheduler.misfire_threshold_ms.to_string(),
         ),
         (
+            "RONDO_SCHEDULER_PREREAD_MS".into(),
+            config.scheduler.preread_ms.to_string(),
+        ),
+        (
             "RONDO_MONITOR_SCAN_INTERVAL_MS".into(),
             config.monitor.scan_interval_ms.to_string(),
         ),

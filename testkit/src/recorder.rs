@@ -49,7 +49,8 @@ impl Recorder {
     }
 
     /// Waits until every job `1..=jobs` ran every second of `[from, to]`
-    /// (a fire delayed by an outage may run after later ones).
+    /// (a fire delayed by an outage may run after later ones); panics
+    /// naming fires that never ran.
     pub async fn until_each_ran(
         &self,
         jobs: u64,
@@ -57,17 +58,27 @@ impl Recorder {
         to: i64,
         timeout: std::time::Duration,
     ) {
-        crate::eventually("every fire of the window to run", timeout, || async {
+        let missing = || {
             let per_fire = self.runs_per_fire();
             (1..=jobs)
-                .all(|job| {
-                    (from..=to)
-                        .step_by(1000)
-                        .all(|fire| per_fire.contains_key(&(job, fire)))
-                })
-                .then_some(())
-        })
+                .flat_map(|job| (from..=to).step_by(1000).map(move |fire| (job, fire)))
+                .filter(|f| !per_fire.contains_key(f))
+                .collect::<Vec<_>>()
+        };
+        let waited = rondo_core::testkit::try_eventually(
+            "every fire of the window to run",
+            timeout,
+            || async { missing().is_empty().then_some(()) },
+        )
         .await;
+        if let Err(timed_out) = waited {
+            let missing = missing();
+            panic!(
+                "{timed_out}: {} (job, fire) never ran, e.g. {:?}",
+                missing.len(),
+                &missing[..missing.len().min(10)]
+            );
+        }
     }
 
     /// How many times each (job, fire) ran; `assert_each_ran_once` checks
