@@ -116,6 +116,56 @@ pub struct RedisConfig {
     pub wait_timeout_ms: u64,
 }
 
+impl RedisConfig {
+    /// The seed URLs of a cluster, or `None` for one Redis.
+    pub fn cluster_seeds(&self) -> Result<Option<Vec<String>>, crate::error::Error> {
+        let url = self.url.trim();
+        for (scheme, plain) in [
+            ("redis+cluster://", "redis://"),
+            ("rediss+cluster://", "rediss://"),
+        ] {
+            if let Some(rest) = url.strip_prefix(scheme) {
+                let (userinfo, hosts) = match rest.rsplit_once('@') {
+                    Some((user, hosts)) => (format!("{user}@"), hosts),
+                    None => (String::new(), rest),
+                };
+                let (hosts, tail) = hosts.split_once('/').unwrap_or((hosts, ""));
+                let seeds: Vec<String> = hosts
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| {
+                        let tail = if tail.is_empty() {
+                            String::new()
+                        } else {
+                            format!("/{tail}")
+                        };
+                        format!("{plain}{userinfo}{h}{tail}")
+                    })
+                    .collect();
+                if seeds.is_empty() {
+                    return Err(crate::error::Error::invalid(
+                        "redis.url",
+                        "a cluster URL names no node",
+                    ));
+                }
+                return Ok(Some(seeds));
+            }
+        }
+        if url.contains(',') {
+            let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
+            if seeds.iter().any(|u| u.is_empty()) {
+                return Err(crate::error::Error::invalid(
+                    "redis.url",
+                    "an empty URL in the list of cluster nodes",
+                ));
+            }
+            return Ok(Some(seeds));
+        }
+        Ok(None)
+    }
+}
+
 impl Default for RedisConfig {
     fn default() -> Self {
         RedisConfig {
@@ -543,7 +593,8 @@ impl Config {
                 self.amqp.queue_type
             )));
         }
-        crate::redis::cluster_seeds(&self.redis.url)
+        self.redis
+            .cluster_seeds()
             .map_err(|e| ConfigError::Invalid(format!("redis.url: {}", e.message)))?;
         if self.redis.wait_timeout_ms == 0 || self.redis.wait_timeout_ms > 60_000 {
             return Err(ConfigError::Invalid(format!(
@@ -806,6 +857,35 @@ fn parse_scalar(value: &str) -> toml::Value {
 
 #[cfg(test)]
 mod tests {
+    fn seeds(url: &str) -> Result<Option<Vec<String>>, crate::error::Error> {
+        RedisConfig {
+            url: url.into(),
+            ..RedisConfig::default()
+        }
+        .cluster_seeds()
+    }
+
+    #[test]
+    fn one_url_is_one_redis_and_a_cluster_url_or_a_list_are_seeds() {
+        assert_eq!(seeds("redis://127.0.0.1:6379").unwrap(), None);
+        assert_eq!(
+            seeds("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001").unwrap(),
+            Some(vec![
+                "redis://u:p@10.0.0.1:7000".to_owned(),
+                "redis://u:p@10.0.0.2:7001".to_owned()
+            ])
+        );
+        assert_eq!(
+            seeds("redis://a:7000, redis://b:7001").unwrap(),
+            Some(vec![
+                "redis://a:7000".to_owned(),
+                "redis://b:7001".to_owned()
+            ])
+        );
+        assert!(seeds("redis+cluster://").is_err());
+        assert!(seeds("redis://a:7000,,redis://b:1").is_err());
+    }
+
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

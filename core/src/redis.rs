@@ -120,7 +120,7 @@ pub struct Wait {
 /// malformed URL.
 pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
     let timeout = Duration::from_millis(config.response_timeout_ms);
-    if let Some(seeds) = cluster_seeds(&config.url)? {
+    if let Some(seeds) = config.cluster_seeds()? {
         let client = ClusterClientBuilder::new(seeds)
             .response_timeout(timeout)
             .connection_timeout(Duration::from_secs(5))
@@ -152,51 +152,6 @@ pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
         .build()
         .map_err(|e| Error::internal(format!("redis pool: {e}")))?;
     Ok(Pool::Single(pool))
-}
-
-/// The seed URLs of a cluster, or `None` for one Redis.
-pub fn cluster_seeds(url: &str) -> Result<Option<Vec<String>>, Error> {
-    let url = url.trim();
-    for (scheme, plain) in [
-        ("redis+cluster://", "redis://"),
-        ("rediss+cluster://", "rediss://"),
-    ] {
-        if let Some(rest) = url.strip_prefix(scheme) {
-            let (userinfo, hosts) = match rest.rsplit_once('@') {
-                Some((user, hosts)) => (format!("{user}@"), hosts),
-                None => (String::new(), rest),
-            };
-            let (hosts, tail) = hosts.split_once('/').unwrap_or((hosts, ""));
-            let seeds: Vec<String> = hosts
-                .split(',')
-                .map(str::trim)
-                .filter(|h| !h.is_empty())
-                .map(|h| {
-                    let tail = if tail.is_empty() {
-                        String::new()
-                    } else {
-                        format!("/{tail}")
-                    };
-                    format!("{plain}{userinfo}{h}{tail}")
-                })
-                .collect();
-            if seeds.is_empty() {
-                return Err(Error::invalid("redis.url", "a cluster URL names no node"));
-            }
-            return Ok(Some(seeds));
-        }
-    }
-    if url.contains(',') {
-        let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
-        if seeds.iter().any(|u| u.is_empty()) {
-            return Err(Error::invalid(
-                "redis.url",
-                "an empty URL in the list of cluster nodes",
-            ));
-        }
-        return Ok(Some(seeds));
-    }
-    Ok(None)
 }
 
 impl Pool {
@@ -521,27 +476,6 @@ fn first_key(cmd: &Cmd) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn one_url_is_one_redis_and_a_cluster_url_or_a_list_are_seeds() {
-        assert_eq!(cluster_seeds("redis://127.0.0.1:6379").unwrap(), None);
-        assert_eq!(
-            cluster_seeds("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001").unwrap(),
-            Some(vec![
-                "redis://u:p@10.0.0.1:7000".to_owned(),
-                "redis://u:p@10.0.0.2:7001".to_owned()
-            ])
-        );
-        assert_eq!(
-            cluster_seeds("redis://a:7000, redis://b:7001").unwrap(),
-            Some(vec![
-                "redis://a:7000".to_owned(),
-                "redis://b:7001".to_owned()
-            ])
-        );
-        assert!(cluster_seeds("redis+cluster://").is_err());
-        assert!(cluster_seeds("redis://a:7000,,redis://b:1").is_err());
-    }
 
     #[test]
     fn commands_group_by_the_slot_of_their_first_key() {

@@ -161,6 +161,25 @@ pub async fn redis_node_synced(port: u16) -> bool {
         || (info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0"))
 }
 
+/// Waits until every Redis node answers, the cluster says it is whole, and
+/// every replica has its master's data (a replica still syncing cannot take
+/// over from the next master killed).
+pub async fn until_redis_whole() {
+    crate::eventually(
+        "the redis cluster whole",
+        Duration::from_secs(120),
+        || async {
+            for port in REDIS_PORTS {
+                if !redis_cluster_ok(port).await || !redis_node_synced(port).await {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
 /// A command to the Redis node on `port`; `None` when it does not answer
 /// within 2 s.
 async fn redis_cli(port: u16, args: &[&str]) -> Option<String> {

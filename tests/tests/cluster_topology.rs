@@ -32,30 +32,10 @@ const SESSION_MS: u64 = 4_000;
 /// session expiring) plus the dispatch retries' backoff.
 const LATENESS_BOUND_MS: i64 = 15_000;
 
-/// Waits until every Redis node answers, the cluster is whole and every
-/// replica has its master's data.
-async fn until_redis_whole() {
-    eventually(
-        "the redis cluster whole",
-        Duration::from_secs(120),
-        || async {
-            for port in topology::REDIS_PORTS {
-                if !topology::redis_cluster_ok(port).await
-                    || !topology::redis_node_synced(port).await
-                {
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
-}
-
 /// Restarts what was killed and waits until each cluster is whole.
 async fn restore() {
     tokio::task::block_in_place(topology::up);
-    until_redis_whole().await;
+    topology::until_redis_whole().await;
 }
 
 /// The index of the node that leads now.
@@ -94,7 +74,7 @@ async fn every_member_of_each_cluster_dies_in_turn_and_no_fire_is_lost_or_double
     world.config.scheduler.misfire_threshold_ms = 60_000;
     let names = world.config.names();
     let mut cluster = Cluster::new(world);
-    until_redis_whole().await;
+    topology::until_redis_whole().await;
     let recorder = Recorder::default();
     cluster.start_recording_executor("topo-1", &recorder);
     cluster.spawn_persist_worker();

@@ -12,7 +12,7 @@ use reqwest::Method;
 use rondo_core::clock;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::topology::{self, MemberLock};
-use rondo_testkit::{Api, Cluster, World, eventually};
+use rondo_testkit::{Api, Cluster, World};
 use serde_json::json;
 
 const JOBS: u64 = 20;
@@ -47,27 +47,6 @@ async fn listed(api: &Api, query: &str, limit: usize) -> (u64, Vec<u64>) {
     (total, ids)
 }
 
-/// Waits until all six nodes answer, the cluster says it is whole, and
-/// every replica has its master's data (a replica still syncing cannot
-/// take over from the next master killed).
-async fn until_whole() {
-    eventually(
-        "the redis cluster whole",
-        Duration::from_secs(120),
-        || async {
-            for port in topology::REDIS_PORTS {
-                if !topology::redis_cluster_ok(port).await
-                    || !topology::redis_node_synced(port).await
-                {
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_api_works_and_a_dead_master_loses_no_fire_on_a_redis_cluster() {
     let _members = tokio::task::spawn_blocking(MemberLock::acquire)
@@ -90,7 +69,7 @@ async fn the_api_works_and_a_dead_master_loses_no_fire_on_a_redis_cluster() {
     cluster.start_persist_worker();
     let node = cluster.start_node().await;
     let api = cluster.api(node);
-    until_whole().await;
+    topology::until_redis_whole().await;
 
     // The API on the cluster: jobs of two groups, over every partition.
     let first = api.every_second_jobs("rc", JOBS).await;
@@ -160,7 +139,7 @@ async fn the_api_works_and_a_dead_master_loses_no_fire_on_a_redis_cluster() {
         to = (killed / 1000 + 8) * 1000;
         recorder.until_every_job_ran(JOBS, to, FIRES_ON).await;
         tokio::task::block_in_place(topology::up);
-        until_whole().await;
+        topology::until_redis_whole().await;
     }
     recorder.until_each_ran(JOBS, from, to, FIRES_ON).await;
     recorder.assert_each_ran_once(JOBS, from, to);

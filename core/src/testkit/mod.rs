@@ -237,7 +237,7 @@ const KEYS_PER_BATCH: usize = 1_000;
 /// (a million keys never make one giant command); how many it removed. On
 /// a Redis Cluster, on each master.
 pub async fn cleanup_redis(config: &Config) -> usize {
-    let nodes = match crate::redis::cluster_seeds(&config.redis.url) {
+    let nodes = match config.redis.cluster_seeds() {
         Ok(None) => vec![config.redis.url.clone()],
         Ok(Some(seeds)) => cluster_masters(&seeds).await,
         Err(_) => return 0,
