@@ -48,7 +48,7 @@ pub enum Pool {
 #[derive(Clone)]
 pub struct ClusterPool {
     client: ClusterClient,
-    conn: Arc<tokio::sync::Mutex<Option<ClusterConnection>>>,
+    conn: Arc<tokio::sync::RwLock<Option<ClusterConnection>>>,
     health: Arc<Health>,
     wait: Wait,
 }
@@ -133,7 +133,7 @@ pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
             .map_err(|e| Error::invalid("redis.url", format!("{e}")))?;
         return Ok(Pool::Cluster(Box::new(ClusterPool {
             client,
-            conn: Arc::new(tokio::sync::Mutex::new(None)),
+            conn: Arc::new(tokio::sync::RwLock::new(None)),
             health: Arc::default(),
             wait: Wait {
                 replicas: config.wait_replicas.unwrap_or(1),
@@ -161,7 +161,18 @@ impl Pool {
         match self {
             Pool::Single(pool) => Ok(Connection::Single(pool.get().await?)),
             Pool::Cluster(cluster) => {
-                let mut slot = cluster.conn.lock().await;
+                // The common case: callers share the open connection
+                // without waiting on each other.
+                if !cluster.health.stuck()
+                    && let Some(conn) = cluster.conn.read().await.as_ref()
+                {
+                    return Ok(Connection::Cluster(
+                        conn.clone(),
+                        cluster.wait,
+                        cluster.health.clone(),
+                    ));
+                }
+                let mut slot = cluster.conn.write().await;
                 if slot.is_some() && cluster.health.stuck() {
                     tracing::warn!(
                         "redis cluster requests have failed unanswered for {} s; reconnecting from the seed nodes",
