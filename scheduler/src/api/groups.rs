@@ -131,7 +131,9 @@ pub(super) async fn delete_group(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The ids of the group's live executors (lease not expired, not retired).
+/// The ids of the group's live executors (lease not expired, not retired);
+/// 404 when there is no such group, even while executors of that name still
+/// hold leases.
 #[utoipa::path(get, path = "/api/v1/groups/{app}/executors", tag = "groups",
     params(AppParam),
     responses((status = 200, description = "Executor ids.", body = Vec<String>), ApiErrors))]
@@ -142,6 +144,7 @@ pub(super) async fn group_executors(
 ) -> ApiResult<Json<Vec<String>>> {
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
+    s.store.get_group(&app).await?;
     Ok(Json(s.dispatcher.registry().live(&app).await?))
 }
 
