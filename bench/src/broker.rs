@@ -24,7 +24,6 @@ use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::FieldTable;
 use rondo_core::amqp::{self, Publish};
 use rondo_core::{BlockStrategy, Config, Trigger, TriggerBatch, TriggerType};
 use serde::Serialize;
@@ -200,7 +199,11 @@ async fn publish_for(
         .await
         .context("deleting the queue")?;
     channel
-        .queue_declare(queue.into(), declare, FieldTable::default())
+        .queue_declare(
+            queue.into(),
+            declare,
+            amqp::durable_queue_args(&config.names(), false),
+        )
         .await
         .context("declaring the queue")?;
     let sources = [

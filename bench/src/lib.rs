@@ -19,6 +19,9 @@
 //!   stepping number of jobs firing every second, against that ceiling.
 //! * [`scale`]: a million jobs: creation rate, Redis bytes per job, the
 //!   claim tick with ten thousand due.
+//! * [`scaling`]: the throughput step with 1, 2, 3 nodes, on one Redis,
+//!   ZooKeeper and RabbitMQ and on the cluster topology: each node's share
+//!   and the leader's claim per tick.
 //! * [`failover`]: `kill -9` of the leader: time to the next claim, lost
 //!   and duplicate fires.
 //! * `cluster`: scheduler nodes as child processes, recording executors,
@@ -46,6 +49,7 @@ pub mod pages;
 pub mod persistence;
 mod sandbox;
 pub mod scale;
+pub mod scaling;
 pub mod throughput;
 
 use std::path::PathBuf;
@@ -58,7 +62,7 @@ pub use cluster::fires::FireCount;
 pub use cluster::procs::Binary;
 pub use cpu::{CpuShare, ProcessCpu};
 pub use machine::Machine;
-pub use options::{Options, Scenario};
+pub use options::{Options, Scenario, Topology};
 pub use output::{Report, write_report};
 
 /// Runs the scenarios `options` selects against the services of `config`
@@ -102,6 +106,12 @@ pub async fn run(options: &Options, config: &Config) -> anyhow::Result<Vec<(Stri
             Scenario::Pages => {
                 let params = pages::Params::new(options);
                 let report = pages::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Scaling => {
+                let params = scaling::Params::new(options);
+                let report = scaling::run(config, &params).await?;
                 let path = write_report(&report, &options.out)?;
                 written.push((report.markdown(), path));
             }

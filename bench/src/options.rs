@@ -99,6 +99,23 @@ pub struct Options {
     #[arg(long)]
     pub pages_logs: Option<u64>,
 
+    /// Scaling: jobs firing every second in each run. Defaults to 1,000
+    /// (50 with `--smoke`).
+    #[arg(long)]
+    pub scaling_jobs: Option<usize>,
+    /// Scaling: the node counts to run (comma-separated). Defaults to
+    /// 1,2,3 (1,2 with `--smoke`).
+    #[arg(long, value_delimiter = ',')]
+    pub scaling_nodes: Option<Vec<usize>>,
+    /// Scaling: the topologies to run them on (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "single,cluster")]
+    pub topologies: Vec<Topology>,
+    /// Scaling: due partitions on both topologies (the same, so that the
+    /// claim's cost compares). Defaults to 64, the rule for three Redis
+    /// masters (scheduler/README.md).
+    #[arg(long, default_value_t = 64)]
+    pub scaling_partitions: u32,
+
     /// Failover: kills of the leader (each measured). Defaults to 3 (1
     /// with `--smoke`).
     #[arg(long)]
@@ -137,6 +154,10 @@ impl Options {
             pages_logs: None,
             failover_runs: None,
             failover_jobs: None,
+            scaling_jobs: None,
+            scaling_nodes: None,
+            topologies: vec![Topology::Single, Topology::Cluster],
+            scaling_partitions: 64,
         }
     }
 
@@ -200,6 +221,19 @@ impl Options {
         self.failover_runs.unwrap_or(default).max(1)
     }
 
+    pub fn scaling_jobs(&self) -> usize {
+        let default = if self.smoke { 50 } else { 1_000 };
+        self.scaling_jobs.unwrap_or(default).max(1)
+    }
+
+    pub fn scaling_nodes(&self) -> Vec<usize> {
+        match (&self.scaling_nodes, self.smoke) {
+            (Some(nodes), _) if !nodes.is_empty() => nodes.iter().map(|&n| n.max(1)).collect(),
+            (_, true) => vec![1, 2],
+            (_, false) => vec![1, 2, 3],
+        }
+    }
+
     pub fn failover_jobs(&self) -> usize {
         let default = if self.smoke { 50 } else { 500 };
         self.failover_jobs.unwrap_or(default).max(1)
@@ -226,6 +260,10 @@ pub enum Scenario {
     /// The console's jobs and logs pages at a million jobs and ten million
     /// log rows.
     Pages,
+    /// The throughput scenario with 1, 2 and 3 nodes, on one Redis,
+    /// ZooKeeper and RabbitMQ and on the cluster topology: each node's
+    /// fires and cores, the leader's claim per tick.
+    Scaling,
     /// Every scenario, one after the other.
     All,
 }
@@ -241,8 +279,21 @@ impl Scenario {
                 Scenario::Scale,
                 Scenario::Failover,
                 Scenario::Pages,
+                Scenario::Scaling,
             ],
             single => vec![single],
         }
     }
+}
+
+/// Where the scaling scenario runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    /// The usual config's services: one Redis, one ZooKeeper, one RabbitMQ.
+    Single,
+    /// `scripts/services-cluster.sh`: a Redis Cluster of three masters, a
+    /// ZooKeeper ensemble of three, a RabbitMQ cluster of three with quorum
+    /// queues (started if it is not up).
+    Cluster,
 }

@@ -117,6 +117,15 @@ pub struct Step {
     /// the nodes: the lateness includes the warm-up).
     pub stats_reset_nodes: usize,
     pub cpu: ProcessCpu,
+    /// Each node's part of the window: its fires, its cores and, for the
+    /// leader, its claim ticks.
+    pub per_node: Vec<NodeShare>,
+    /// The leader's claim ticks over the window (the node that led at its
+    /// end; empty if none did).
+    pub claim_tick_ms: Latency,
+    /// The leader's median tick ÷ the fires one tick claims (fires/s × the
+    /// claim interval): the claim's cost per due fire, in µs.
+    pub claim_us_per_fire: f64,
     pub scheduler_cores: f64,
     /// Scheduler cores (all nodes) per 1,000 fires/s.
     pub scheduler_cores_per_1k_fires_per_s: f64,
@@ -136,6 +145,18 @@ pub struct Step {
     pub store_wait_s: f64,
     /// executed_per_s and fires_per_s ≥ 90 % of J, and nothing lost.
     pub kept_up: bool,
+}
+
+/// One scheduler node's part of a window.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeShare {
+    pub node: String,
+    /// It led at the window's end.
+    pub leader: bool,
+    /// Its confirmed publishes (the fires of its wheel) ÷ W.
+    pub fires_per_s: f64,
+    /// Its process's cores over the window.
+    pub cores: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -262,7 +283,8 @@ pub(crate) fn executor_queues(config: &Config, executors: usize) -> Vec<String> 
         .collect()
 }
 
-async fn run_step(
+/// One step on a fresh sandbox of `config`'s services.
+pub(crate) async fn run_step(
     config: &Config,
     params: &Params,
     jobs: usize,
@@ -328,15 +350,32 @@ async fn measure(
     let stored_after = results_stored(&sandbox.pool).await.unwrap_or(0);
     let window_s = (w1 - w0) as f64 / 1000.0;
 
-    let fired: u64 = before
+    let per_node: Vec<NodeShare> = before
         .iter()
         .zip(&after)
-        .map(|((_, b), (_, a))| {
+        .map(|((i, b), (_, a))| {
             let b = b.as_ref().and_then(cluster::fired).unwrap_or(0);
-            let a = a.as_ref().and_then(cluster::fired).unwrap_or(b);
-            a.saturating_sub(b)
+            let fired = a.as_ref().and_then(cluster::fired).unwrap_or(b);
+            let node = cluster.nodes[*i].as_ref().map_or("?", |n| n.id.as_str());
+            NodeShare {
+                node: node.to_owned(),
+                leader: a.as_ref().is_some_and(|a| a["role"]["leader"] == true),
+                fires_per_s: fired.saturating_sub(b) as f64 / window_s,
+                cores: cpu
+                    .cores
+                    .get(&format!("scheduler {node}"))
+                    .copied()
+                    .unwrap_or(0.0),
+            }
         })
-        .sum();
+        .collect();
+    let fired = per_node.iter().map(|n| n.fires_per_s).sum::<f64>() * window_s;
+    let claim_tick_ms = after
+        .iter()
+        .filter_map(|(_, s)| s.as_ref())
+        .find(|s| s["role"]["leader"] == true)
+        .and_then(|s| Latency::from_json(&s["claim"]["tick_ms"]))
+        .unwrap_or_default();
     let publish_lateness_by_node: Vec<Latency> = after
         .iter()
         .map(|(_, s)| {
@@ -403,7 +442,8 @@ async fn measure(
         .await
         .unwrap_or(0);
 
-    let fires_per_s = fired as f64 / window_s;
+    let fires_per_s = fired / window_s;
+    let fires_per_tick = fires_per_s * sandbox.config.scheduler.claim_interval_ms as f64 / 1000.0;
     let executed_per_s = on_time as f64 / window_s;
     let keep_up = KEEP_UP_RATIO * jobs as f64;
     let scheduler_cores = cpu.sum("scheduler");
@@ -434,6 +474,13 @@ async fn measure(
             0.0
         },
         cpu,
+        per_node,
+        claim_us_per_fire: if fires_per_tick > 0.0 {
+            claim_tick_ms.p50 as f64 * 1000.0 / fires_per_tick
+        } else {
+            0.0
+        },
+        claim_tick_ms,
         stored,
         stored_missing: count.executed.saturating_sub(stored),
         stored_failed,

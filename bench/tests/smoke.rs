@@ -203,6 +203,36 @@ async fn the_throughput_scenario_fires_every_job_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scaling_scenario_spreads_fires_over_every_node_on_both_topologies() {
+    let (markdown, json, _scratch) = smoke(Scenario::Scaling, "scaling").await;
+    assert!(markdown.contains("| topology |"), "{markdown}");
+    let runs = json["runs"].as_array().expect("runs");
+    let wanted = [("single", 1), ("single", 2), ("cluster", 1), ("cluster", 2)];
+    assert_eq!(runs.len(), wanted.len(), "{json}");
+    for (run, (topology, nodes)) in runs.iter().zip(wanted) {
+        assert_eq!(run["topology"], topology, "{run}");
+        assert_eq!(run["nodes"], nodes, "{run}");
+        assert_eq!(run["lost"], 0, "{run}");
+        assert_eq!(run["duplicates"], 0, "{run}");
+        let per_node = run["per_node"].as_array().expect("per_node");
+        assert_eq!(per_node.len(), nodes, "{run}");
+        for node in per_node {
+            assert!(
+                node["fires_per_s"].as_f64().expect("fires") > 0.0,
+                "every node fires its share: {run}"
+            );
+        }
+        let leaders = per_node.iter().filter(|n| n["leader"] == true).count();
+        assert_eq!(leaders, 1, "one leader: {run}");
+        assert!(run["claim_tick_ms"]["count"].as_u64().expect("ticks") >= 1, "{run}");
+        number(run, "claim_us_per_fire");
+        if topology == "single" {
+            assert_removed(run["step"]["namespace"].as_str().expect("namespace")).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scale_scenario_creates_measures_and_claims() {
     let (markdown, json, _scratch) = smoke(Scenario::Scale, "scale").await;
     assert!(markdown.contains("claim tick"), "{markdown}");

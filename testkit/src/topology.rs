@@ -39,6 +39,16 @@ fn state_dir() -> PathBuf {
     PathBuf::from(base).join("cluster")
 }
 
+/// Points `config` at the whole cluster topology: the Redis Cluster, the
+/// ZooKeeper ensemble and the RabbitMQ cluster with quorum queues. Does not
+/// start it: call [`up`] first.
+pub fn use_cluster(config: &mut rondo_core::Config) {
+    config.redis.url = REDIS_CLUSTER.to_owned();
+    config.zookeeper.connect = ZK_ENSEMBLE.to_owned();
+    config.amqp.url = RABBIT_CLUSTER.to_owned();
+    config.amqp.queue_type = "quorum".to_owned();
+}
+
 /// Runs `scripts/services-cluster.sh up`: starts what does not answer and
 /// waits until each cluster is whole. Idempotent; serialised within the
 /// process.

@@ -101,6 +101,7 @@ pub(crate) fn config_env(config: &Config) -> Vec<(String, String)> {
         ("RONDO_REDIS_URL", config.redis.url.clone()),
         ("RONDO_REDIS_POOL_SIZE", config.redis.pool_size.to_string()),
         ("RONDO_AMQP_URL", config.amqp.url.clone()),
+        ("RONDO_AMQP_QUEUE_TYPE", config.amqp.queue_type.clone()),
         ("RONDO_ZOOKEEPER_CONNECT", config.zookeeper.connect.clone()),
         (
             "RONDO_ZOOKEEPER_SESSION_TIMEOUT_MS",
