@@ -224,7 +224,10 @@ async fn the_scaling_scenario_spreads_fires_over_every_node_on_both_topologies()
         }
         let leaders = per_node.iter().filter(|n| n["leader"] == true).count();
         assert_eq!(leaders, 1, "one leader: {run}");
-        assert!(run["claim_tick_ms"]["count"].as_u64().expect("ticks") >= 1, "{run}");
+        assert!(
+            run["claim_tick_ms"]["count"].as_u64().expect("ticks") >= 1,
+            "{run}"
+        );
         number(run, "claim_us_per_fire");
         if topology == "single" {
             assert_removed(run["step"]["namespace"].as_str().expect("namespace")).await;

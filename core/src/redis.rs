@@ -39,7 +39,7 @@ pub type PooledConnection = Connection;
 /// One Redis or a Redis Cluster, as `redis.url` says.
 #[derive(Clone)]
 pub enum Pool {
-    Single(deadpool_redis::Pool),
+    Single(deadpool_redis::Pool, Arc<Health>),
     Cluster(Box<ClusterPool>),
 }
 
@@ -65,13 +65,29 @@ const RESET_AFTER_MS: i64 = 3_000;
 /// a master without its replicas.
 const UNREPLICATED_BACKOFF_MS: i64 = 10_000;
 
-/// The cluster connection's health: since when requests fail without an
-/// answer (0: they do not), and until when a master is known to lack its
-/// replicas.
+/// Unanswered requests further apart than this are two outages.
+const OUTAGE_GAP_MS: i64 = 10_000;
+
+/// After this process's last unanswered request, how long beyond a lease
+/// an executor has to renew it before its score is trusted again: its own
+/// client may need [`RESET_AFTER_MS`] to reconnect, then a renewal period.
+const RENEW_AFTER_OUTAGE_MS: i64 = RESET_AFTER_MS + 2_000;
+
+/// The connection's health: since when requests fail without an answer (0:
+/// they do not), when this process's last outage (requests unanswered, no
+/// more than [`OUTAGE_GAP_MS`] apart) began and last failed, and until when
+/// a master is known to lack its replicas.
 #[derive(Default)]
 pub struct Health {
     failing_since_ms: std::sync::atomic::AtomicI64,
+    outage: std::sync::Mutex<Outage>,
     unreplicated_until_ms: std::sync::atomic::AtomicI64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Outage {
+    began_ms: i64,
+    last_ms: i64,
 }
 
 impl Health {
@@ -79,14 +95,37 @@ impl Health {
         use std::sync::atomic::Ordering::Relaxed;
         match result {
             Err(e) if unanswered(e) => {
-                let _ = self.failing_since_ms.compare_exchange(
-                    0,
-                    crate::clock::now_ms(),
-                    Relaxed,
-                    Relaxed,
-                );
+                let now = crate::clock::now_ms();
+                let _ = self
+                    .failing_since_ms
+                    .compare_exchange(0, now, Relaxed, Relaxed);
+                self.note_outage(now);
             }
             _ => self.failing_since_ms.store(0, Relaxed),
+        }
+    }
+
+    fn note_outage(&self, now: i64) {
+        let mut outage = self.outage.lock().expect("outage lock");
+        if now - outage.last_ms > OUTAGE_GAP_MS {
+            outage.began_ms = now;
+        }
+        outage.last_ms = now;
+    }
+
+    /// The registry score below which an executor's lease of `lease_ms`
+    /// has run out, as of `now`: `now - lease_ms`, except just after an
+    /// outage this process saw. Executors could not renew while Redis did
+    /// not answer, so until they had a lease and [`RENEW_AFTER_OUTAGE_MS`]
+    /// to renew after it, only leases that ran out before the outage began
+    /// count as run out.
+    pub fn lease_cutoff(&self, now: i64, lease_ms: i64) -> i64 {
+        let outage = *self.outage.lock().expect("outage lock");
+        let cutoff = now - lease_ms;
+        if outage.last_ms == 0 || now - outage.last_ms > lease_ms + RENEW_AFTER_OUTAGE_MS {
+            cutoff
+        } else {
+            cutoff.min(outage.began_ms - lease_ms)
         }
     }
 
@@ -151,7 +190,7 @@ pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
         .runtime(Runtime::Tokio1)
         .build()
         .map_err(|e| Error::internal(format!("redis pool: {e}")))?;
-    Ok(Pool::Single(pool))
+    Ok(Pool::Single(pool, Arc::default()))
 }
 
 impl Pool {
@@ -159,7 +198,17 @@ impl Pool {
     /// connection, opened on first use.
     pub async fn get(&self) -> Result<Connection, PoolError> {
         match self {
-            Pool::Single(pool) => Ok(Connection::Single(pool.get().await?)),
+            Pool::Single(pool, health) => match pool.get().await {
+                Ok(conn) => Ok(Connection::Single(conn, health.clone())),
+                Err(e) => {
+                    if let PoolError::Backend(e) = &e
+                        && unanswered(e)
+                    {
+                        health.note_outage(crate::clock::now_ms());
+                    }
+                    Err(e)
+                }
+            },
             Pool::Cluster(cluster) => {
                 // The common case: callers share the open connection
                 // without waiting on each other.
@@ -192,6 +241,11 @@ impl Pool {
                             .client
                             .get_async_connection()
                             .await
+                            .inspect_err(|e| {
+                                if unanswered(e) {
+                                    cluster.health.note_outage(crate::clock::now_ms());
+                                }
+                            })
                             .map_err(PoolError::Backend)?;
                         *slot = Some(conn.clone());
                         conn
@@ -210,13 +264,23 @@ impl Pool {
     pub fn is_cluster(&self) -> bool {
         matches!(self, Pool::Cluster(_))
     }
+
+    /// [`Health::lease_cutoff`] of this pool's connections: the registry
+    /// score below which an executor's lease has run out, allowing for an
+    /// outage this process just saw.
+    pub fn lease_cutoff(&self, now: i64, lease_ms: i64) -> i64 {
+        match self {
+            Pool::Single(_, health) => health.lease_cutoff(now, lease_ms),
+            Pool::Cluster(cluster) => cluster.health.lease_cutoff(now, lease_ms),
+        }
+    }
 }
 
 /// A connection to one Redis or to a cluster; implements redis-rs's
 /// `ConnectionLike`, so commands, pipelines and scripts take it as they
 /// take any connection.
 pub enum Connection {
-    Single(deadpool_redis::Connection),
+    Single(deadpool_redis::Connection, Arc<Health>),
     Cluster(ClusterConnection, Wait, Arc<Health>),
 }
 
@@ -276,7 +340,7 @@ impl Connection {
     pub async fn write_in_order(&mut self, steps: &[&Pipeline]) -> RedisResult<()> {
         let steps: Vec<&&Pipeline> = steps.iter().filter(|s| !s.is_empty()).collect();
         let merge =
-            matches!(self, Connection::Single(_)) && steps.iter().all(|s| !s.is_transaction());
+            matches!(self, Connection::Single(..)) && steps.iter().all(|s| !s.is_transaction());
         if merge {
             let mut all = redis::pipe();
             for step in &steps {
@@ -299,7 +363,15 @@ impl Connection {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Single(c, health) => {
+                let health = health.clone();
+                let reply = c.req_packed_command(cmd);
+                Box::pin(async move {
+                    let reply = reply.await;
+                    health.record(&reply);
+                    reply
+                })
+            }
             Connection::Cluster(c, _, health) => {
                 let health = health.clone();
                 let reply = c.req_packed_command(cmd);
@@ -319,7 +391,15 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Single(c, health) => {
+                let health = health.clone();
+                let reply = c.req_packed_commands(pipeline, offset, count);
+                Box::pin(async move {
+                    let reply = reply.await;
+                    health.record(&reply);
+                    reply
+                })
+            }
             Connection::Cluster(c, _, health) => {
                 let health = health.clone();
                 Box::pin(async move {
@@ -333,7 +413,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(c) => c.get_db(),
+            Connection::Single(c, _) => c.get_db(),
             Connection::Cluster(c, _, _) => c.get_db(),
         }
     }
@@ -487,6 +567,34 @@ fn first_key(cmd: &Cmd) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leases_are_judged_by_their_scores_except_just_after_an_outage() {
+        let lease = 2_000;
+        let health = Health::default();
+        assert_eq!(
+            health.lease_cutoff(100_000, lease),
+            98_000,
+            "no outage seen"
+        );
+        // Unanswered requests from 100 s to 104 s (one outage: gaps < 10 s).
+        for at in [100_000, 102_000, 104_000] {
+            health.note_outage(at);
+        }
+        // Until a lease and the renewal allowance after the last one, only
+        // leases that ran out before the outage began have run out.
+        assert_eq!(health.lease_cutoff(104_500, lease), 98_000);
+        assert_eq!(
+            health.lease_cutoff(104_000 + lease + RENEW_AFTER_OUTAGE_MS, lease),
+            98_000
+        );
+        // Then scores count again.
+        let later = 104_000 + lease + RENEW_AFTER_OUTAGE_MS + 1;
+        assert_eq!(health.lease_cutoff(later, lease), later - lease);
+        // A failure long after is a new outage, judged from its own start.
+        health.note_outage(200_000);
+        assert_eq!(health.lease_cutoff(201_000, lease), 198_000);
+    }
 
     #[test]
     fn commands_group_by_the_slot_of_their_first_key() {

@@ -1,7 +1,10 @@
 //! The executor registry as the dispatcher sees it (the format is
 //! [`rondo_core::registry`]): an executor is live while its registry score
-//! (heartbeat or lease renewal) is younger than `registry.lease_ms`; of what an executor reports about
-//! itself, routing reads `running_jobs` (BUSYOVER).
+//! (heartbeat or lease renewal) is younger than `registry.lease_ms`, or,
+//! just after this process saw Redis stop answering, while its lease had
+//! not run out when that outage began (no executor could renew during it;
+//! [`rondo_core::redis::Health::lease_cutoff`]); of what an executor
+//! reports about itself, routing reads `running_jobs` (BUSYOVER).
 
 use redis::AsyncCommands;
 use rondo_core::redis::Pool;
@@ -80,7 +83,7 @@ impl Registry {
     /// Live executors of a group with their heartbeats, sorted by id.
     pub async fn live_executors(&self, app: &str) -> Result<Vec<LiveExecutor>, Error> {
         let mut conn = self.pool.get().await?;
-        let min = clock::now_ms() - self.lease_ms;
+        let min = self.pool.lease_cutoff(clock::now_ms(), self.lease_ms);
         let scored: Vec<(String, f64)> = conn
             .zrangebyscore_withscores(self.names.registry(app), min, "+inf")
             .await?;
@@ -113,7 +116,7 @@ impl Registry {
         }
         let hashes: Vec<std::collections::HashMap<String, String>> =
             pipe.query_async(&mut conn).await?;
-        let min = clock::now_ms() - self.lease_ms;
+        let min = self.pool.lease_cutoff(clock::now_ms(), self.lease_ms);
         Ok(scored
             .into_iter()
             .zip(hashes)

@@ -36,6 +36,23 @@ pub struct TickReport {
     pub skipped: u64,
 }
 
+impl std::ops::AddAssign for TickReport {
+    fn add_assign(&mut self, other: TickReport) {
+        self.jobs += other.jobs;
+        self.fires += other.fires;
+        self.misfires += other.misfires;
+        self.skipped += other.skipped;
+    }
+}
+
+/// Partitions claimed at once in a tick. Each partition's claim is a few
+/// round trips (read the due jobs, their definitions, the claim script);
+/// one after the other, a tick over 64 partitions took 0.3 s on one busy
+/// Redis and 0.6–1.5 s on a Redis Cluster of three (the scaling bench).
+/// Concurrently, the round trips overlap, and on a cluster the masters
+/// work in parallel; each partition's claim stays fenced and independent.
+const CLAIM_CONCURRENCY: usize = 8;
+
 pub struct Claimer {
     store: Store,
     config: SchedulerConfig,
@@ -132,19 +149,26 @@ impl Claimer {
         failover_pass(&self.store, term, &live, self.config.misfire_threshold_ms).await
     }
 
-    /// One claim over every partition, after moving dead nodes' rings and
-    /// rebuilding an empty Redis from MySQL. Stops between partitions once
-    /// `stop` fires (the term's duties are ending).
+    /// One claim over every partition, [`CLAIM_CONCURRENCY`] at a time,
+    /// after moving dead nodes' rings and rebuilding an empty Redis from
+    /// MySQL. Starts no partition once `stop` fires (the term's duties are
+    /// ending). A failed partition fails the tick once the others under
+    /// way have finished (none is cut off half-way).
     pub async fn tick(&self, term: u64, stop: &CancellationToken) -> Result<TickReport, Error> {
+        use futures_util::StreamExt as _;
         self.failover(term).await?;
         self.bootstrap(term).await?;
         let nodes = self.live_nodes();
+        let outcomes: Vec<Result<TickReport, Error>> =
+            futures_util::stream::iter(0..self.store.names().partitions())
+                .take_while(|_| std::future::ready(!stop.is_cancelled()))
+                .map(|p| self.claim_partition(p, term, &nodes))
+                .buffer_unordered(CLAIM_CONCURRENCY)
+                .collect()
+                .await;
         let mut report = TickReport::default();
-        for p in 0..self.store.names().partitions() {
-            if stop.is_cancelled() {
-                break;
-            }
-            self.claim_partition(p, term, &nodes, &mut report).await?;
+        for outcome in outcomes {
+            report += outcome?;
         }
         Ok(report)
     }
@@ -183,8 +207,8 @@ impl Claimer {
         p: u32,
         term: u64,
         nodes: &[String],
-        report: &mut TickReport,
-    ) -> Result<(), Error> {
+    ) -> Result<TickReport, Error> {
+        let mut report = TickReport::default();
         loop {
             let now = clock::now_ms();
             let window = ClaimWindow {
@@ -198,19 +222,19 @@ impl Claimer {
                 .read_due(p, window.horizon_ms, self.config.claim_batch)
                 .await?;
             if due.is_empty() {
-                return Ok(());
+                return Ok(report);
             }
             let ids: Vec<u64> = due.iter().map(|(id, _)| *id).collect();
             let jobs = self.store.get_jobs(&ids).await?;
             let items: Vec<ClaimItem> = due
                 .iter()
-                .map(|(id, score)| plan_item(*id, *score, jobs.get(id), window, nodes, report))
+                .map(|(id, score)| plan_item(*id, *score, jobs.get(id), window, nodes, &mut report))
                 .collect();
             let (claimed, skipped) = self.store.claim(p, term, nodes, &items).await?;
             report.jobs += claimed;
             report.skipped += skipped;
             if due.len() < self.config.claim_batch || claimed == 0 {
-                return Ok(());
+                return Ok(report);
             }
         }
     }

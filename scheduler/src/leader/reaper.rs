@@ -195,7 +195,11 @@ impl Reaper {
     /// drops the executor from the registry once it is gone for good.
     pub async fn reap_offline_executors(&self, term: u64) -> Result<(), Error> {
         let now = clock::now_ms();
-        let offline_before = now - self.config.registry.lease_ms as i64;
+        // After an outage, a lease that lapsed only because Redis did not
+        // answer is not an executor gone.
+        let offline_before = self
+            .triggers
+            .lease_cutoff(now, self.config.registry.lease_ms as i64);
         let dead_before = now - self.config.registry.dead_after_ms as i64;
         let mut offline = Vec::new();
         for group in self.store.list_groups().await? {

@@ -214,6 +214,12 @@ impl TriggerStore {
     }
 
     /// Executors of a group whose last heartbeat is older than `before_ms`.
+    /// The registry score below which a lease has run out
+    /// ([`rondo_core::redis::Pool::lease_cutoff`]).
+    pub fn lease_cutoff(&self, now: i64, lease_ms: i64) -> i64 {
+        self.pool.lease_cutoff(now, lease_ms)
+    }
+
     pub async fn offline_executors(
         &self,
         app: &str,
