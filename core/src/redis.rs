@@ -469,38 +469,55 @@ async fn cluster_pipeline(
 /// A pipeline of one slot. The cluster client follows `MOVED` and `ASK`
 /// for single commands and plain pipelines, but a transaction whose slot
 /// moved (a failover, a resharding) comes back aborted, every command
-/// refused with `MOVED`, nothing applied: then one plain command of the
-/// slot teaches the client where the slot is, and the transaction is sent
-/// again (a few times, while the cluster settles).
+/// refused with `MOVED`, `ASK` or `TRYAGAIN`, nothing applied: then one
+/// plain command of the slot teaches the client where the slot is, and the
+/// transaction is sent again, for up to [`SLOT_SETTLES`].
 async fn one_slot_pipeline(
     conn: &mut ClusterConnection,
     pipeline: &Pipeline,
     offset: usize,
     count: usize,
 ) -> RedisResult<Vec<Value>> {
+    let started = std::time::Instant::now();
     let mut attempt = 0u64;
     loop {
         let reply = conn.req_packed_commands(pipeline, offset, count).await;
         let redirected = matches!(&reply, Err(e) if pipeline.is_transaction() && moved(e));
-        if !redirected || attempt == 5 {
+        if !redirected || started.elapsed() >= SLOT_SETTLES {
             return reply;
         }
         attempt += 1;
         if let Some(key) = pipeline.cmd_iter().find_map(first_key) {
             let _: RedisResult<Value> = redis::cmd("EXISTS").arg(key).query_async(conn).await;
         }
-        tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+        tokio::time::sleep(Duration::from_millis((50 * attempt).min(500))).await;
     }
 }
 
-/// Whether an error is (or holds) a `MOVED` or `ASK` redirect.
+/// How long a transaction refused for its slot's move is retried: a
+/// failover's new master is known within moments, but a slot being
+/// migrated (resharding) answers `ASK` for the keys already moved, and a
+/// transaction over keys on both sides can only wait until the last key
+/// moved.
+const SLOT_SETTLES: Duration = Duration::from_secs(5);
+
+/// Whether an error is (or holds) a `MOVED` or `ASK` redirect, or a
+/// `TRYAGAIN` (keys of one command split by a slot's migration).
 fn moved(e: &redis::RedisError) -> bool {
     matches!(
         e.kind(),
-        redis::ErrorKind::Server(redis::ServerErrorKind::Moved | redis::ServerErrorKind::Ask)
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::Moved
+                | redis::ServerErrorKind::Ask
+                | redis::ServerErrorKind::TryAgain
+        )
     ) || {
         let text = e.to_string();
-        text.contains("Moved") || text.contains("MOVED") || text.contains("Ask:")
+        text.contains("Moved")
+            || text.contains("MOVED")
+            || text.contains("Ask:")
+            || text.contains("TRYAGAIN")
+            || text.contains("TryAgain")
     }
 }
 

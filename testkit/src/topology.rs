@@ -140,17 +140,21 @@ pub async fn redis_master_of(key: &str) -> Option<u16> {
             if !flags.contains("master") || flags.contains("fail") {
                 continue;
             }
-            let serves = fields.iter().skip(8).any(|range| {
-                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
-            });
-            if serves {
+            if serves_slot(line, slot) {
                 return addr.split('@').next()?.rsplit(':').next()?.parse().ok();
             }
         }
         return None;
     }
     None
+}
+
+/// Whether a `CLUSTER NODES` line lists `slot` among its ranges.
+fn serves_slot(line: &str, slot: u16) -> bool {
+    line.split(' ').skip(8).any(|range| {
+        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+        matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+    })
 }
 
 /// Whether the Redis node on `port` answers and calls itself a master
@@ -188,6 +192,129 @@ pub async fn until_redis_whole() {
         },
     )
     .await;
+}
+
+/// The hash slot of `key`.
+pub async fn redis_slot_of(key: &str) -> u16 {
+    for port in REDIS_PORTS {
+        if let Some(slot) = redis_cli(port, &["cluster", "keyslot", key]).await {
+            return slot.parse().expect("CLUSTER KEYSLOT answers a number");
+        }
+    }
+    panic!("no redis node answers CLUSTER KEYSLOT");
+}
+
+/// The ports of the masters serving slots now.
+pub async fn redis_masters() -> Vec<u16> {
+    let mut masters = Vec::new();
+    for port in REDIS_PORTS {
+        let Some(info) = redis_cli(port, &["info", "replication"]).await else {
+            continue;
+        };
+        if info.contains("role:master") {
+            masters.push(port);
+        }
+    }
+    masters
+}
+
+/// Moves hash slot `slot` from the master serving it to the master on
+/// `to`, as `redis-cli --cluster reshard` does, but slowly: the slot is
+/// marked importing on `to` and migrating on its master, its keys are
+/// moved one at a time with `pause` between, then every master is told
+/// the slot's new owner. Meanwhile clients get `ASK` for the keys already
+/// moved (and `TRYAGAIN` for a command whose keys are split between the two).
+/// Returns how many keys moved.
+pub async fn migrate_redis_slot(slot: u16, to: u16, pause: Duration) -> usize {
+    async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .expect("a redis url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the redis node answers")
+    }
+    async fn id_of(c: &mut redis::aio::MultiplexedConnection) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query_async(c)
+            .await
+            .expect("CLUSTER MYID")
+    }
+    // The master that says it serves the slot.
+    let mut from = None;
+    for port in redis_masters().await {
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut conn(port).await)
+            .await
+            .expect("CLUSTER NODES");
+        let me = nodes.lines().find(|l| l.contains("myself")).unwrap_or("");
+        if serves_slot(me, slot) {
+            from = Some(port);
+        }
+    }
+    let from = from.unwrap_or_else(|| panic!("no master serves slot {slot}"));
+    assert_ne!(from, to, "slot {slot} is on {to} already");
+    let (mut src, mut dst) = (conn(from).await, conn(to).await);
+    let (src_id, dst_id) = (id_of(&mut src).await, id_of(&mut dst).await);
+    let setslot = |state: &str, node: &str| {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SETSLOT").arg(slot).arg(state).arg(node);
+        cmd
+    };
+    let () = setslot("IMPORTING", &src_id)
+        .query_async(&mut dst)
+        .await
+        .expect("IMPORTING");
+    let () = setslot("MIGRATING", &dst_id)
+        .query_async(&mut src)
+        .await
+        .expect("MIGRATING");
+    let mut moved = 0;
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(1)
+            .query_async(&mut src)
+            .await
+            .expect("GETKEYSINSLOT");
+        let Some(key) = keys.first() else {
+            break;
+        };
+        let _: redis::Value = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(to)
+            .arg("")
+            .arg(0)
+            .arg(5_000)
+            .arg("REPLACE")
+            .arg("KEYS")
+            .arg(key)
+            .query_async(&mut src)
+            .await
+            .expect("MIGRATE");
+        moved += 1;
+        tokio::time::sleep(pause).await;
+    }
+    let () = setslot("NODE", &dst_id)
+        .query_async(&mut dst)
+        .await
+        .expect("NODE on the importer");
+    let () = setslot("NODE", &dst_id)
+        .query_async(&mut src)
+        .await
+        .expect("NODE on the exporter");
+    for port in redis_masters().await {
+        if port != from && port != to {
+            let mut c = conn(port).await;
+            let () = setslot("NODE", &dst_id)
+                .query_async(&mut c)
+                .await
+                .expect("NODE on a master");
+        }
+    }
+    moved
 }
 
 /// A command to the Redis node on `port`; `None` when it does not answer
