@@ -68,10 +68,18 @@ const UNREPLICATED_BACKOFF_MS: i64 = 10_000;
 /// Unanswered requests further apart than this are two outages.
 const OUTAGE_GAP_MS: i64 = 10_000;
 
+/// How long before this process's first unanswered request an outage may
+/// have begun: a scheduler node asks every Redis (master) something at
+/// least every claim tick (1 s), an executor every quarter lease.
+const OUTAGE_SLACK_MS: i64 = 1_000;
+
 /// After this process's last unanswered request, how long beyond a lease
-/// an executor has to renew it before its score is trusted again: its own
-/// client may need [`RESET_AFTER_MS`] to reconnect, then a renewal period.
-const RENEW_AFTER_OUTAGE_MS: i64 = RESET_AFTER_MS + 2_000;
+/// an executor has to renew it before its score is trusted again. Its own
+/// client may see the outage end later than this process did (a slot map
+/// re-read, a replica promoted a moment later, [`RESET_AFTER_MS`] to
+/// replace a stuck connection), then wait a renewal period: seen on two
+/// cores under 200 jobs a second, 5 s was not enough.
+const RENEW_AFTER_OUTAGE_MS: i64 = 10_000;
 
 /// The connection's health: since when requests fail without an answer (0:
 /// they do not), when this process's last outage (requests unanswered, no
@@ -91,7 +99,8 @@ struct Outage {
 }
 
 impl Health {
-    fn record<T>(&self, result: &RedisResult<T>) {
+    /// Notes the outcome of a request sent at `sent_ms`.
+    fn record<T>(&self, result: &RedisResult<T>, sent_ms: i64) {
         use std::sync::atomic::Ordering::Relaxed;
         match result {
             Err(e) if unanswered(e) => {
@@ -99,18 +108,29 @@ impl Health {
                 let _ = self
                     .failing_since_ms
                     .compare_exchange(0, now, Relaxed, Relaxed);
-                self.note_outage(now);
+                self.note_outage(sent_ms, now);
+            }
+            Err(e) if slot_unserved(e) => {
+                self.failing_since_ms.store(0, Relaxed);
+                self.note_outage(sent_ms, crate::clock::now_ms());
             }
             _ => self.failing_since_ms.store(0, Relaxed),
         }
     }
 
-    fn note_outage(&self, now: i64) {
+    /// A request sent at `sent_ms` went unanswered, as known at `now`. The
+    /// outage began before the first such request was sent: up to
+    /// [`OUTAGE_SLACK_MS`] before, as a process may not have asked the
+    /// dead node anything for that long.
+    fn note_outage(&self, sent_ms: i64, now: i64) {
         let mut outage = self.outage.lock().expect("outage lock");
-        if now - outage.last_ms > OUTAGE_GAP_MS {
-            outage.began_ms = now;
+        let began = sent_ms - OUTAGE_SLACK_MS;
+        if sent_ms - outage.last_ms > OUTAGE_GAP_MS {
+            outage.began_ms = began;
+        } else {
+            outage.began_ms = outage.began_ms.min(began);
         }
-        outage.last_ms = now;
+        outage.last_ms = outage.last_ms.max(now);
     }
 
     /// The registry score below which an executor's lease of `lease_ms`
@@ -146,6 +166,19 @@ fn unanswered(e: &redis::RedisError) -> bool {
         || e.is_connection_refusal()
         || e.is_cluster_error()
         || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown)
+}
+
+/// An answer that says the key's slot has no master serving it now, or
+/// moved (a failover or a resharding under way: `CLUSTERDOWN`,
+/// `MASTERDOWN`, `TRYAGAIN`, `MOVED`, `ASK`, also inside an aborted
+/// transaction): part of an outage for [`Health::lease_cutoff`], though a
+/// node answered.
+fn slot_unserved(e: &redis::RedisError) -> bool {
+    let text = e.to_string();
+    moved(e)
+        || ["ClusterDown", "CLUSTERDOWN", "MasterDown", "MASTERDOWN"]
+            .iter()
+            .any(|sign| text.contains(sign))
 }
 
 /// How [`Connection::replicate`] waits for replicas (`WAIT`).
@@ -198,17 +231,20 @@ impl Pool {
     /// connection, opened on first use.
     pub async fn get(&self) -> Result<Connection, PoolError> {
         match self {
-            Pool::Single(pool, health) => match pool.get().await {
-                Ok(conn) => Ok(Connection::Single(conn, health.clone())),
-                Err(e) => {
-                    if let PoolError::Backend(e) = &e
-                        && unanswered(e)
-                    {
-                        health.note_outage(crate::clock::now_ms());
+            Pool::Single(pool, health) => {
+                let asked = crate::clock::now_ms();
+                match pool.get().await {
+                    Ok(conn) => Ok(Connection::Single(conn, health.clone())),
+                    Err(e) => {
+                        if let PoolError::Backend(e) = &e
+                            && unanswered(e)
+                        {
+                            health.note_outage(asked, crate::clock::now_ms());
+                        }
+                        Err(e)
                     }
-                    Err(e)
                 }
-            },
+            }
             Pool::Cluster(cluster) => {
                 // The common case: callers share the open connection
                 // without waiting on each other.
@@ -237,13 +273,14 @@ impl Pool {
                 let conn = match &*slot {
                     Some(conn) => conn.clone(),
                     None => {
+                        let asked = crate::clock::now_ms();
                         let conn = cluster
                             .client
                             .get_async_connection()
                             .await
                             .inspect_err(|e| {
                                 if unanswered(e) {
-                                    cluster.health.note_outage(crate::clock::now_ms());
+                                    cluster.health.note_outage(asked, crate::clock::now_ms());
                                 }
                             })
                             .map_err(PoolError::Backend)?;
@@ -360,27 +397,26 @@ impl Connection {
     }
 }
 
+/// `reply`, its outcome noted in `health` (an unanswered request is part
+/// of an outage).
+fn recorded<'a, T: Send + 'a>(
+    health: &Arc<Health>,
+    reply: RedisFuture<'a, T>,
+) -> RedisFuture<'a, T> {
+    let health = health.clone();
+    let sent = crate::clock::now_ms();
+    Box::pin(async move {
+        let reply = reply.await;
+        health.record(&reply, sent);
+        reply
+    })
+}
+
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(c, health) => {
-                let health = health.clone();
-                let reply = c.req_packed_command(cmd);
-                Box::pin(async move {
-                    let reply = reply.await;
-                    health.record(&reply);
-                    reply
-                })
-            }
-            Connection::Cluster(c, _, health) => {
-                let health = health.clone();
-                let reply = c.req_packed_command(cmd);
-                Box::pin(async move {
-                    let reply = reply.await;
-                    health.record(&reply);
-                    reply
-                })
-            }
+            Connection::Single(c, health) => recorded(health, c.req_packed_command(cmd)),
+            Connection::Cluster(c, _, health) => recorded(health, c.req_packed_command(cmd)),
         }
     }
 
@@ -392,22 +428,12 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(c, health) => {
-                let health = health.clone();
-                let reply = c.req_packed_commands(pipeline, offset, count);
-                Box::pin(async move {
-                    let reply = reply.await;
-                    health.record(&reply);
-                    reply
-                })
+                recorded(health, c.req_packed_commands(pipeline, offset, count))
             }
-            Connection::Cluster(c, _, health) => {
-                let health = health.clone();
-                Box::pin(async move {
-                    let reply = cluster_pipeline(c, pipeline, offset, count).await;
-                    health.record(&reply);
-                    reply
-                })
-            }
+            Connection::Cluster(c, _, health) => recorded(
+                health,
+                Box::pin(cluster_pipeline(c, pipeline, offset, count)),
+            ),
         }
     }
 
@@ -594,23 +620,26 @@ mod tests {
             98_000,
             "no outage seen"
         );
-        // Unanswered requests from 100 s to 104 s (one outage: gaps < 10 s).
-        for at in [100_000, 102_000, 104_000] {
-            health.note_outage(at);
+        // Requests sent from 100 s on went unanswered, the last known at
+        // 109 s (a client's retries and timeouts answer late); gaps < 10 s:
+        // one outage, which may have begun a second before the first.
+        for (sent, known) in [(100_000, 105_000), (102_000, 107_000), (104_000, 109_000)] {
+            health.note_outage(sent, known);
         }
+        let began = 100_000 - OUTAGE_SLACK_MS;
         // Until a lease and the renewal allowance after the last one, only
         // leases that ran out before the outage began have run out.
-        assert_eq!(health.lease_cutoff(104_500, lease), 98_000);
-        assert_eq!(
-            health.lease_cutoff(104_000 + lease + RENEW_AFTER_OUTAGE_MS, lease),
-            98_000
-        );
+        assert_eq!(health.lease_cutoff(109_500, lease), began - lease);
+        let until = 109_000 + lease + RENEW_AFTER_OUTAGE_MS;
+        assert_eq!(health.lease_cutoff(until, lease), began - lease);
         // Then scores count again.
-        let later = 104_000 + lease + RENEW_AFTER_OUTAGE_MS + 1;
-        assert_eq!(health.lease_cutoff(later, lease), later - lease);
+        assert_eq!(health.lease_cutoff(until + 1, lease), until + 1 - lease);
         // A failure long after is a new outage, judged from its own start.
-        health.note_outage(200_000);
-        assert_eq!(health.lease_cutoff(201_000, lease), 198_000);
+        health.note_outage(200_000, 201_000);
+        assert_eq!(
+            health.lease_cutoff(201_000, lease),
+            200_000 - OUTAGE_SLACK_MS - lease
+        );
     }
 
     #[test]
