@@ -73,6 +73,13 @@ impl Registry {
         }
     }
 
+    /// The score below which a lease of `lease_ms` has run out, allowing
+    /// for an outage this process just saw
+    /// ([`rondo_core::redis::Pool::lease_cutoff`]).
+    pub fn lease_cutoff(&self, now: i64, lease_ms: i64) -> i64 {
+        self.pool.lease_cutoff(now, lease_ms)
+    }
+
     /// Live executor ids of a group, sorted by id so FIRST / LAST and shard
     /// indexes are stable across nodes.
     pub async fn live(&self, app: &str) -> Result<Vec<String>, Error> {
@@ -83,7 +90,7 @@ impl Registry {
     /// Live executors of a group with their heartbeats, sorted by id.
     pub async fn live_executors(&self, app: &str) -> Result<Vec<LiveExecutor>, Error> {
         let mut conn = self.pool.get().await?;
-        let min = self.pool.lease_cutoff(clock::now_ms(), self.lease_ms);
+        let min = self.lease_cutoff(clock::now_ms(), self.lease_ms);
         let scored: Vec<(String, f64)> = conn
             .zrangebyscore_withscores(self.names.registry(app), min, "+inf")
             .await?;
@@ -116,7 +123,7 @@ impl Registry {
         }
         let hashes: Vec<std::collections::HashMap<String, String>> =
             pipe.query_async(&mut conn).await?;
-        let min = self.pool.lease_cutoff(clock::now_ms(), self.lease_ms);
+        let min = self.lease_cutoff(clock::now_ms(), self.lease_ms);
         Ok(scored
             .into_iter()
             .zip(hashes)

@@ -21,12 +21,14 @@ pub fn fresh_within_ms(lease_ms: u64) -> i64 {
 }
 
 /// FAILOVER: the first executor whose heartbeat is at most
-/// `ctx.fresh_within_ms` old.
+/// `ctx.fresh_within_ms` old. Just after a Redis outage, no heartbeat is fresh: the bound then reaches
+/// back to the outage's start, as the lease's does.
 pub fn failover(job: &Job, executors: &[LiveExecutor], ctx: &RouteContext) -> Routed {
     let now_ms = clock::now_ms();
-    match pick_fresh(executors, now_ms, ctx.fresh_within_ms) {
+    let within = now_ms - ctx.registry.lease_cutoff(now_ms, ctx.fresh_within_ms);
+    match pick_fresh(executors, now_ms, within) {
         Some(id) => Routed::To(vec![Target::single(id)]),
-        None => Routed::Refused(stale_message(job, executors, now_ms, ctx.fresh_within_ms)),
+        None => Routed::Refused(stale_message(job, executors, now_ms, within)),
     }
 }
 
