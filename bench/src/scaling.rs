@@ -50,28 +50,14 @@ impl Params {
     }
 }
 
-/// One topology and node count.
+/// One topology and node count: the throughput step's figures (each
+/// node's share, the leader's claim ticks included), flattened.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
     pub topology: Topology,
     pub nodes: usize,
     pub partitions: u32,
-    pub ceiling_msgs_per_s: f64,
-    pub fires_per_s: f64,
-    pub executed_per_s: f64,
-    pub lost: u64,
-    pub duplicates: u64,
-    pub kept_up: bool,
-    pub per_node: Vec<NodeShare>,
-    /// The leader's claim ticks over the window, and their median cost per
-    /// claimed fire.
-    pub claim_tick_ms: Latency,
-    pub claim_us_per_fire: f64,
-    /// Publish lateness, all nodes.
-    pub lateness_ms: Latency,
-    pub scheduler_cores: f64,
-    pub machine_busy_cores: f64,
-    /// The whole step, as the throughput scenario reports it.
+    #[serde(flatten)]
     pub step: throughput::Step,
 }
 
@@ -135,18 +121,6 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<ScalingRepo
                 topology,
                 nodes,
                 partitions: config.partitions,
-                ceiling_msgs_per_s: ceiling.msgs_per_s,
-                fires_per_s: step.fires_per_s,
-                executed_per_s: step.executed_per_s,
-                lost: step.lost,
-                duplicates: step.duplicates,
-                kept_up: step.kept_up,
-                per_node: step.per_node.clone(),
-                claim_tick_ms: step.claim_tick_ms,
-                claim_us_per_fire: step.claim_us_per_fire,
-                lateness_ms: step.lateness_ms,
-                scheduler_cores: step.scheduler_cores,
-                machine_busy_cores: step.cpu.machine_busy_cores,
                 step,
             });
         }
@@ -187,28 +161,30 @@ fn markdown(r: &ScalingReport) -> String {
     let mut rows = String::new();
     for run in &r.runs {
         let shares = |f: &dyn Fn(&NodeShare) -> String| {
-            run.per_node
+            run.step
+                .per_node
                 .iter()
                 .map(|n| format!("{}{}", f(n), if n.leader { "*" } else { "" }))
                 .collect::<Vec<_>>()
                 .join(" / ")
         };
+        let step = &run.step;
         rows.push_str(&format!(
             "| {topology:?} | {nodes} | {partitions} | {fires:.0} | {exec:.0} | {lost} | {dup} | {per_node} | {cores} | {tick} | {per_fire:.1} | {publat} | {busy:.2} | {kept} |\n",
             topology = run.topology,
             nodes = run.nodes,
             partitions = run.partitions,
-            fires = run.fires_per_s,
-            exec = run.executed_per_s,
-            lost = run.lost,
-            dup = run.duplicates,
+            fires = step.fires_per_s,
+            exec = step.executed_per_s,
+            lost = step.lost,
+            dup = step.duplicates,
             per_node = shares(&|n| format!("{:.0}", n.fires_per_s)),
             cores = shares(&|n| format!("{:.2}", n.cores)),
-            tick = lat(&run.claim_tick_ms),
-            per_fire = run.claim_us_per_fire,
-            publat = lat(&run.lateness_ms),
-            busy = run.machine_busy_cores,
-            kept = if run.kept_up { "yes" } else { "**no**" },
+            tick = lat(&step.claim_tick_ms),
+            per_fire = step.claim_us_per_fire,
+            publat = lat(&step.lateness_ms),
+            busy = step.cpu.machine_busy_cores,
+            kept = if step.kept_up { "yes" } else { "**no**" },
         ));
     }
     format!(

@@ -369,7 +369,6 @@ async fn measure(
             }
         })
         .collect();
-    let fired = per_node.iter().map(|n| n.fires_per_s).sum::<f64>() * window_s;
     let claim_tick_ms = after
         .iter()
         .filter_map(|(_, s)| s.as_ref())
@@ -442,7 +441,7 @@ async fn measure(
         .await
         .unwrap_or(0);
 
-    let fires_per_s = fired / window_s;
+    let fires_per_s: f64 = per_node.iter().map(|n| n.fires_per_s).sum();
     let fires_per_tick = fires_per_s * sandbox.config.scheduler.claim_interval_ms as f64 / 1000.0;
     let executed_per_s = on_time as f64 / window_s;
     let keep_up = KEEP_UP_RATIO * jobs as f64;

@@ -230,7 +230,7 @@ async fn the_scaling_scenario_spreads_fires_over_every_node_on_both_topologies()
         );
         number(run, "claim_us_per_fire");
         if topology == "single" {
-            assert_removed(run["step"]["namespace"].as_str().expect("namespace")).await;
+            assert_removed(run["namespace"].as_str().expect("namespace")).await;
         }
     }
 }
