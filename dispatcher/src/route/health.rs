@@ -21,8 +21,9 @@ pub fn fresh_within_ms(lease_ms: u64) -> i64 {
 }
 
 /// FAILOVER: the first executor whose heartbeat is at most
-/// `ctx.fresh_within_ms` old. Just after a Redis outage, no heartbeat is fresh: the bound then reaches
-/// back to the outage's start, as the lease's does.
+/// `ctx.fresh_within_ms` old. Just after a Redis outage no heartbeat is
+/// fresh: the bound then reaches back to the outage's start, as the
+/// lease's does.
 pub fn failover(job: &Job, executors: &[LiveExecutor], ctx: &RouteContext) -> Routed {
     let now_ms = clock::now_ms();
     let within = now_ms - ctx.registry.lease_cutoff(now_ms, ctx.fresh_within_ms);
