@@ -23,7 +23,10 @@
 # Pitfalls handled (../shared/ECOSYSTEM.md §5): a RabbitMQ node restarted
 # while its peers are down waits for them and then stops, so `up` starts
 # every stopped node at once before it waits; EVALSHA routed to a master
-# that never saw the script gets NOSCRIPT (the client reloads it).
+# that never saw the script gets NOSCRIPT (the client reloads it); a Redis
+# slot left half-moved is closed with `redis-cli --cluster fix`, and a
+# cluster that neither becomes whole nor can be fixed is formed anew, empty
+# (it holds only what tests and the demo put there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -151,18 +154,25 @@ wait_for() { # wait_for WHAT CMD...
 }
 
 # ---- Redis Cluster: 3 masters, a replica each.
-for p in "${REDIS_PORTS[@]}"; do
-  redis_up "$p" && continue
-  d=$DIR/redis-$p
-  mkdir -p "$d"
-  redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
-    --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 3000 \
-    --appendonly no --save "" --dir "$d" --daemonize yes \
-    --logfile "$d/redis.log" --pidfile "$d/redis.pid" >/dev/null \
-    || die "redis-server :$p failed to start; see $d/redis.log"
-done
-for p in "${REDIS_PORTS[@]}"; do wait_for "redis :$p" redis_up "$p"; done
-if ! redis_cluster_ok; then
+redis_start() {
+  local p d
+  for p in "${REDIS_PORTS[@]}"; do
+    redis_up "$p" && continue
+    d=$DIR/redis-$p
+    mkdir -p "$d"
+    redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+      --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 3000 \
+      --appendonly no --save "" --dir "$d" --daemonize yes \
+      --logfile "$d/redis.log" --pidfile "$d/redis.pid" >/dev/null \
+      || die "redis-server :$p failed to start; see $d/redis.log"
+  done
+  for p in "${REDIS_PORTS[@]}"; do wait_for "redis :$p" redis_up "$p"; done
+}
+# Forms the cluster if its nodes know no one; waits until it is whole.
+# Returns 1 if it does not become whole in time.
+redis_form() {
+  redis_cluster_ok && return 0
+  local known hosts p deadline=$((SECONDS + WAIT_SECS))
   known=$(timeout 3 redis-cli -p 7000 cluster info | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')
   if [[ ${known:-1} -le 1 ]]; then
     log "forming the redis cluster (3 masters, 3 replicas)"
@@ -170,15 +180,43 @@ if ! redis_cluster_ok; then
     redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes \
       >"$DIR/redis-create.log" 2>&1 || { cat "$DIR/redis-create.log" >&2; die "redis-cli --cluster create failed"; }
   fi
-  wait_for "the redis cluster" redis_cluster_ok
-fi
+  until redis_cluster_ok; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+}
+# The last resort for a cluster that cannot be mended: every node stopped,
+# its cluster configuration forgotten, the cluster formed anew, empty. It
+# holds only what tests and the demo put there (each under a namespace of
+# its own, removed when done).
+redis_recreate() {
+  log "$1: recreating the redis cluster, empty"
+  local p
+  for p in "${REDIS_PORTS[@]}"; do
+    redis_up "$p" && timeout 5 redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
+    kill_pidfile "$DIR/redis-$p/redis.pid"
+    rm -f "$DIR/redis-$p/nodes.conf" "$DIR/redis-$p/dump.rdb"
+  done
+  redis_start
+  redis_form || die "the redis cluster is not whole within ${WAIT_SECS}s even when recreated (logs under $DIR)"
+}
+redis_open_slots() {
+  local check
+  check=$(timeout 10 redis-cli --cluster check 127.0.0.1:7000 2>/dev/null || true)
+  grep -q 'slots are open' <<<"$check"
+}
+redis_start
+redis_form || redis_recreate "the redis cluster is not whole within ${WAIT_SECS}s"
 # A slot left half-migrated (a resharding stopped midway, e.g. a test that
-# panicked while it moved one) answers ASK for new keys forever: finish it.
-check=$(timeout 10 redis-cli --cluster check 127.0.0.1:7000 2>/dev/null || true)
-if grep -q 'slots are open' <<<"$check"; then
+# panicked while it moved one) answers ASK for new keys forever: finish it,
+# and if redis-cli cannot (it gives up on a slot open on several nodes),
+# start over.
+if redis_open_slots; then
   log "closing a half-migrated redis slot (redis-cli --cluster fix)"
-  timeout 60 redis-cli --cluster fix 127.0.0.1:7000 --cluster-yes >"$DIR/redis-fix.log" 2>&1 \
-    || { cat "$DIR/redis-fix.log" >&2; die "redis-cli --cluster fix failed"; }
+  if ! timeout 60 redis-cli --cluster fix 127.0.0.1:7000 --cluster-yes >"$DIR/redis-fix.log" 2>&1 \
+    || ! redis_form || redis_open_slots; then
+    redis_recreate "redis-cli --cluster fix left it broken (see $DIR/redis-fix.log)"
+  fi
 fi
 echo "redis cluster: ok (masters and replicas on 127.0.0.1:7000-7005)"
 

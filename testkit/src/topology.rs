@@ -255,6 +255,9 @@ pub async fn migrate_redis_slot(slot: u16, to: u16, pause: Duration) -> usize {
     }
     let from = from.unwrap_or_else(|| panic!("no master serves slot {slot}"));
     assert_ne!(from, to, "slot {slot} is on {to} already");
+    // A move stopped midway (a panic, the test's runtime dropped) would leave
+    // the slot open for the next run: close it on the way out.
+    let open = SlotLeftOpen;
     let (mut src, mut dst) = (conn(from).await, conn(to).await);
     let (src_id, dst_id) = (id_of(&mut src).await, id_of(&mut dst).await);
     let setslot = |state: &str, node: &str| {
@@ -314,7 +317,23 @@ pub async fn migrate_redis_slot(slot: u16, to: u16, pause: Duration) -> usize {
                 .expect("NODE on a master");
         }
     }
+    std::mem::forget(open);
     moved
+}
+
+/// Armed while [`migrate_redis_slot`] runs; dropped armed, it has
+/// `services-cluster.sh up` finish the half-moved slot.
+struct SlotLeftOpen;
+
+impl Drop for SlotLeftOpen {
+    fn drop(&mut self) {
+        tracing::warn!("a slot move stopped midway: closing the slot (services-cluster.sh up)");
+        let _ = std::process::Command::new("bash")
+            .arg(workspace_root().join("scripts/services-cluster.sh"))
+            .arg("up")
+            .current_dir(workspace_root())
+            .output();
+    }
 }
 
 /// A command to the Redis node on `port`; `None` when it does not answer
