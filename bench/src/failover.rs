@@ -146,6 +146,7 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<FailoverRep
                     executors: 1,
                     node_log: "info",
                     persist_worker: false,
+                    executor: crate::options::ExecutorKind::Bench,
                 };
                 let mut cluster = Cluster::start(&sandbox.config, &spec).await?;
                 let binaries = cluster.binaries.clone();

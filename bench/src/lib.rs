@@ -40,6 +40,7 @@
 
 pub mod broker;
 mod cluster;
+mod counts;
 mod cpu;
 pub mod failover;
 mod machine;
@@ -62,7 +63,7 @@ pub use cluster::fires::FireCount;
 pub use cluster::procs::Binary;
 pub use cpu::{CpuShare, ProcessCpu};
 pub use machine::Machine;
-pub use options::{Options, Scenario, Topology};
+pub use options::{ExecutorKind, Options, Scenario, Topology};
 pub use output::{Report, write_report};
 
 /// Runs the scenarios `options` selects against the services of `config`

@@ -77,6 +77,12 @@ pub struct Options {
     /// Job creation through the admin API: requests in flight.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// Which executors run the throughput scenario's jobs: `bench`, recording
+    /// executors inside the bench process (handler `record`, returns at
+    /// once), or `real`, `rondo-executor` processes (the product's path:
+    /// handler `demo`, two log lines a run), counted from MySQL's history.
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Bench)]
+    pub executor: ExecutorKind,
 
     /// Scale: jobs not due soon. Defaults to 1,000,000 (2,000 with
     /// `--smoke`).
@@ -147,6 +153,7 @@ impl Options {
             routing: "CONSISTENT_HASH".into(),
             executor_prefetch: None,
             concurrency: 64,
+            executor: ExecutorKind::Bench,
             scale_jobs: None,
             scale_due: None,
             scale_api_seconds: None,
@@ -284,6 +291,16 @@ impl Scenario {
             single => vec![single],
         }
     }
+}
+
+/// Which executors a firing scenario runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    /// Recording executors inside the bench process.
+    Bench,
+    /// `rondo-executor` processes with the built-in handlers.
+    Real,
 }
 
 /// Where the scaling scenario runs.

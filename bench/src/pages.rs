@@ -116,6 +116,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<PagesRepor
         executors: 0,
         node_log: "warn",
         persist_worker: false,
+        executor: crate::options::ExecutorKind::Bench,
     };
     let rebuild = Instant::now();
     let cluster = Cluster::start(&sandbox.config, &spec).await?;

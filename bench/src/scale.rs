@@ -166,6 +166,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<ScaleRepor
         // One "job created" line per job would be a million lines.
         node_log: "warn",
         persist_worker: true,
+        executor: crate::options::ExecutorKind::Bench,
     };
     let cluster = Cluster::start(config, &spec).await?;
     let measured = measure(sandbox, &cluster, params, started_at, machine).await;

@@ -1,7 +1,9 @@
 //! Scenario "throughput" (and lateness): J jobs, each firing once a second,
 //! on N scheduler nodes (separate release `rondo-scheduler` processes), M
-//! recording executors and the persistence worker; J steps up until rondo
-//! falls behind. Each step runs on a fresh namespace and database.
+//! executors (recording ones in the bench process, or with `--executor
+//! real` `rondo-executor` processes running the built-in `demo` handler) and
+//! the persistence worker; J steps up until rondo falls behind. Each step
+//! runs on a fresh namespace and database.
 //!
 //! Per step: create the jobs through the admin API (`FIX_RATE` 1 s,
 //! concurrently, paced so their creation, hence their phases, covers at
@@ -10,17 +12,22 @@
 //!
 //! * `fires_per_s`: the nodes' `firing.fired` counters (fires the broker
 //!   confirmed) over the window ÷ W;
-//! * `executed_per_s`: distinct handler runs scheduled inside the window ÷ W;
+//! * `executed_per_s`: distinct fires scheduled inside the window whose
+//!   handler started within the misfire threshold of their instant ÷ W;
 //! * `lost` / `duplicates`: expected fires inside the window (from each
 //!   job's first fire) that never ran / ran more than once;
 //! * publish lateness from the nodes' histograms, handler lateness from the
-//!   recorder;
-//! * CPU per process over the window;
+//!   runs: the recorder's, or with real executors the history's rows (each
+//!   row's handler start; a trigger id run twice would be one row there,
+//!   the executors' dedupe is what prevents it);
+//! * CPU per process over the window, and per fire: each process's and
+//!   service's CPU time ÷ the fires of the window;
 //! * the history: `job_log` rows of the window's fires with both sides.
 //!
 //! The ceiling is the broker scenario's one-trigger-per-message publish
 //! rate, measured at the start of the same run.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -31,10 +38,12 @@ use sqlx::MySqlPool;
 use crate::broker;
 use crate::cluster::api::Latency;
 use crate::cluster::fires::{self, FireCount};
-use crate::cluster::{self, Binaries, Cluster, Spec, create_jobs, job_spec};
+use crate::cluster::recorder::Run;
+use crate::cluster::{self, Binaries, Cluster, Spec, create_jobs, job_spec_for};
+use crate::counts::{Counters, PerFire};
 use crate::cpu::{ProcSnapshot, ProcessCpu};
 use crate::machine::Machine;
-use crate::options::Options;
+use crate::options::{ExecutorKind, Options};
 use crate::output::Report;
 use crate::sandbox::{Sandbox, with_sandbox};
 
@@ -55,6 +64,7 @@ pub struct Params {
     pub ceiling_seconds: f64,
     pub in_flight: usize,
     pub smoke: bool,
+    pub executor: ExecutorKind,
 }
 
 impl Params {
@@ -71,6 +81,7 @@ impl Params {
             ceiling_seconds: options.broker_seconds(),
             in_flight: options.in_flight.max(1),
             smoke: options.smoke,
+            executor: options.executor,
         }
     }
 }
@@ -117,6 +128,15 @@ pub struct Step {
     /// the nodes: the lateness includes the warm-up).
     pub stats_reset_nodes: usize,
     pub cpu: ProcessCpu,
+    /// Each process's and service's CPU time per fire (µs): its cores ÷
+    /// fires/s. The bench process counts only when it hosts part of the
+    /// pipeline (the recording executors, an in-process worker).
+    pub cpu_us_per_fire: BTreeMap<String, f64>,
+    /// Their sum: what one fire costs the whole pipeline (µs of CPU).
+    pub total_cpu_us_per_fire: f64,
+    /// Redis commands and round trips, AMQP messages per fire (the
+    /// services' own counters over the window; single topology only).
+    pub ops: PerFire,
     /// Each node's part of the window: its fires, its cores and, for the
     /// leader, its claim ticks.
     pub per_node: Vec<NodeShare>,
@@ -166,6 +186,9 @@ pub struct ThroughputReport {
     pub smoke: bool,
     pub nodes: usize,
     pub executors: usize,
+    /// `bench` (recording executors in the bench) or `real`
+    /// (`rondo-executor` processes).
+    pub executor: ExecutorKind,
     pub window_s: f64,
     pub warmup_s: f64,
     pub routing: String,
@@ -250,6 +273,7 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<ThroughputR
         smoke: params.smoke,
         nodes: params.nodes,
         executors: params.executors,
+        executor: params.executor,
         window_s: params.window.as_secs_f64(),
         warmup_s: params.warmup.as_secs_f64(),
         routing: params.routing.clone(),
@@ -299,6 +323,7 @@ pub(crate) async fn run_step(
                 executors: params.executors,
                 node_log: "info",
                 persist_worker: true,
+                executor: params.executor,
             };
             let cluster = Cluster::start(&sandbox.config, &spec).await?;
             let binaries = cluster.binaries.clone();
@@ -319,7 +344,12 @@ async fn measure(
     jobs: usize,
     ceiling: f64,
 ) -> anyhow::Result<Step> {
-    let spec = job_spec("FIX_RATE", "1", &params.routing);
+    let spec = job_spec_for("FIX_RATE", "1", &params.routing, params.executor);
+    let runs = Runs {
+        cluster,
+        pool: &sandbox.pool,
+        executor: params.executor,
+    };
     let creation = create_jobs(
         &cluster.apis(),
         jobs,
@@ -337,6 +367,9 @@ async fn measure(
     );
     tokio::time::sleep(params.warmup).await;
 
+    // The services' counters bracket the window (reading RabbitMQ's takes
+    // a second), outside the fired counts and CPU readings.
+    let ops_before = Counters::take(&sandbox.config).await;
     let stored_before = results_stored(&sandbox.pool).await.unwrap_or(0);
     let sources = cluster.cpu_sources();
     let stats_reset_nodes = cluster.reset_stats().await;
@@ -348,6 +381,7 @@ async fn measure(
     let cpu = ProcSnapshot::take(&sources).since(&cpu_before);
     let after = cluster.statuses().await;
     let stored_after = results_stored(&sandbox.pool).await.unwrap_or(0);
+    let ops_after = Counters::take(&sandbox.config).await;
     let window_s = (w1 - w0) as f64 / 1000.0;
 
     let per_node: Vec<NodeShare> = before
@@ -384,12 +418,8 @@ async fn measure(
         })
         .collect();
 
-    // On time: the window's fires that ran by the end of a grace after the
-    // window (the misfire threshold: later than that, rondo itself calls a
-    // fire missed).
     let grace_ms = sandbox.config.scheduler.misfire_threshold_ms;
     cluster::sleep_until_ms(w1 + grace_ms).await;
-    let on_time = fires::distinct(&cluster.recorder.runs_between(w0, w1));
 
     // Drain: until every expected fire of the window ran, or nothing new
     // ran for 3 s, or a cap.
@@ -398,7 +428,7 @@ async fn measure(
     let cap = Duration::from_secs(30).max(params.window);
     let mut last = (0, Instant::now());
     loop {
-        let ran = cluster.recorder.count_between(w0, w1) as u64;
+        let ran = runs.count_between(w0, w1).await?;
         if ran >= expected || drain_started.elapsed() > cap {
             break;
         }
@@ -410,13 +440,18 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let drain_s = drain_started.elapsed().as_secs_f64();
-    let count = fires::count(
-        &cluster.recorder.runs_between(w0, w1),
-        &creation.jobs,
-        PERIOD_MS,
-        w0,
-        w1,
+    let window_runs = runs.between(w0, w1).await?;
+    // On time: the window's fires whose handler started within the misfire
+    // threshold of their instant (later than that, rondo itself calls a
+    // fire missed).
+    let on_time = fires::distinct(
+        &window_runs
+            .iter()
+            .filter(|r| r.start_ms - r.fire_ms <= grace_ms)
+            .cloned()
+            .collect::<Vec<_>>(),
     );
+    let count = fires::count(&window_runs, &creation.jobs, PERIOD_MS, w0, w1);
 
     // The history: bounded wait for the window's rows.
     let store_started = Instant::now();
@@ -446,7 +481,16 @@ async fn measure(
     let executed_per_s = on_time as f64 / window_s;
     let keep_up = KEEP_UP_RATIO * jobs as f64;
     let scheduler_cores = cpu.sum("scheduler");
+    let cpu_us_per_fire: BTreeMap<String, f64> = cpu
+        .cores
+        .iter()
+        .filter(|(label, _)| label.as_str() != cluster::BENCH_ITSELF)
+        .map(|(label, cores)| (label.clone(), cores * 1e6 / fires_per_s.max(1e-9)))
+        .collect();
     Ok(Step {
+        ops: ops_after.per_fire(&ops_before, (fires_per_s * window_s).round() as u64),
+        total_cpu_us_per_fire: cpu_us_per_fire.values().sum(),
+        cpu_us_per_fire,
         jobs,
         namespace: sandbox.config.namespace.clone(),
         window_s,
@@ -489,6 +533,67 @@ async fn measure(
         kept_up: executed_per_s >= keep_up && fires_per_s >= keep_up && count.lost == 0,
         fires: count,
     })
+}
+
+/// Where a window's runs are read from.
+struct Runs<'a> {
+    cluster: &'a Cluster,
+    pool: &'a MySqlPool,
+    executor: ExecutorKind,
+}
+
+impl Runs<'_> {
+    /// Runs of fires scheduled in `[from_ms, to_ms)`.
+    async fn between(&self, from_ms: i64, to_ms: i64) -> anyhow::Result<Vec<Run>> {
+        match self.executor {
+            ExecutorKind::Bench => Ok(self.cluster.recorder.runs_between(from_ms, to_ms)),
+            ExecutorKind::Real => started_rows_between(self.pool, from_ms, to_ms).await,
+        }
+    }
+
+    async fn count_between(&self, from_ms: i64, to_ms: i64) -> anyhow::Result<u64> {
+        match self.executor {
+            ExecutorKind::Bench => Ok(self.cluster.recorder.count_between(from_ms, to_ms) as u64),
+            ExecutorKind::Real => {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM job_log WHERE fire_ms >= ? AND fire_ms < ? \
+                     AND handle_start IS NOT NULL",
+                )
+                .bind(from_ms)
+                .bind(to_ms)
+                .fetch_one(self.pool)
+                .await?;
+                Ok(n as u64)
+            }
+        }
+    }
+}
+
+/// The history's rows of fires in `[from_ms, to_ms)` whose handler
+/// started, as runs (`handle_start` is stored in UTC).
+async fn started_rows_between(
+    pool: &MySqlPool,
+    from_ms: i64,
+    to_ms: i64,
+) -> anyhow::Result<Vec<Run>> {
+    let rows: Vec<(String, u64, i64, i64)> = sqlx::query_as(
+        "SELECT trigger_id, job_id, fire_ms, \
+         CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', handle_start) DIV 1000 AS SIGNED) \
+         FROM job_log WHERE fire_ms >= ? AND fire_ms < ? AND handle_start IS NOT NULL",
+    )
+    .bind(from_ms)
+    .bind(to_ms)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(trigger_id, job_id, fire_ms, start_ms)| Run {
+            trigger_id,
+            job_id,
+            fire_ms,
+            start_ms,
+        })
+        .collect())
 }
 
 /// Rows holding a result (index-only on `handle_code`).
@@ -557,7 +662,7 @@ fn markdown(r: &ThroughputReport) -> String {
     let mut cpu_lines = String::new();
     for s in &r.steps {
         rows.push_str(&format!(
-            "| {jobs} | {create} | {fires} | {exec} | {ratio:.0} % | {lost} | {dup} | {publat} | {hlat} | {sched:.2} | {per1k:.3} | {stored} | {kept} |\n",
+            "| {jobs} | {create} | {fires} | {exec} | {ratio:.0} % | {lost} | {dup} | {publat} | {hlat} | {sched:.2} | {per1k:.3} | {us:.0} | {stored} | {kept} |\n",
             jobs = s.jobs,
             create = k(s.create_per_s),
             fires = k(s.fires_per_s),
@@ -569,13 +674,22 @@ fn markdown(r: &ThroughputReport) -> String {
             hlat = lat(&s.handler_lateness_ms),
             sched = s.scheduler_cores,
             per1k = s.scheduler_cores_per_1k_fires_per_s,
+            us = s.total_cpu_us_per_fire,
             stored = k(s.stored_per_s),
             kept = if s.kept_up { "yes" } else { "**no**" },
         ));
+        let per_fire: Vec<String> = s
+            .cpu_us_per_fire
+            .iter()
+            .map(|(label, us)| format!("{label} {us:.0}"))
+            .collect();
         cpu_lines.push_str(&format!(
-            "* J = {}: {}; history: {} rows of the window's fires stored ({} of them failed, e.g. refused by the executor), {} executed fires without a row after {:.0} s.\n",
+            "* J = {}: {}; CPU µs per fire: {} (total {:.0}); per fire: {}; history: {} rows of the window's fires stored ({} of them failed, e.g. refused by the executor), {} executed fires without a row after {:.0} s.\n",
             s.jobs,
             s.cpu.line(),
+            per_fire.join(", "),
+            s.total_cpu_us_per_fire,
+            s.ops.line(),
             s.stored,
             s.stored_failed,
             s.stored_missing,
@@ -591,13 +705,13 @@ fn markdown(r: &ThroughputReport) -> String {
     format!(
         "## throughput, {started}{smoke}\n\n\
          Jobs firing every second (FIX_RATE 1 s, phases spread over the second, {routing}); \
-         {nodes} scheduler node(s) (separate processes), {execs} recording executor(s) in the \
-         bench process (prefetch {prefetch}), the persistence worker; window {window:.0} s after {warmup:.0} s of \
+         {nodes} scheduler node(s) (separate processes), {execs} {executors} \
+         (prefetch {prefetch}), the persistence worker; window {window:.0} s after {warmup:.0} s of \
          warm-up; {partitions} partitions. Ceiling: {ceiling} confirmed {bytes}-byte messages/s \
          (one trigger per message, {in_flight} in flight), measured in this run. {build} build; \
          {cores} cores, {cpu_model}.\n\n\
-         | J | created/s | fires/s | executed/s | ÷ ceiling | lost | dup | publish lateness p50 / p99 / max ms | handler lateness p50 / p99 / max ms | scheduler cores | cores per 1k fires/s | results stored/s | kept up |\n\
-         | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n\
+         | J | created/s | fires/s | executed/s | ÷ ceiling | lost | dup | publish lateness p50 / p99 / max ms | handler lateness p50 / p99 / max ms | scheduler cores | cores per 1k fires/s | CPU µs per fire, all processes | results stored/s | kept up |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n\
          {rows}\n\
          {stopped}\n\n\
          Cores over each window:\n\n{cpu_lines}",
@@ -605,6 +719,10 @@ fn markdown(r: &ThroughputReport) -> String {
         routing = r.routing,
         nodes = r.nodes,
         execs = r.executors,
+        executors = match r.executor {
+            ExecutorKind::Bench => "recording executor(s) in the bench process",
+            ExecutorKind::Real => "`rondo-executor` process(es) (handler `demo`)",
+        },
         prefetch = r.executor_prefetch,
         window = r.window_s,
         warmup = r.warmup_s,

@@ -31,10 +31,20 @@ impl Drop for Scratch {
 /// Runs one scenario at smoke sizes; returns its markdown and JSON (and
 /// the scratch directory they are in, removed when dropped).
 async fn smoke(scenario: Scenario, name: &str) -> (String, Value, Scratch) {
+    smoke_with(scenario, name, |_| {}).await
+}
+
+/// [`smoke`] with `adjust` applied to the smoke options.
+async fn smoke_with(
+    scenario: Scenario,
+    name: &str,
+    adjust: impl FnOnce(&mut Options),
+) -> (String, Value, Scratch) {
     let _turn = ONE_AT_A_TIME.lock().await;
     let out = scratch_dir(name);
     let scratch = Scratch(out.clone());
-    let options = Options::smoke(scenario, out.clone());
+    let mut options = Options::smoke(scenario, out.clone());
+    adjust(&mut options);
     let config = rondo_core::testkit::config("bsmoke");
     let written = rondo_bench::run(&options, &config)
         .await
@@ -199,6 +209,51 @@ async fn the_throughput_scenario_fires_every_job_once() {
         assert!(cores[label].is_number(), "{label}: {step}");
     }
     positive(step, "scheduler_cores_per_1k_fires_per_s");
+    // The cost per fire: every process and service, summed.
+    let per_fire = step["cpu_us_per_fire"]
+        .as_object()
+        .expect("cpu_us_per_fire");
+    for label in [
+        "scheduler n1",
+        "rabbitmq",
+        "redis",
+        "mysql",
+        "persist_worker",
+    ] {
+        assert!(per_fire[label].is_number(), "{label}: {step}");
+    }
+    positive(step, "total_cpu_us_per_fire");
+    assert_removed(step["namespace"].as_str().expect("namespace")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_throughput_scenario_runs_real_executor_processes() {
+    let (markdown, json, _scratch) = smoke_with(Scenario::Throughput, "throughput", |o| {
+        o.executor = rondo_bench::ExecutorKind::Real;
+    })
+    .await;
+    assert!(markdown.contains("`rondo-executor` process"), "{markdown}");
+    assert_eq!(json["executor"], "real");
+    let step = &json["steps"][0];
+    assert_eq!(step["kept_up"], true, "{step}");
+    let fires = step["fires"]["executed"].as_u64().expect("executed");
+    assert!(fires >= 100 * 2, "≥ 2 s of 100 jobs ran: {step}");
+    assert_eq!(step["fires"]["lost"], 0, "{step}");
+    assert_eq!(step["fires"]["duplicates"], 0, "{step}");
+    assert_eq!(step["stored"], fires, "the history of every fire: {step}");
+    // The executor is its own process, measured as one.
+    positive(&step["cpu"]["cores"], "executor bench-e1");
+    positive(&step["cpu_us_per_fire"], "executor bench-e1");
+    assert!(
+        step["cpu_us_per_fire"]
+            .get("bench (polling only)")
+            .is_none(),
+        "the bench's polling is not part of a fire's cost: {step}"
+    );
+    // What a fire takes from Redis, from Redis's own counters.
+    let ops = &step["ops"]["per_fire"];
+    positive(ops, "redis commands");
+    positive(ops, "redis requests (round trips)");
     assert_removed(step["namespace"].as_str().expect("namespace")).await;
 }
 

@@ -1,8 +1,8 @@
 //! A rondo cluster for the scenarios that fire jobs: scheduler nodes as
-//! separate `rondo-scheduler` processes, recording executors in this
-//! process, the persistence worker (its own process when its binary was
-//! built, else in this process), the bench's executor group, and job
-//! creation through the admin API.
+//! separate `rondo-scheduler` processes, executors (recording ones in this
+//! process, or `rondo-executor` processes), the persistence worker (its own
+//! process when its binary was built, else in this process), the bench's
+//! executor group, and job creation through the admin API.
 //!
 //! Everything it starts is stopped by [`Cluster::stop`], and by `Drop` when
 //! a scenario fails half-way (children are killed by pid).
@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::cpu::Source;
+use crate::options::ExecutorKind;
 use api::{Api, Latency};
 use fires::Created;
 use procs::{Binary, NodeProc, Proc};
@@ -41,6 +42,8 @@ pub(crate) struct Spec {
     /// The nodes' `RUST_LOG`.
     pub node_log: &'static str,
     pub persist_worker: bool,
+    /// Recording executors in this process, or `rondo-executor` processes.
+    pub executor: ExecutorKind,
 }
 
 /// How the persistence worker runs.
@@ -58,6 +61,8 @@ pub struct Binaries {
     pub scheduler: Binary,
     /// `None`: the worker ran inside the bench process.
     pub persist_worker: Option<Binary>,
+    /// `Some` when the executors were `rondo-executor` processes.
+    pub executor: Option<Binary>,
 }
 
 pub(crate) struct Cluster {
@@ -69,6 +74,8 @@ pub(crate) struct Cluster {
     pub queues: Vec<String>,
     pub log_dir: PathBuf,
     executors: Vec<JoinHandle<Result<(), rondo_executor::ExecutorError>>>,
+    /// `rondo-executor` processes (`--executor real`).
+    executor_procs: Vec<(String, Proc)>,
     executor_shutdown: CancellationToken,
     _executors_stop_on_drop: DropGuard,
     worker: Option<Worker>,
@@ -88,6 +95,10 @@ impl Cluster {
         } else {
             None
         };
+        let executor_binary = match spec.executor {
+            ExecutorKind::Real => Some(procs::binary("rondo-executor")?),
+            ExecutorKind::Bench => None,
+        };
         let log_dir = procs::log_dir(&config.namespace)?;
         let mut config = config.clone();
         config.executor.app = APP.into();
@@ -103,12 +114,14 @@ impl Cluster {
             binaries: Binaries {
                 scheduler,
                 persist_worker: worker_binary.clone(),
+                executor: executor_binary.clone(),
             },
             nodes: Vec::new(),
             recorder: Recorder::default(),
             queues: Vec::new(),
             log_dir,
             executors: Vec::new(),
+            executor_procs: Vec::new(),
             _executors_stop_on_drop: executor_shutdown.clone().drop_guard(),
             executor_shutdown,
             worker: None,
@@ -128,13 +141,44 @@ impl Cluster {
         }
         for i in 1..=spec.executors {
             let id = format!("{APP}-e{i}");
-            let (task, queue) = cluster.recorder.start_executor(
-                &cluster.config,
-                &id,
-                cluster.executor_shutdown.clone(),
-            )?;
-            cluster.executors.push(task);
-            cluster.queues.push(queue);
+            match &executor_binary {
+                None => {
+                    let (task, queue) = cluster.recorder.start_executor(
+                        &cluster.config,
+                        &id,
+                        cluster.executor_shutdown.clone(),
+                    )?;
+                    cluster.executors.push(task);
+                    cluster.queues.push(queue);
+                }
+                Some(binary) => {
+                    cluster
+                        .queues
+                        .push(cluster.config.names().executor_queue(APP, &id));
+                    let mut env = procs::config_env(&cluster.config);
+                    env.extend([
+                        ("RONDO_EXECUTOR_APP".to_owned(), APP.to_owned()),
+                        ("RONDO_EXECUTOR_ID".to_owned(), id.clone()),
+                        (
+                            "RONDO_EXECUTOR_PREFETCH".to_owned(),
+                            cluster.config.executor.prefetch.to_string(),
+                        ),
+                        (
+                            "RONDO_EXECUTOR_SHUTDOWN_GRACE_MS".to_owned(),
+                            cluster.config.executor.shutdown_grace_ms.to_string(),
+                        ),
+                    ]);
+                    let proc = Proc::spawn(
+                        &id,
+                        binary,
+                        env,
+                        "warn,rondo_executor=info",
+                        cluster.log_dir.join(format!("{id}.log")),
+                    )
+                    .await?;
+                    cluster.executor_procs.push((id, proc));
+                }
+            }
         }
         let wanted = spec.executors;
         eventually("the executors to register", Duration::from_secs(30), || {
@@ -273,15 +317,24 @@ impl Cluster {
             .flatten()
             .map(|n| (format!("scheduler {}", n.id), Source::Pid(n.proc.pid)))
             .collect();
-        let bench = match &self.worker {
-            Some(Worker::Proc(p)) => {
-                sources.push(("persist_worker".into(), Source::Pid(p.pid)));
-                "bench (executors)"
-            }
-            Some(Worker::InProcess { .. }) => "bench (executors + persist worker)",
-            None => "bench (executors)",
+        for (id, proc) in &self.executor_procs {
+            sources.push((format!("executor {id}"), Source::Pid(proc.pid)));
+        }
+        let in_process = match (self.executor_procs.is_empty(), &self.worker) {
+            (true, Some(Worker::InProcess { .. })) => "executors + persist worker",
+            (true, _) => "executors",
+            (false, Some(Worker::InProcess { .. })) => "persist worker",
+            (false, _) => "",
         };
-        sources.push((bench.into(), Source::This));
+        if let Some(Worker::Proc(p)) = &self.worker {
+            sources.push(("persist_worker".into(), Source::Pid(p.pid)));
+        }
+        let bench = if in_process.is_empty() {
+            BENCH_ITSELF.to_owned()
+        } else {
+            format!("bench ({in_process})")
+        };
+        sources.push((bench, Source::This));
         sources.push(("rabbitmq".into(), Source::RABBITMQ));
         sources.push(("redis".into(), Source::REDIS));
         sources.push(("mysql".into(), Source::MYSQL));
@@ -297,6 +350,9 @@ impl Cluster {
         self.executor_shutdown.cancel();
         for task in self.executors.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        for (_, mut proc) in self.executor_procs.drain(..) {
+            proc.terminate(Duration::from_secs(10)).await;
         }
         match self.worker.take() {
             Some(Worker::Proc(mut p)) => p.terminate(Duration::from_secs(10)).await,
@@ -315,12 +371,32 @@ impl Cluster {
     }
 }
 
+/// The CPU label of the bench process when it runs no part of the
+/// pipeline (only its own polling): left out of the cost per fire.
+pub(crate) const BENCH_ITSELF: &str = "bench (polling only)";
+
 /// The bench's job: `schedule_type`/`schedule_conf`, the `record` handler.
 pub(crate) fn job_spec(schedule_type: &str, conf: &str, routing: &str) -> Value {
+    job_spec_for(schedule_type, conf, routing, ExecutorKind::Bench)
+}
+
+/// The bench's job for `executor`'s kind: the recording executors' `record`
+/// handler, or `rondo-executor`'s built-in `demo` (with the bench's JSON
+/// params it logs two lines and returns).
+pub(crate) fn job_spec_for(
+    schedule_type: &str,
+    conf: &str,
+    routing: &str,
+    executor: ExecutorKind,
+) -> Value {
+    let handler = match executor {
+        ExecutorKind::Bench => recorder::HANDLER,
+        ExecutorKind::Real => "demo",
+    };
     json!({
         "group": APP,
         "description": "rondo-bench",
-        "handler": recorder::HANDLER,
+        "handler": handler,
         "schedule_type": schedule_type,
         "schedule_conf": conf,
         "misfire": "DO_NOTHING",
