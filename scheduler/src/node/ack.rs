@@ -10,6 +10,8 @@ use crate::store::Store;
 const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
+    // The fire is published already; the ack only tidies its ring.
+    linger: std::time::Duration::from_millis(10),
 };
 
 /// The node's ack batcher: partition → members.

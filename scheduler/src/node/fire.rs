@@ -68,7 +68,7 @@ impl Firing {
                 self.loaded
                     .lock()
                     .expect("loaded lock")
-                    .remove(&entry.member);
+                    .acked(entry.member, clock::now_ms());
                 self.stats
                     .fired
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

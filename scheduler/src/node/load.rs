@@ -40,7 +40,8 @@ impl Firing {
     /// Reads this node's rings for fires due within the load window and puts
     /// the new ones on the wheel.
     async fn load_once(&self) -> Result<(), rondo_core::Error> {
-        let until = clock::now_ms() + self.config.load_ahead_ms;
+        let read_at = clock::now_ms();
+        let until = read_at + self.config.load_ahead_ms;
         let after = {
             let mut loads = self.loads.lock().expect("loads lock");
             let (count, horizon) = *loads;
@@ -49,12 +50,16 @@ impl Firing {
         };
         let members = self.store.read_rings(&self.node, after, until).await?;
         let fresh: Vec<(u32, String, u64, i64)> = {
-            let loaded = self.loaded.lock().expect("loaded lock");
-            members
+            let mut loaded = self.loaded.lock().expect("loaded lock");
+            let fresh = members
                 .into_iter()
-                .filter(|(_, m)| !loaded.contains(m))
+                .filter(|(_, m)| !loaded.members.contains(m))
                 .filter_map(|(p, m)| parse_ring_member(&m).map(|(job, fire)| (p, m, job, fire)))
-                .collect()
+                .collect();
+            // Acked before this read was sent: gone from the ring for it
+            // and every later read.
+            loaded.forget_acked_before(read_at);
+            fresh
         };
         if fresh.is_empty() {
             return Ok(());
@@ -77,6 +82,7 @@ impl Firing {
             self.loaded
                 .lock()
                 .expect("loaded lock")
+                .members
                 .insert(member.clone());
             let entry = Entry {
                 partition,

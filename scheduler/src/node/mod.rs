@@ -21,7 +21,7 @@ mod fire;
 mod load;
 pub mod wheel;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use rondo_core::Job;
@@ -49,6 +49,34 @@ struct Entry {
     attempt: u32,
 }
 
+/// The members a reload must skip: those on the wheel or being dispatched,
+/// and those acked lately. A ring read sent before an ack's `ZREM` landed
+/// may still list its member, so an acked member is skipped until a load
+/// whose read was sent after the ack.
+#[derive(Debug, Default)]
+struct Loaded {
+    members: HashSet<String>,
+    /// Acked members with the instant their ack was confirmed, oldest first.
+    acked: VecDeque<(i64, String)>,
+}
+
+impl Loaded {
+    fn acked(&mut self, member: String, at_ms: i64) {
+        self.acked.push_back((at_ms, member));
+    }
+
+    /// Forgets the members acked before a read sent at `read_at_ms`: that
+    /// read and every later one no longer list them.
+    fn forget_acked_before(&mut self, read_at_ms: i64) {
+        while let Some((at, _)) = self.acked.front()
+            && *at < read_at_ms
+        {
+            let (_, member) = self.acked.pop_front().expect("front exists");
+            self.members.remove(&member);
+        }
+    }
+}
+
 /// Counters the API reports.
 #[derive(Debug, Default)]
 pub struct FiringStats {
@@ -64,8 +92,8 @@ pub struct Firing {
     node: String,
     config: SchedulerConfig,
     wheel: std::sync::Mutex<Wheel<Entry>>,
-    /// Members on the wheel or being dispatched, so a reload skips them.
-    loaded: std::sync::Mutex<HashSet<String>>,
+    /// Members a reload skips.
+    loaded: std::sync::Mutex<Loaded>,
     wake: Notify,
     /// Ring acks of one partition, batched (group commit).
     acks: Batcher<u32, String, ()>,
@@ -89,7 +117,7 @@ impl Firing {
             node,
             config,
             wheel: std::sync::Mutex::new(Wheel::default()),
-            loaded: std::sync::Mutex::new(HashSet::new()),
+            loaded: std::sync::Mutex::new(Loaded::default()),
             wake: Notify::new(),
             stats: FiringStats::default(),
         })
@@ -113,5 +141,31 @@ impl Firing {
             .instrument(tracing::info_span!("wheel", node = %self.node))
             .await;
         let _ = loader.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Loaded;
+
+    #[test]
+    fn an_acked_member_is_skipped_until_a_read_sent_after_its_ack() {
+        let mut loaded = Loaded::default();
+        for m in ["a", "b", "c"] {
+            loaded.members.insert(m.to_owned());
+        }
+        loaded.acked("a".to_owned(), 100);
+        loaded.acked("b".to_owned(), 105);
+        // A read sent at 100 may have been answered before a's ZREM landed.
+        loaded.forget_acked_before(100);
+        assert!(loaded.members.contains("a") && loaded.members.contains("b"));
+        // A read sent at 101 was answered after it: a is gone from the ring.
+        loaded.forget_acked_before(101);
+        assert!(!loaded.members.contains("a"));
+        assert!(loaded.members.contains("b"), "acked after that read");
+        assert!(loaded.members.contains("c"), "still on the wheel");
+        loaded.forget_acked_before(200);
+        assert_eq!(loaded.members.len(), 1);
+        assert!(loaded.acked.is_empty());
     }
 }
