@@ -90,6 +90,10 @@ const LIVE_CACHE: Duration = Duration::from_millis(100);
 const TRIGGERS_PER_MESSAGE: usize = 500;
 /// Trigger messages awaiting their confirm at once, over all executors.
 const TRIGGER_MESSAGES_IN_FLIGHT: usize = 2;
+/// How long a trigger waits for others to the same executor before its
+/// message goes: the publish lateness it adds at most, and under light load
+/// what puts several triggers in one message.
+const TRIGGER_LINGER: Duration = Duration::from_millis(2);
 
 /// Publishes triggers. Cheap to share (`Arc`); reconnects to the broker
 /// lazily after a connection loss.
@@ -349,6 +353,7 @@ fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
     let limits = Limits {
         max_items: TRIGGERS_PER_MESSAGE,
         max_flushes: TRIGGER_MESSAGES_IN_FLIGHT,
+        linger: TRIGGER_LINGER,
     };
     Batcher::spawn(
         "trigger",

@@ -44,6 +44,8 @@ use tokio::sync::oneshot;
 pub(crate) const BATCH_LIMITS: Limits = Limits {
     max_items: 500,
     max_flushes: 2,
+    // The `running` mark precedes the handler: a short wait only.
+    linger: std::time::Duration::from_millis(2),
 };
 
 /// What `claim` found.

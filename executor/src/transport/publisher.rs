@@ -40,6 +40,8 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(15);
 pub(crate) const BATCH_LIMITS: Limits = Limits {
     max_items: 500,
     max_flushes: 2,
+    // Results are not on the scheduling path: gather a few under light load.
+    linger: std::time::Duration::from_millis(10),
 };
 /// A batch is split so that no message is much larger than this (one event
 /// larger than it goes alone).
