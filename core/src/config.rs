@@ -101,6 +101,8 @@ impl Default for Config {
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
     pub url: String,
+    /// Connections to one Redis, each shared by every request of the
+    /// process (multiplexed: any number of requests in flight on each).
     pub pool_size: usize,
     /// Response timeout per command; redis-rs defaults to 500 ms, too short
     /// for big pipelines under load.
@@ -170,7 +172,7 @@ impl Default for RedisConfig {
     fn default() -> Self {
         RedisConfig {
             url: "redis://127.0.0.1:6379".into(),
-            pool_size: 16,
+            pool_size: 4,
             response_timeout_ms: 5000,
             wait_replicas: None,
             wait_timeout_ms: 100,

@@ -118,12 +118,6 @@ impl From<::redis::RedisError> for Error {
     }
 }
 
-impl From<deadpool_redis::PoolError> for Error {
-    fn from(e: deadpool_redis::PoolError) -> Self {
-        Error::unavailable(format!("redis pool: {e}"))
-    }
-}
-
 impl From<lapin::Error> for Error {
     fn from(e: lapin::Error) -> Self {
         Error::unavailable(format!("amqp: {e}"))

@@ -1,5 +1,5 @@
 //! Connecting to Redis the way every rondo process must: one Redis through
-//! a pool of multiplexed connections, or a Redis Cluster through the
+//! a few shared multiplexed connections, or a Redis Cluster through the
 //! cluster client, behind one [`Pool`] and one [`Connection`] that every
 //! caller uses the same way (`AsyncCommands`, pipelines, scripts). The
 //! response timeout is long enough for big pipelines (redis-rs's default of
@@ -23,8 +23,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::{Manager, PoolError, Runtime};
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
@@ -39,8 +38,104 @@ pub type PooledConnection = Connection;
 /// One Redis or a Redis Cluster, as `redis.url` says.
 #[derive(Clone)]
 pub enum Pool {
-    Single(deadpool_redis::Pool, Arc<Health>),
+    Single(Box<SinglePool>),
     Cluster(Box<ClusterPool>),
+}
+
+/// One Redis: `redis.pool_size` multiplexed connections, each opened on
+/// first use and shared by every caller (a request is pipelined on one of
+/// them, taken in turn: no checkout, no per-use `PING`). A connection that
+/// breaks (dropped, reset) is opened anew by the next caller that takes it.
+///
+/// A checked-out pool (deadpool's) sent `UNWATCH` + `PING` each time a
+/// connection was taken, which at 1,000 fires/s was half of every Redis
+/// round trip a fire made. rondo uses neither `WATCH` nor blocking
+/// commands, so connections hold no per-caller state and can be shared.
+#[derive(Clone)]
+pub struct SinglePool {
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+    slots: Arc<[Arc<SharedSlot>]>,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+    health: Arc<Health>,
+}
+
+/// One shared connection (`None` until opened, or after it broke), with a
+/// generation so that only the connection that broke is dropped.
+#[derive(Default)]
+struct SharedSlot(tokio::sync::RwLock<Option<(u64, MultiplexedConnection)>>);
+
+impl SinglePool {
+    async fn get(&self) -> RedisResult<Connection> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let slot = self.slots[self.next.fetch_add(1, Relaxed) % self.slots.len()].clone();
+        if let Some((generation, conn)) = slot.0.read().await.as_ref() {
+            return Ok(self.handed_out(conn.clone(), &slot, *generation));
+        }
+        let mut open = slot.0.write().await;
+        if let Some((generation, conn)) = open.as_ref() {
+            return Ok(self.handed_out(conn.clone(), &slot, *generation));
+        }
+        let asked = crate::clock::now_ms();
+        let conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+            .inspect_err(|e| {
+                if unanswered(e) {
+                    self.health.note_outage(asked, crate::clock::now_ms());
+                }
+            })?;
+        let generation = asked as u64;
+        *open = Some((generation, conn.clone()));
+        Ok(self.handed_out(conn, &slot, generation))
+    }
+
+    fn handed_out(
+        &self,
+        conn: MultiplexedConnection,
+        slot: &Arc<SharedSlot>,
+        generation: u64,
+    ) -> Connection {
+        Connection::Single(SingleConnection {
+            conn,
+            health: self.health.clone(),
+            slot: slot.clone(),
+            generation,
+        })
+    }
+}
+
+/// A shared connection to one Redis, as handed out.
+pub struct SingleConnection {
+    conn: MultiplexedConnection,
+    health: Arc<Health>,
+    slot: Arc<SharedSlot>,
+    generation: u64,
+}
+
+impl SingleConnection {
+    /// `reply`, noted in `health`; a reply that says the connection broke
+    /// drops it from its slot, so the next caller opens a new one.
+    fn checked<'a, T: Send + 'a>(
+        &'a mut self,
+        send: impl FnOnce(&'a mut MultiplexedConnection) -> RedisFuture<'a, T>,
+    ) -> RedisFuture<'a, T> {
+        let (slot, generation) = (self.slot.clone(), self.generation);
+        let reply = recorded(&self.health.clone(), send(&mut self.conn));
+        Box::pin(async move {
+            let reply = reply.await;
+            if let Err(e) = &reply
+                && e.is_unrecoverable_error()
+            {
+                let mut open = slot.0.write().await;
+                if open.as_ref().is_some_and(|(g, _)| *g == generation) {
+                    *open = None;
+                }
+            }
+            reply
+        })
+    }
 }
 
 /// A Redis Cluster: one multiplexed connection per node, shared by every
@@ -216,35 +311,26 @@ pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
     let conn_config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(timeout))
         .set_connection_timeout(Some(Duration::from_secs(5)));
-    let manager = Manager::new_with_config(config.url.as_str(), conn_config)
+    let client = redis::Client::open(config.url.as_str())
         .map_err(|e| Error::invalid("redis.url", format!("{e}")))?;
-    let pool = deadpool_redis::Pool::builder(manager)
-        .max_size(config.pool_size)
-        .runtime(Runtime::Tokio1)
-        .build()
-        .map_err(|e| Error::internal(format!("redis pool: {e}")))?;
-    Ok(Pool::Single(pool, Arc::default()))
+    let slots: Vec<Arc<SharedSlot>> = (0..config.pool_size.max(1))
+        .map(|_| Arc::default())
+        .collect();
+    Ok(Pool::Single(Box::new(SinglePool {
+        client,
+        config: conn_config,
+        slots: slots.into(),
+        next: Arc::default(),
+        health: Arc::default(),
+    })))
 }
 
 impl Pool {
-    /// A connection: from the pool (one Redis), or the cluster's shared
-    /// connection, opened on first use.
-    pub async fn get(&self) -> Result<Connection, PoolError> {
+    /// A connection: one of the shared ones (one Redis), or the cluster's
+    /// shared connection, opened on first use.
+    pub async fn get(&self) -> RedisResult<Connection> {
         match self {
-            Pool::Single(pool, health) => {
-                let asked = crate::clock::now_ms();
-                match pool.get().await {
-                    Ok(conn) => Ok(Connection::Single(conn, health.clone())),
-                    Err(e) => {
-                        if let PoolError::Backend(e) = &e
-                            && unanswered(e)
-                        {
-                            health.note_outage(asked, crate::clock::now_ms());
-                        }
-                        Err(e)
-                    }
-                }
-            }
+            Pool::Single(pool) => pool.get().await,
             Pool::Cluster(cluster) => {
                 // The common case: callers share the open connection
                 // without waiting on each other.
@@ -274,16 +360,16 @@ impl Pool {
                     Some(conn) => conn.clone(),
                     None => {
                         let asked = crate::clock::now_ms();
-                        let conn = cluster
-                            .client
-                            .get_async_connection()
-                            .await
-                            .inspect_err(|e| {
-                                if unanswered(e) {
-                                    cluster.health.note_outage(asked, crate::clock::now_ms());
-                                }
-                            })
-                            .map_err(PoolError::Backend)?;
+                        let conn =
+                            cluster
+                                .client
+                                .get_async_connection()
+                                .await
+                                .inspect_err(|e| {
+                                    if unanswered(e) {
+                                        cluster.health.note_outage(asked, crate::clock::now_ms());
+                                    }
+                                })?;
                         *slot = Some(conn.clone());
                         conn
                     }
@@ -307,7 +393,7 @@ impl Pool {
     /// outage this process just saw.
     pub fn lease_cutoff(&self, now: i64, lease_ms: i64) -> i64 {
         match self {
-            Pool::Single(_, health) => health.lease_cutoff(now, lease_ms),
+            Pool::Single(pool) => pool.health.lease_cutoff(now, lease_ms),
             Pool::Cluster(cluster) => cluster.health.lease_cutoff(now, lease_ms),
         }
     }
@@ -317,7 +403,7 @@ impl Pool {
 /// `ConnectionLike`, so commands, pipelines and scripts take it as they
 /// take any connection.
 pub enum Connection {
-    Single(deadpool_redis::Connection, Arc<Health>),
+    Single(SingleConnection),
     Cluster(ClusterConnection, Wait, Arc<Health>),
 }
 
@@ -415,7 +501,7 @@ fn recorded<'a, T: Send + 'a>(
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(c, health) => recorded(health, c.req_packed_command(cmd)),
+            Connection::Single(c) => c.checked(|conn| conn.req_packed_command(cmd)),
             Connection::Cluster(c, _, health) => recorded(health, c.req_packed_command(cmd)),
         }
     }
@@ -427,8 +513,8 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(c, health) => {
-                recorded(health, c.req_packed_commands(pipeline, offset, count))
+            Connection::Single(c) => {
+                c.checked(|conn| conn.req_packed_commands(pipeline, offset, count))
             }
             Connection::Cluster(c, _, health) => recorded(
                 health,
@@ -439,7 +525,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(c, _) => c.get_db(),
+            Connection::Single(c) => c.conn.get_db(),
             Connection::Cluster(c, _, _) => c.get_db(),
         }
     }
