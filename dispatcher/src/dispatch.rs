@@ -1,6 +1,6 @@
 //! Publishing triggers: route, publish with confirms, record.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,6 +85,14 @@ impl Dispatched {
 /// older registry than a fresh read; at high fire rates it turns one Redis
 /// read per fire into a few per second per group.
 const LIVE_CACHE: Duration = Duration::from_millis(100);
+/// Past [`LIVE_CACHE`] and up to this age a list is still used while a
+/// fresh read runs in the background: a fire never waits for the registry
+/// read, which queues behind whatever Redis is busy with (a claim of
+/// thousands of due jobs holds it for a few hundred ms; the fires that
+/// waited on it were the publish lateness's p99). An executor that died
+/// meanwhile only delays its triggers: its queue is durable and the reaper
+/// moves them.
+const LIVE_STALE: Duration = Duration::from_millis(1_000);
 
 /// Triggers per AMQP message at most (all for one executor).
 const TRIGGERS_PER_MESSAGE: usize = 500;
@@ -113,7 +121,9 @@ pub struct Dispatcher {
     link: Arc<Link>,
     triggers: Batcher<String, Trigger, bool>,
     events: EventPublisher,
-    live: std::sync::Mutex<HashMap<String, LiveList>>,
+    live: Arc<std::sync::Mutex<HashMap<String, LiveList>>>,
+    /// Groups whose list is being read in the background.
+    refreshing: Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 /// A group's live executors and when they were read.
@@ -148,7 +158,8 @@ impl Dispatcher {
             triggers: trigger_batcher(link.clone()),
             events: EventPublisher::new(link.clone()),
             link,
-            live: std::sync::Mutex::new(HashMap::new()),
+            live: Arc::default(),
+            refreshing: Arc::default(),
         };
         dispatcher.link.channel().await?;
         Ok(dispatcher)
@@ -204,12 +215,18 @@ impl Dispatcher {
     }
 
     /// The group's live executors, read from Redis at most every
-    /// [`LIVE_CACHE`].
+    /// [`LIVE_CACHE`]; up to [`LIVE_STALE`] the last list is used while a
+    /// read runs in the background.
     async fn live_executors(&self, group: &str) -> Result<Arc<Vec<LiveExecutor>>, Error> {
-        if let Some((at, list)) = self.live.lock().expect("live lock").get(group)
-            && at.elapsed() < LIVE_CACHE
-        {
-            return Ok(list.clone());
+        let cached = self.live.lock().expect("live lock").get(group).cloned();
+        if let Some((at, list)) = cached {
+            if at.elapsed() < LIVE_CACHE {
+                return Ok(list);
+            }
+            if at.elapsed() < LIVE_STALE {
+                self.refresh_in_background(group);
+                return Ok(list);
+            }
         }
         let list = Arc::new(self.registry.live_executors(group).await?);
         // An empty group is not cached: the fire fails, and the next one
@@ -221,6 +238,39 @@ impl Dispatcher {
                 .insert(group.to_owned(), (Instant::now(), list.clone()));
         }
         Ok(list)
+    }
+
+    /// Reads a group's list in a task of its own (one at a time per group);
+    /// an empty list is not kept, a failed read leaves the old one to age.
+    fn refresh_in_background(&self, group: &str) {
+        if !self
+            .refreshing
+            .lock()
+            .expect("refreshing lock")
+            .insert(group.to_owned())
+        {
+            return;
+        }
+        let (registry, live, refreshing) = (
+            self.registry.clone(),
+            self.live.clone(),
+            self.refreshing.clone(),
+        );
+        let group = group.to_owned();
+        tokio::spawn(async move {
+            match registry.live_executors(&group).await {
+                Ok(list) if list.is_empty() => {
+                    live.lock().expect("live lock").remove(&group);
+                }
+                Ok(list) => {
+                    live.lock()
+                        .expect("live lock")
+                        .insert(group.clone(), (Instant::now(), Arc::new(list)));
+                }
+                Err(e) => tracing::debug!(%group, error = %e, "reading the group's live executors"),
+            }
+            refreshing.lock().expect("refreshing lock").remove(&group);
+        });
     }
 
     /// Drops a group's cached executor list (one of them has no queue).
