@@ -11,8 +11,9 @@
 //! batches grow by themselves while earlier ones are in flight, which is
 //! what lifts the ceiling of one confirmed message per fire.
 //!
-//! A batch waits for company at most [`Limits::linger`] after its first
-//! item arrived (zero: it takes what is queued *now*), then sends what
+//! A batch waits for company at most [`Limits::linger`] after the batching
+//! task took its first item (zero: it takes what is queued *now*; under
+//! load an item may first have waited for a batch slot), then sends what
 //! gathered (up to `max_items` per batch). At most `max_flushes` batches are
 //! in flight at once; when all are, items queue up and the next batch is
 //! larger. Under light load the linger is what batches: at 1,000 items a

@@ -45,7 +45,10 @@ pub enum Pool {
 /// One Redis: `redis.pool_size` multiplexed connections, each opened on
 /// first use and shared by every caller (a request is pipelined on one of
 /// them, taken in turn: no checkout, no per-use `PING`). A connection that
-/// breaks (dropped, reset) is opened anew by the next caller that takes it.
+/// breaks (dropped, reset) or lets a request time out is opened anew by the
+/// next caller that takes it; after a failed open, callers of that slot
+/// fail at once for [`REOPEN_AFTER_MS`] instead of each waiting out its own
+/// connect timeout.
 ///
 /// A checked-out pool (deadpool's) sent `UNWATCH` + `PING` each time a
 /// connection was taken, which at 1,000 fires/s was half of every Redis
@@ -57,36 +60,79 @@ pub struct SinglePool {
     config: AsyncConnectionConfig,
     slots: Arc<[Arc<SharedSlot>]>,
     next: Arc<std::sync::atomic::AtomicUsize>,
+    /// Numbers each connection opened, so that only the one that broke is
+    /// dropped from its slot.
+    generations: Arc<std::sync::atomic::AtomicU64>,
     health: Arc<Health>,
 }
 
-/// One shared connection (`None` until opened, or after it broke), with a
-/// generation so that only the connection that broke is dropped.
+/// After a slot failed to open its connection, its callers are refused at
+/// once for this long (then the next one tries again).
+const REOPEN_AFTER_MS: i64 = 1_000;
+
+/// One shared connection (`None` until opened, or after it broke) with its
+/// generation, and when opening it last failed.
 #[derive(Default)]
-struct SharedSlot(tokio::sync::RwLock<Option<(u64, MultiplexedConnection)>>);
+struct SharedSlot {
+    open: tokio::sync::RwLock<Option<(u64, MultiplexedConnection)>>,
+    failed_at_ms: std::sync::atomic::AtomicI64,
+}
+
+impl SharedSlot {
+    /// Drops the connection of `generation`, if the slot still holds it.
+    async fn drop_broken(&self, generation: u64) {
+        let holds = |open: &Option<(u64, MultiplexedConnection)>| {
+            open.as_ref().is_some_and(|(g, _)| *g == generation)
+        };
+        if !holds(&*self.open.read().await) {
+            return;
+        }
+        let mut open = self.open.write().await;
+        if holds(&open) {
+            *open = None;
+        }
+    }
+}
 
 impl SinglePool {
     async fn get(&self) -> RedisResult<Connection> {
         use std::sync::atomic::Ordering::Relaxed;
         let slot = self.slots[self.next.fetch_add(1, Relaxed) % self.slots.len()].clone();
-        if let Some((generation, conn)) = slot.0.read().await.as_ref() {
+        if let Some((generation, conn)) = slot.open.read().await.as_ref() {
             return Ok(self.handed_out(conn.clone(), &slot, *generation));
         }
-        let mut open = slot.0.write().await;
+        let mut open = slot.open.write().await;
         if let Some((generation, conn)) = open.as_ref() {
             return Ok(self.handed_out(conn.clone(), &slot, *generation));
         }
         let asked = crate::clock::now_ms();
-        let conn = self
+        let failed_at = slot.failed_at_ms.load(Relaxed);
+        if failed_at != 0 && asked - failed_at < REOPEN_AFTER_MS {
+            // Opening it failed moments ago (each try may take the whole
+            // connect timeout): part of the same outage.
+            self.health.note_outage(asked, asked);
+            return Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "connecting to redis failed moments ago",
+            )));
+        }
+        let conn = match self
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await
-            .inspect_err(|e| {
-                if unanswered(e) {
-                    self.health.note_outage(asked, crate::clock::now_ms());
+        {
+            Ok(conn) => conn,
+            Err(e) => {
+                let now = crate::clock::now_ms();
+                slot.failed_at_ms.store(now, Relaxed);
+                if unanswered(&e) {
+                    self.health.note_outage(asked, now);
                 }
-            })?;
-        let generation = asked as u64;
+                return Err(e);
+            }
+        };
+        slot.failed_at_ms.store(0, Relaxed);
+        let generation = self.generations.fetch_add(1, Relaxed);
         *open = Some((generation, conn.clone()));
         Ok(self.handed_out(conn, &slot, generation))
     }
@@ -115,8 +161,10 @@ pub struct SingleConnection {
 }
 
 impl SingleConnection {
-    /// `reply`, noted in `health`; a reply that says the connection broke
-    /// drops it from its slot, so the next caller opens a new one.
+    /// `reply`, noted in `health`; a reply that says the connection broke,
+    /// or a request that timed out (Redis gone without a reset: the
+    /// connection would wait on it until the kernel gives up), drops it from
+    /// its slot, so the next caller opens a new one.
     fn checked<'a, T: Send + 'a>(
         &'a mut self,
         send: impl FnOnce(&'a mut MultiplexedConnection) -> RedisFuture<'a, T>,
@@ -126,12 +174,9 @@ impl SingleConnection {
         Box::pin(async move {
             let reply = reply.await;
             if let Err(e) = &reply
-                && e.is_unrecoverable_error()
+                && (e.is_unrecoverable_error() || e.is_timeout())
             {
-                let mut open = slot.0.write().await;
-                if open.as_ref().is_some_and(|(g, _)| *g == generation) {
-                    *open = None;
-                }
+                slot.drop_broken(generation).await;
             }
             reply
         })
@@ -321,6 +366,7 @@ pub fn pool(config: &RedisConfig) -> Result<Pool, Error> {
         config: conn_config,
         slots: slots.into(),
         next: Arc::default(),
+        generations: Arc::default(),
         health: Arc::default(),
     })))
 }

@@ -91,7 +91,9 @@ const LIVE_CACHE: Duration = Duration::from_millis(100);
 /// thousands of due jobs holds it for a few hundred ms; the fires that
 /// waited on it were the publish lateness's p99). An executor that died
 /// meanwhile only delays its triggers: its queue is durable and the reaper
-/// moves them.
+/// moves them. One that left and deleted its queue fails the triggers
+/// routed to it (the broker returns them); the first such return drops the
+/// list, and a background read begun before that is not kept.
 const LIVE_STALE: Duration = Duration::from_millis(1_000);
 
 /// Triggers per AMQP message at most (all for one executor).
@@ -124,6 +126,9 @@ pub struct Dispatcher {
     live: Arc<std::sync::Mutex<HashMap<String, LiveList>>>,
     /// Groups whose list is being read in the background.
     refreshing: Arc<std::sync::Mutex<HashSet<String>>>,
+    /// Counts [`Dispatcher::forget_live`] calls: a background read begun
+    /// before one is not kept.
+    forgets: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A group's live executors and when they were read.
@@ -160,6 +165,7 @@ impl Dispatcher {
             link,
             live: Arc::default(),
             refreshing: Arc::default(),
+            forgets: Arc::default(),
         };
         dispatcher.link.channel().await?;
         Ok(dispatcher)
@@ -228,14 +234,17 @@ impl Dispatcher {
                 return Ok(list);
             }
         }
+        let (read_at, epoch) = (
+            Instant::now(),
+            self.forgets.load(std::sync::atomic::Ordering::SeqCst),
+        );
         let list = Arc::new(self.registry.live_executors(group).await?);
         // An empty group is not cached: the fire fails, and the next one
-        // should see an executor the moment it registers.
-        if !list.is_empty() {
-            self.live
-                .lock()
-                .expect("live lock")
-                .insert(group.to_owned(), (Instant::now(), list.clone()));
+        // should see an executor the moment it registers. A list read
+        // before a forget is used by this fire only.
+        let mut live = self.live.lock().expect("live lock");
+        if !list.is_empty() && self.forgets.load(std::sync::atomic::Ordering::SeqCst) == epoch {
+            live.insert(group.to_owned(), (read_at, list.clone()));
         }
         Ok(list)
     }
@@ -251,31 +260,48 @@ impl Dispatcher {
         {
             return;
         }
-        let (registry, live, refreshing) = (
+        /// Takes the group off `refreshing` however the task ends.
+        struct Done(Arc<std::sync::Mutex<HashSet<String>>>, String);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                if let Ok(mut refreshing) = self.0.lock() {
+                    refreshing.remove(&self.1);
+                }
+            }
+        }
+        use std::sync::atomic::Ordering::SeqCst;
+        let (registry, live, forgets) = (
             self.registry.clone(),
             self.live.clone(),
-            self.refreshing.clone(),
+            self.forgets.clone(),
         );
-        let group = group.to_owned();
+        let done = Done(self.refreshing.clone(), group.to_owned());
         tokio::spawn(async move {
-            match registry.live_executors(&group).await {
+            let group = done.1.as_str();
+            let (read_at, epoch) = (Instant::now(), forgets.load(SeqCst));
+            let read = registry.live_executors(group).await;
+            let mut live = live.lock().expect("live lock");
+            if forgets.load(SeqCst) != epoch {
+                return;
+            }
+            match read {
                 Ok(list) if list.is_empty() => {
-                    live.lock().expect("live lock").remove(&group);
+                    live.remove(group);
                 }
                 Ok(list) => {
-                    live.lock()
-                        .expect("live lock")
-                        .insert(group.clone(), (Instant::now(), Arc::new(list)));
+                    live.insert(group.to_owned(), (read_at, Arc::new(list)));
                 }
                 Err(e) => tracing::debug!(%group, error = %e, "reading the group's live executors"),
             }
-            refreshing.lock().expect("refreshing lock").remove(&group);
         });
     }
 
     /// Drops a group's cached executor list (one of them has no queue).
     fn forget_live(&self, group: &str) {
-        self.live.lock().expect("live lock").remove(group);
+        let mut live = self.live.lock().expect("live lock");
+        self.forgets
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        live.remove(group);
     }
 
     async fn dispatch_now(&self, fire: &Fire) -> Result<Dispatched, Error> {
