@@ -290,6 +290,11 @@ pub struct SchedulerConfig {
     pub load_interval_ms: u64,
     /// … for fires due within this much time.
     pub load_ahead_ms: i64,
+    /// Fires a node has handed to the dispatcher and not yet settled, at
+    /// most. Beyond, due fires wait on the wheel and go out late, in order
+    /// (admission control: an overloaded node does not grow a task per
+    /// due fire).
+    pub max_fires_in_flight: usize,
     /// On SIGTERM, in-flight work gets this long.
     pub shutdown_grace_ms: u64,
     /// `/metrics` without credentials (otherwise any signed-in user's
@@ -309,6 +314,7 @@ impl Default for SchedulerConfig {
             max_fires_per_claim: 1000,
             load_interval_ms: 100,
             load_ahead_ms: 1500,
+            max_fires_in_flight: 4096,
             shutdown_grace_ms: 10_000,
             metrics_public: false,
         }

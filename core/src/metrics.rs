@@ -121,6 +121,13 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         "fires loaded in this node's wheel",
     ),
     (
+        "rondo_fires_in_flight",
+        Kind::Gauge,
+        Process::Scheduler,
+        "",
+        "fires handed to the dispatcher and not yet settled (at most scheduler.max_fires_in_flight)",
+    ),
+    (
         "rondo_cluster_nodes",
         Kind::Gauge,
         Process::Scheduler,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rondo_core::backoff::Backoff;
 use rondo_core::clock;
 use rondo_dispatcher::Fire;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -32,19 +33,36 @@ impl Firing {
                 _ = self.wake.notified() => continue,
                 _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
             }
+            // Admission: as many due fires as there are free slots; the
+            // others stay on the wheel, in order, and go out late.
+            let free = self.in_flight.available_permits();
+            if free == 0 {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    permit = self.in_flight.clone().acquire_owned() => drop(permit),
+                }
+                continue;
+            }
             let due = self
                 .wheel
                 .lock()
                 .expect("wheel lock")
-                .pop_due(clock::now_ms());
-            for (_, entry) in due {
+                .pop_due_at_most(clock::now_ms(), free);
+            for (due_ms, entry) in due {
+                let Ok(slot) = self.in_flight.clone().try_acquire_owned() else {
+                    // Only this loop takes slots: cannot happen; keep the fire.
+                    self.wheel.lock().expect("wheel lock").insert(due_ms, entry);
+                    continue;
+                };
                 let span = tracing::info_span!("fire", job_id = entry.job.id, fire_ms = entry.fire_ms, node = %self.node);
-                tracker.spawn(self.clone().fire_one(entry).instrument(span));
+                tracker.spawn(self.clone().fire_one(entry, slot).instrument(span));
             }
         }
     }
 
-    async fn fire_one(self: Arc<Self>, entry: Entry) {
+    /// Dispatches one fire and acks it; `_slot` is its place among the fires
+    /// in flight, freed when it is settled (or back on the wheel).
+    async fn fire_one(self: Arc<Self>, entry: Entry, _slot: OwnedSemaphorePermit) {
         let fire = if entry.misfire {
             Fire::misfire(entry.job.clone(), entry.fire_ms)
         } else {

@@ -29,7 +29,7 @@ use rondo_core::batcher::Batcher;
 use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
 use rondo_dispatcher::Dispatcher;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -97,6 +97,9 @@ pub struct Firing {
     wake: Notify,
     /// Ring acks of one partition, batched (group commit).
     acks: Batcher<u32, String, ()>,
+    /// A slot per fire handed to the dispatcher and not yet settled
+    /// (`scheduler.max_fires_in_flight`).
+    in_flight: Arc<Semaphore>,
     /// Loads done, and the horizon of the last one.
     loads: std::sync::Mutex<(u64, i64)>,
     pub stats: FiringStats,
@@ -111,6 +114,7 @@ impl Firing {
     ) -> Arc<Self> {
         Arc::new(Firing {
             acks: ack::batcher(store.clone(), node.clone()),
+            in_flight: Arc::new(Semaphore::new(config.max_fires_in_flight.max(1))),
             loads: std::sync::Mutex::new((0, 0)),
             store,
             dispatcher,
@@ -126,6 +130,11 @@ impl Firing {
     /// Fires waiting on the wheel.
     pub fn wheel_len(&self) -> usize {
         self.wheel.lock().expect("wheel lock").len()
+    }
+
+    /// Fires handed to the dispatcher and not yet settled.
+    pub fn in_flight(&self) -> usize {
+        self.config.max_fires_in_flight.max(1) - self.in_flight.available_permits()
     }
 
     /// Runs the loader and the firing loop until `shutdown`; fires already

@@ -48,6 +48,29 @@ impl<T> Wheel<T> {
         out
     }
 
+    /// Takes at most `max` of the fires due at or before `now_ms`, earliest
+    /// first; the rest stay, in order.
+    pub fn pop_due_at_most(&mut self, now_ms: i64, max: usize) -> Vec<(i64, T)> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(mut slot) = self.slots.first_entry() else {
+                break;
+            };
+            if *slot.key() > now_ms {
+                break;
+            }
+            let ms = *slot.key();
+            let room = max - out.len();
+            if slot.get().len() <= room {
+                out.extend(slot.remove().into_iter().map(|i| (ms, i)));
+            } else {
+                out.extend(slot.get_mut().drain(..room).map(|i| (ms, i)));
+            }
+        }
+        self.len -= out.len();
+        out
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -103,6 +126,29 @@ mod tests {
         let out = w.pop_due(7);
         assert_eq!(out.len(), 10_000);
         assert!(out.iter().map(|(_, i)| *i).eq(0..10_000));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_bounded_pop_takes_the_earliest_and_leaves_the_rest_in_order() {
+        let mut w = Wheel::default();
+        for (ms, v) in [(1, 'a'), (1, 'b'), (1, 'c'), (2, 'd'), (3, 'e'), (9, 'z')] {
+            w.insert(ms, v);
+        }
+        let take = |w: &mut Wheel<char>, max| -> String {
+            w.pop_due_at_most(5, max)
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect()
+        };
+        assert_eq!(take(&mut w, 2), "ab");
+        assert_eq!(w.len(), 4);
+        assert_eq!(w.next_due(), Some(1));
+        assert_eq!(take(&mut w, 2), "cd");
+        assert_eq!(take(&mut w, 0), "");
+        assert_eq!(take(&mut w, 10), "e");
+        assert_eq!(w.len(), 1, "not due yet");
+        assert_eq!(w.pop_due_at_most(9, 10), vec![(9, 'z')]);
         assert!(w.is_empty());
     }
 
