@@ -1,6 +1,6 @@
 //! Publishing triggers: route, publish with confirms, record.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use rondo_core::trigger::{Control, Script, code};
 use rondo_core::{
     Config, Error, Event, Job, Routing, Trigger, TriggerBatch, TriggerType, clock, trigger_id,
 };
+use tokio::sync::Notify;
 
 use crate::events::EventPublisher;
 use crate::inflight::Inflight;
@@ -85,9 +86,10 @@ impl Dispatched {
 /// older registry than a fresh read; at high fire rates it turns one Redis
 /// read per fire into a few per second per group.
 const LIVE_CACHE: Duration = Duration::from_millis(100);
-/// Past [`LIVE_CACHE`] and up to this age a list is still used while a
-/// fresh read runs in the background: a fire never waits for the registry
-/// read, which queues behind whatever Redis is busy with (a claim of
+/// Past [`LIVE_CACHE`] a fresh read starts in the background and the fire
+/// waits for it at most [`LIVE_WAIT`]; up to this age the old list is used
+/// if the read takes longer: a fire does not wait for a registry read that
+/// queues behind whatever Redis is busy with (a claim of
 /// thousands of due jobs holds it for a few hundred ms; the fires that
 /// waited on it were the publish lateness's p99). An executor that died
 /// meanwhile only delays its triggers: its queue is durable and the reaper
@@ -95,6 +97,8 @@ const LIVE_CACHE: Duration = Duration::from_millis(100);
 /// routed to it (the broker returns them); the first such return drops the
 /// list, and a background read begun before that is not kept.
 const LIVE_STALE: Duration = Duration::from_millis(1_000);
+/// How long a fire waits for a background read of its group's list.
+const LIVE_WAIT: Duration = Duration::from_millis(5);
 
 /// Triggers per AMQP message at most (all for one executor).
 const TRIGGERS_PER_MESSAGE: usize = 500;
@@ -124,8 +128,9 @@ pub struct Dispatcher {
     triggers: Batcher<String, Trigger, bool>,
     events: EventPublisher,
     live: Arc<std::sync::Mutex<HashMap<String, LiveList>>>,
-    /// Groups whose list is being read in the background.
-    refreshing: Arc<std::sync::Mutex<HashSet<String>>>,
+    /// Groups whose list is being read in the background, each with what
+    /// wakes the fires waiting for it.
+    refreshing: Arc<std::sync::Mutex<HashMap<String, Arc<Notify>>>>,
     /// Counts [`Dispatcher::forget_live`] calls: a background read begun
     /// before one is not kept.
     forgets: Arc<std::sync::atomic::AtomicU64>,
@@ -221,8 +226,8 @@ impl Dispatcher {
     }
 
     /// The group's live executors, read from Redis at most every
-    /// [`LIVE_CACHE`]; up to [`LIVE_STALE`] the last list is used while a
-    /// read runs in the background.
+    /// [`LIVE_CACHE`]; then read in the background, and up to [`LIVE_STALE`]
+    /// the last list is used when that read takes over [`LIVE_WAIT`].
     async fn live_executors(&self, group: &str) -> Result<Arc<Vec<LiveExecutor>>, Error> {
         let cached = self.live.lock().expect("live lock").get(group).cloned();
         if let Some((at, list)) = cached {
@@ -230,8 +235,19 @@ impl Dispatcher {
                 return Ok(list);
             }
             if at.elapsed() < LIVE_STALE {
-                self.refresh_in_background(group);
-                return Ok(list);
+                let refreshed = self.refresh_in_background(group);
+                let notified = refreshed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let _ = tokio::time::timeout(LIVE_WAIT, notified).await;
+                match self.live.lock().expect("live lock").get(group).cloned() {
+                    Some((read_at, fresh)) if read_at > at => return Ok(fresh),
+                    // The read is slow (Redis is busy): the old list.
+                    Some(_) => return Ok(list),
+                    // Dropped (the group is empty, or an executor left):
+                    // read it now.
+                    None => {}
+                }
             }
         }
         let (read_at, epoch) = (
@@ -251,21 +267,26 @@ impl Dispatcher {
 
     /// Reads a group's list in a task of its own (one at a time per group);
     /// an empty list is not kept, a failed read leaves the old one to age.
-    fn refresh_in_background(&self, group: &str) {
-        if !self
-            .refreshing
-            .lock()
-            .expect("refreshing lock")
-            .insert(group.to_owned())
-        {
-            return;
-        }
-        /// Takes the group off `refreshing` however the task ends.
-        struct Done(Arc<std::sync::Mutex<HashSet<String>>>, String);
+    /// Returns what is notified when the read is over.
+    fn refresh_in_background(&self, group: &str) -> Arc<Notify> {
+        let notify = {
+            let mut refreshing = self.refreshing.lock().expect("refreshing lock");
+            if let Some(notify) = refreshing.get(group) {
+                return notify.clone();
+            }
+            let notify = Arc::new(Notify::new());
+            refreshing.insert(group.to_owned(), notify.clone());
+            notify
+        };
+        /// Takes the group off `refreshing` and wakes its waiters, however
+        /// the task ends (after the list is stored).
+        struct Done(Arc<std::sync::Mutex<HashMap<String, Arc<Notify>>>>, String);
         impl Drop for Done {
             fn drop(&mut self) {
-                if let Ok(mut refreshing) = self.0.lock() {
-                    refreshing.remove(&self.1);
+                if let Ok(mut refreshing) = self.0.lock()
+                    && let Some(notify) = refreshing.remove(&self.1)
+                {
+                    notify.notify_waiters();
                 }
             }
         }
@@ -294,6 +315,7 @@ impl Dispatcher {
                 Err(e) => tracing::debug!(%group, error = %e, "reading the group's live executors"),
             }
         });
+        notify
     }
 
     /// Drops a group's cached executor list (one of them has no queue).
