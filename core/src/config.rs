@@ -295,6 +295,11 @@ pub struct SchedulerConfig {
     /// (admission control: an overloaded node does not grow a task per
     /// due fire).
     pub max_fires_in_flight: usize,
+    /// Fires a node holds in memory (on its wheel or in flight), at most.
+    /// Beyond, the loader reads its rings with a limit, earliest first, and
+    /// the rest of a backlog waits in Redis: an overloaded node's memory
+    /// stays bounded.
+    pub max_fires_loaded: usize,
     /// On SIGTERM, in-flight work gets this long.
     pub shutdown_grace_ms: u64,
     /// `/metrics` without credentials (otherwise any signed-in user's
@@ -315,6 +320,7 @@ impl Default for SchedulerConfig {
             load_interval_ms: 100,
             load_ahead_ms: 1500,
             max_fires_in_flight: 4096,
+            max_fires_loaded: 65_536,
             shutdown_grace_ms: 10_000,
             metrics_public: false,
         }
@@ -623,6 +629,12 @@ impl Config {
         if self.scheduler.preread_ms < 1000 || self.scheduler.claim_interval_ms == 0 {
             return Err(ConfigError::Invalid(
                 "scheduler.preread_ms must be ≥ 1000 and claim_interval_ms > 0".into(),
+            ));
+        }
+        if self.scheduler.max_fires_in_flight == 0 || self.scheduler.max_fires_loaded == 0 {
+            return Err(ConfigError::Invalid(
+                "scheduler.max_fires_in_flight and scheduler.max_fires_loaded must be at least 1"
+                    .into(),
             ));
         }
         let r = &self.registry;

@@ -128,6 +128,13 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         "fires handed to the dispatcher and not yet settled (at most scheduler.max_fires_in_flight)",
     ),
     (
+        "rondo_fires_loaded",
+        Kind::Gauge,
+        Process::Scheduler,
+        "",
+        "fires this node holds, on its wheel or in flight (at most scheduler.max_fires_loaded)",
+    ),
+    (
         "rondo_cluster_nodes",
         Kind::Gauge,
         Process::Scheduler,

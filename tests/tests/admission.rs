@@ -1,10 +1,12 @@
 //! Admission control in front of the wheel: a node allowed two fires in
-//! flight (`scheduler.max_fires_in_flight = 2`) is offered 200 fires every
-//! second, far more than two at a time can settle (each fire waits for its
+//! flight (`scheduler.max_fires_in_flight = 2`) and fifty in memory
+//! (`scheduler.max_fires_loaded = 50`) is offered 200 fires every second,
+//! far more than two at a time can settle (each fire waits for its
 //! trigger's batch, its confirm, its in-flight record, its event and its
-//! ring ack: tens of ms). The node saturates at two fires in flight and
-//! never more; the fires go out late, in order, and every one of them runs
-//! exactly once: nothing is refused or lost.
+//! ring ack: tens of ms). The node saturates at both bounds and never
+//! exceeds either: the backlog waits in its rings in Redis. The fires go
+//! out late, in order, and every one of them runs exactly once: nothing is
+//! refused or lost.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,11 +17,13 @@ use sqlx::Row;
 
 const JOBS: u64 = 200;
 const IN_FLIGHT: usize = 2;
+const LOADED: usize = 50;
 /// The seconds of schedule counted.
 const SECONDS: i64 = 3;
 
-/// `rondo_fires_in_flight` from the node's `/metrics`.
-async fn in_flight(metrics: &str, token: &str) -> Option<f64> {
+/// `rondo_fires_in_flight` and `rondo_fires_loaded` from one scrape of the
+/// node's `/metrics`.
+async fn gauges(metrics: &str, token: &str) -> Option<(f64, f64)> {
     let text = reqwest::Client::new()
         .get(metrics)
         .bearer_auth(token)
@@ -29,19 +33,22 @@ async fn in_flight(metrics: &str, token: &str) -> Option<f64> {
         .text()
         .await
         .ok()?;
-    text.lines().find_map(|l| {
-        l.strip_prefix("rondo_fires_in_flight ")?
-            .trim()
-            .parse()
-            .ok()
-    })
+    let gauge = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    Some((
+        gauge("rondo_fires_in_flight")?,
+        gauge("rondo_fires_loaded")?,
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_overloaded_node_holds_its_bound_and_fires_everything_late_in_order() {
+async fn an_overloaded_node_holds_its_bounds_and_fires_everything_late_in_order() {
     let mut world = World::new("admission").await;
     world.config.executor.app = "adm".into();
     world.config.scheduler.max_fires_in_flight = IN_FLIGHT;
+    world.config.scheduler.max_fires_loaded = LOADED;
     let token = world.admin.token.clone();
     let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
@@ -54,15 +61,17 @@ async fn an_overloaded_node_holds_its_bound_and_fires_everything_late_in_order()
     let first = api.every_second_jobs("adm", JOBS).await;
     let last = first + (SECONDS - 1) * 1000;
 
-    // Saturated: two fires in flight, seen while the backlog builds, and
-    // never more than two in any sample until the counted fires ran.
+    // Saturated: two fires in flight and fifty held, seen while the
+    // backlog builds, and never more in any sample until the counted fires
+    // ran.
     let mut samples = Vec::new();
-    let mut saturated = false;
+    let (mut saturated, mut full) = (false, false);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
-        if let Some(n) = in_flight(&metrics, &token).await {
-            samples.push(n);
+        if let Some((n, held)) = gauges(&metrics, &token).await {
+            samples.push((n, held));
             saturated |= n == IN_FLIGHT as f64;
+            full |= held == LOADED as f64;
         }
         let ran = recorder
             .runs()
@@ -80,9 +89,14 @@ async fn an_overloaded_node_holds_its_bound_and_fires_everything_late_in_order()
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(saturated, "two fires in flight at some point: {samples:?}");
+    assert!(full, "{LOADED} fires held at some point: {samples:?}");
     assert!(
-        samples.iter().all(|&n| n <= IN_FLIGHT as f64),
+        samples.iter().all(|&(n, _)| n <= IN_FLIGHT as f64),
         "never more than {IN_FLIGHT} in flight: {samples:?}"
+    );
+    assert!(
+        samples.iter().all(|&(_, held)| held <= LOADED as f64),
+        "never more than {LOADED} held: {samples:?}"
     );
 
     // Nothing refused or lost: every counted fire ran, once.

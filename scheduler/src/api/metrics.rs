@@ -23,6 +23,7 @@ pub(super) async fn metrics(State(s): State<AppState>) -> ApiResult<String> {
     }
     metrics::gauge!("rondo_wheel_fires").set(s.firing.wheel_len() as f64);
     metrics::gauge!("rondo_fires_in_flight").set(s.firing.in_flight() as f64);
+    metrics::gauge!("rondo_fires_loaded").set(s.firing.loaded() as f64);
     metrics::gauge!("rondo_cluster_nodes").set(s.view.nodes.borrow().len() as f64);
     for (partition, size) in s.store.due_sizes().await?.into_iter().enumerate() {
         metrics::gauge!("rondo_due_jobs", "partition" => partition.to_string()).set(size as f64);

@@ -1,6 +1,17 @@
 //! Loading: every `scheduler.load_interval_ms`, read this node's rings for
 //! fires due within `scheduler.load_ahead_ms` and put the new ones on the
-//! wheel.
+//! wheel, earliest first, as long as the node holds fewer than
+//! `scheduler.max_fires_loaded`.
+//!
+//! # Bounded loads
+//! Every partition's read has a limit: the live members it may list again
+//! plus a share of the room left. A read that returns its limit is *cut*:
+//! its ring holds more, all later than the last member it returned. The
+//! load then takes fresh members only up to the earliest such last member,
+//! so nothing goes on the wheel ahead of a member still in Redis, and at
+//! most the room left. While cut, the node is *behind*: its loads read
+//! from the start and wait until a quarter of the bound is free, and the
+//! backlog stays in the rings, in order.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +21,7 @@ use rondo_core::names::parse_ring_member;
 use tokio_util::sync::CancellationToken;
 
 use super::{Entry, Firing};
+use crate::store::RingRead;
 
 /// Every this many loads, the loader reads the rings from the start; the
 /// loads in between read only past the previous load's horizon. Steady
@@ -19,6 +31,20 @@ use super::{Entry, Firing};
 /// most `FULL_LOAD_EVERY × load_interval_ms`. At high fire rates this keeps
 /// the loader from re-reading every loaded member ten times a second.
 const FULL_LOAD_EVERY: u64 = 5;
+
+/// The fewest fresh members a partition's read may list (when room allows).
+const MIN_SHARE: usize = 64;
+
+/// Where the loads stand.
+#[derive(Debug, Default)]
+pub(super) struct Loads {
+    /// Loads done since the last failure (the first reads everything).
+    count: u64,
+    /// Everything due by this instant is loaded (or acked).
+    horizon: i64,
+    /// The last load was cut: the rings hold fires it left there.
+    behind: bool,
+}
 
 impl Firing {
     pub(super) async fn load_loop(self: Arc<Self>, shutdown: CancellationToken) {
@@ -31,36 +57,72 @@ impl Firing {
             }
             if let Err(e) = self.load_once().await {
                 // The next load reads everything again.
-                *self.loads.lock().expect("loads lock") = (0, 0);
+                *self.loads.lock().expect("loads lock") = Loads::default();
                 tracing::warn!(error = %e, "loading the ring failed; retrying");
             }
         }
     }
 
     /// Reads this node's rings for fires due within the load window and puts
-    /// the new ones on the wheel.
+    /// the new ones on the wheel, within `scheduler.max_fires_loaded`.
     async fn load_once(&self) -> Result<(), rondo_core::Error> {
+        let bound = self.config.max_fires_loaded.max(1);
+        let partitions = self.store.names().partitions();
+        let (room, live): (usize, Vec<usize>) = {
+            let loaded = self.loaded.lock().expect("loaded lock");
+            (
+                bound.saturating_sub(loaded.live()),
+                (0..partitions).map(|p| loaded.live_in(p)).collect(),
+            )
+        };
         let read_at = clock::now_ms();
         let until = read_at + self.config.load_ahead_ms;
         let after = {
             let mut loads = self.loads.lock().expect("loads lock");
-            let (count, horizon) = *loads;
-            *loads = (count + 1, until);
-            (count % FULL_LOAD_EVERY != 0).then_some(horizon)
+            if room == 0 || (loads.behind && room < bound / 4) {
+                // Full: the rings keep the backlog. Whatever they hold is
+                // read from the start once there is room.
+                loads.behind = true;
+                return Ok(());
+            }
+            let incremental = !loads.behind && !loads.count.is_multiple_of(FULL_LOAD_EVERY);
+            loads.count += 1;
+            incremental.then_some(loads.horizon)
         };
-        let members = self.store.read_rings(&self.node, after, until).await?;
-        let fresh: Vec<(u32, String, u64, i64)> = {
+        let share = (2 * room)
+            .div_ceil(partitions.max(1) as usize)
+            .max(MIN_SHARE)
+            .min(room);
+        // A read from the start lists the live members again (they are
+        // still in the ring): its limit makes room for them.
+        let limits: Vec<usize> = live
+            .iter()
+            .map(|l| share + if after.is_none() { *l } else { 0 })
+            .collect();
+        let reads = self
+            .store
+            .read_rings(&self.node, after, until, &limits)
+            .await?;
+        let chosen = {
             let mut loaded = self.loaded.lock().expect("loaded lock");
-            let fresh = members
-                .into_iter()
-                .filter(|(_, m)| !loaded.members.contains(m))
-                .filter_map(|(p, m)| parse_ring_member(&m).map(|(job, fire)| (p, m, job, fire)))
-                .collect();
+            let chosen = choose(reads, |m| loaded.contains(m), room);
             // Acked before this read was sent: gone from the ring for it
             // and every later read.
             loaded.forget_acked_before(read_at);
-            fresh
+            chosen
         };
+        {
+            let mut loads = self.loads.lock().expect("loads lock");
+            loads.behind = chosen.cut;
+            if !chosen.cut {
+                loads.horizon = until;
+            }
+        }
+        let fresh: Vec<(u32, String, u64, i64)> = chosen
+            .members
+            .into_iter()
+            .filter_map(|(p, m, _)| parse_ring_member(&m).map(|(job, fire)| (p, m, job, fire)))
+            .collect();
         if fresh.is_empty() {
             return Ok(());
         }
@@ -82,8 +144,7 @@ impl Firing {
             self.loaded
                 .lock()
                 .expect("loaded lock")
-                .members
-                .insert(member.clone());
+                .insert(member.clone(), partition);
             let entry = Entry {
                 partition,
                 misfire: rondo_core::names::is_misfire_member(&member),
@@ -102,5 +163,121 @@ impl Firing {
             self.wake.notify_one();
         }
         Ok(())
+    }
+}
+
+/// What a load puts on the wheel.
+#[derive(Debug, PartialEq)]
+struct Chosen {
+    /// `(partition, member, instant)`, earliest first.
+    members: Vec<(u32, String, i64)>,
+    /// The rings may hold fires this load left there.
+    cut: bool,
+}
+
+/// Chooses the members a load puts on the wheel: those not loaded yet,
+/// earliest first, at most `room`, and none later than the last member of
+/// a cut read (that partition's unread members come after its last one
+/// read, and a later member of another partition must not go out before
+/// them).
+fn choose(reads: Vec<RingRead>, loaded: impl Fn(&str) -> bool, room: usize) -> Chosen {
+    let mut cut = false;
+    let mut up_to = i64::MAX;
+    for read in reads.iter().filter(|r| r.cut()) {
+        cut = true;
+        if let Some((_, ms)) = read.members.last() {
+            up_to = up_to.min(*ms);
+        }
+    }
+    let mut members: Vec<(u32, String, i64)> = reads
+        .into_iter()
+        .flat_map(|r| {
+            let p = r.partition;
+            r.members.into_iter().map(move |(m, ms)| (p, m, ms))
+        })
+        .filter(|(_, m, ms)| *ms <= up_to && !loaded(m))
+        .collect();
+    members.sort_by_key(|(_, _, ms)| *ms);
+    if members.len() > room {
+        members.truncate(room);
+        cut = true;
+    }
+    Chosen { members, cut }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(partition: u32, limit: usize, members: &[(&str, i64)]) -> RingRead {
+        RingRead {
+            partition,
+            limit,
+            members: members.iter().map(|(m, ms)| (m.to_string(), *ms)).collect(),
+        }
+    }
+
+    fn names(c: &Chosen) -> Vec<&str> {
+        c.members.iter().map(|(_, m, _)| m.as_str()).collect()
+    }
+
+    #[test]
+    fn reads_within_their_limits_load_every_fresh_member_in_order() {
+        let reads = vec![
+            read(0, 10, &[("a", 1), ("c", 3), ("x", 4)]),
+            read(1, 10, &[("b", 2), ("d", 5)]),
+        ];
+        let c = choose(reads, |m| m == "x", 100);
+        assert_eq!(names(&c), ["a", "b", "c", "d"]);
+        assert!(!c.cut);
+    }
+
+    #[test]
+    fn nothing_goes_ahead_of_a_cut_partitions_unread_members() {
+        // Partition 0 stopped at its limit at 3: its unread members are at
+        // 3 or later, so partition 1's 5 and 6 wait; its 3 may go (same
+        // millisecond).
+        let reads = vec![
+            read(0, 2, &[("a", 1), ("c", 3)]),
+            read(1, 10, &[("b", 2), ("b3", 3), ("d", 5), ("e", 6)]),
+        ];
+        let c = choose(reads, |_| false, 100);
+        assert_eq!(names(&c), ["a", "b", "c", "b3"]);
+        assert!(c.cut);
+    }
+
+    #[test]
+    fn loaded_members_count_against_a_reads_limit_but_are_not_loaded_again() {
+        // A read from the start lists what is on the wheel; it returned its
+        // limit, so it is cut even though only one member is fresh.
+        let reads = vec![read(0, 3, &[("a", 1), ("b", 2), ("c", 3)])];
+        let c = choose(reads, |m| m != "c", 100);
+        assert_eq!(names(&c), ["c"]);
+        assert!(c.cut);
+    }
+
+    #[test]
+    fn the_room_takes_the_earliest_and_leaves_the_rest_behind() {
+        let reads = vec![
+            read(0, 10, &[("a", 1), ("c", 3)]),
+            read(1, 10, &[("b", 2), ("d", 4)]),
+        ];
+        let c = choose(reads, |_| false, 3);
+        assert_eq!(names(&c), ["a", "b", "c"]);
+        assert!(c.cut, "d is left in the ring");
+        let c = choose(vec![read(0, 10, &[("a", 1)])], |_| false, 0);
+        assert!(c.members.is_empty() && c.cut);
+    }
+
+    #[test]
+    fn an_empty_read_is_not_cut() {
+        let c = choose(vec![read(0, 1, &[]), read(1, 1, &[])], |_| false, 5);
+        assert_eq!(
+            c,
+            Chosen {
+                members: vec![],
+                cut: false
+            }
+        );
     }
 }

@@ -21,7 +21,7 @@ mod fire;
 mod load;
 pub mod wheel;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use rondo_core::Job;
@@ -49,19 +49,52 @@ struct Entry {
     attempt: u32,
 }
 
-/// The members a reload must skip: those on the wheel or being dispatched,
-/// and those acked lately. A ring read sent before an ack's `ZREM` landed
-/// may still list its member, so an acked member is skipped until a load
-/// whose read was sent after the ack.
+/// The members a reload must skip: those on the wheel or being dispatched
+/// (live), and those acked lately. A ring read sent before an ack's `ZREM`
+/// landed may still list its member, so an acked member is skipped until a
+/// load whose read was sent after the ack.
 #[derive(Debug, Default)]
 struct Loaded {
-    members: HashSet<String>,
+    /// Every member skipped, with its partition.
+    members: HashMap<String, u32>,
     /// Acked members with the instant their ack was confirmed, oldest first.
     acked: VecDeque<(i64, String)>,
+    /// Live members (not acked) per partition, and in all.
+    live: HashMap<u32, usize>,
+    live_total: usize,
 }
 
 impl Loaded {
+    /// A member put on the wheel.
+    fn insert(&mut self, member: String, partition: u32) {
+        if self.members.insert(member, partition).is_none() {
+            *self.live.entry(partition).or_default() += 1;
+            self.live_total += 1;
+        }
+    }
+
+    fn contains(&self, member: &str) -> bool {
+        self.members.contains_key(member)
+    }
+
+    /// Fires on the wheel or in flight: what `scheduler.max_fires_loaded`
+    /// bounds.
+    fn live(&self) -> usize {
+        self.live_total
+    }
+
+    fn live_in(&self, partition: u32) -> usize {
+        self.live.get(&partition).copied().unwrap_or(0)
+    }
+
     fn acked(&mut self, member: String, at_ms: i64) {
+        if let Some(p) = self.members.get(&member)
+            && let Some(n) = self.live.get_mut(p)
+            && *n > 0
+        {
+            *n -= 1;
+            self.live_total -= 1;
+        }
         self.acked.push_back((at_ms, member));
     }
 
@@ -100,8 +133,8 @@ pub struct Firing {
     /// A slot per fire handed to the dispatcher and not yet settled
     /// (`scheduler.max_fires_in_flight`).
     in_flight: Arc<Semaphore>,
-    /// Loads done, and the horizon of the last one.
-    loads: std::sync::Mutex<(u64, i64)>,
+    /// Where the loads stand (incremental or from the start).
+    loads: std::sync::Mutex<load::Loads>,
     pub stats: FiringStats,
 }
 
@@ -115,7 +148,7 @@ impl Firing {
         Arc::new(Firing {
             acks: ack::batcher(store.clone(), node.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_fires_in_flight.max(1))),
-            loads: std::sync::Mutex::new((0, 0)),
+            loads: std::sync::Mutex::new(load::Loads::default()),
             store,
             dispatcher,
             node,
@@ -130,6 +163,12 @@ impl Firing {
     /// Fires waiting on the wheel.
     pub fn wheel_len(&self) -> usize {
         self.wheel.lock().expect("wheel lock").len()
+    }
+
+    /// Fires this node holds: on the wheel or in flight (at most
+    /// `scheduler.max_fires_loaded`).
+    pub fn loaded(&self) -> usize {
+        self.loaded.lock().expect("loaded lock").live()
     }
 
     /// Fires handed to the dispatcher and not yet settled.
@@ -161,18 +200,20 @@ mod tests {
     fn an_acked_member_is_skipped_until_a_read_sent_after_its_ack() {
         let mut loaded = Loaded::default();
         for m in ["a", "b", "c"] {
-            loaded.members.insert(m.to_owned());
+            loaded.insert(m.to_owned(), 0);
         }
+        assert_eq!(loaded.live(), 3);
         loaded.acked("a".to_owned(), 100);
         loaded.acked("b".to_owned(), 105);
+        assert_eq!((loaded.live(), loaded.live_in(0)), (1, 1), "c is live");
         // A read sent at 100 may have been answered before a's ZREM landed.
         loaded.forget_acked_before(100);
-        assert!(loaded.members.contains("a") && loaded.members.contains("b"));
+        assert!(loaded.contains("a") && loaded.contains("b"));
         // A read sent at 101 was answered after it: a is gone from the ring.
         loaded.forget_acked_before(101);
-        assert!(!loaded.members.contains("a"));
-        assert!(loaded.members.contains("b"), "acked after that read");
-        assert!(loaded.members.contains("c"), "still on the wheel");
+        assert!(!loaded.contains("a"));
+        assert!(loaded.contains("b"), "acked after that read");
+        assert!(loaded.contains("c"), "still on the wheel");
         loaded.forget_acked_before(200);
         assert_eq!(loaded.members.len(), 1);
         assert!(loaded.acked.is_empty());

@@ -62,6 +62,23 @@ pub struct ClaimItem {
     pub awaited: Option<i64>,
 }
 
+/// One partition's part of a ring read: members and their instants,
+/// earliest first, and the limit the read had (a read that returned
+/// `limit` members may have left later ones in the ring).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RingRead {
+    pub partition: u32,
+    pub members: Vec<(String, i64)>,
+    pub limit: usize,
+}
+
+impl RingRead {
+    /// The read stopped at its limit: the ring may hold more.
+    pub fn cut(&self) -> bool {
+        !self.members.is_empty() && self.members.len() >= self.limit
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
@@ -558,24 +575,41 @@ impl Store {
 
     // ---- rings (every node) ----
 
-    /// Members of a node's rings (every partition) due after `after_ms`
-    /// (exclusive; `None`: from the start) and at or before `until_ms`, in
-    /// one round trip.
+    /// Reads this node's rings: per partition, the members due after
+    /// `after_ms` (from the start if `None`) and by `until_ms`, earliest
+    /// first, at most `limits[p]` of them, with their instants.
     pub async fn read_rings(
         &self,
         node: &str,
         after_ms: Option<i64>,
         until_ms: i64,
-    ) -> Result<Vec<(u32, String)>, Error> {
+        limits: &[usize],
+    ) -> Result<Vec<RingRead>, Error> {
         let from = after_ms.map_or_else(|| "-inf".to_owned(), |ms| format!("({ms}"));
         let mut pipe = redis::pipe();
         for p in 0..self.names.partitions() {
-            pipe.zrangebyscore(self.names.ring(p, node), &from, until_ms);
+            let limit = limits.get(p as usize).copied().unwrap_or(0).max(1);
+            pipe.zrangebyscore_limit_withscores(
+                self.names.ring(p, node),
+                &from,
+                until_ms,
+                0,
+                limit as isize,
+            );
         }
-        let per_partition: Vec<Vec<String>> = pipe.query_async(&mut self.conn().await?).await?;
-        let members = per_partition.into_iter().enumerate();
-        Ok(members
-            .flat_map(|(p, ms)| ms.into_iter().map(move |m| (p as u32, m)))
+        let per_partition: Vec<Vec<(String, f64)>> =
+            pipe.query_async(&mut self.conn().await?).await?;
+        Ok(per_partition
+            .into_iter()
+            .enumerate()
+            .map(|(p, members)| RingRead {
+                partition: p as u32,
+                limit: limits.get(p).copied().unwrap_or(0).max(1),
+                members: members
+                    .into_iter()
+                    .map(|(m, score)| (m, score as i64))
+                    .collect(),
+            })
             .collect())
     }
 
