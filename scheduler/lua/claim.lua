@@ -23,23 +23,54 @@ local nodes = #KEYS - 5
 for k = 1, nodes do
   redis.call('SADD', KEYS[3], ARGV[1 + k])
 end
-local claimed, skipped = 0, 0
+-- Writes go out in variadic calls (one per key and kind, in chunks), not
+-- one call per job: a call from Lua costs about as much as the work of one
+-- member.
+local CHUNK = 2000
+local function flush(cmd, key, args)
+  for from = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, from, math.min(from + CHUNK - 1, #args)))
+  end
+end
+-- The current due scores of every job in the call, in one read.
+local jobs = {}
 local i = 2 + nodes
 while i <= #ARGV do
+  jobs[#jobs + 1] = ARGV[i]
+  i = i + 8 + tonumber(ARGV[i + 7])
+end
+local scores = {}
+for from = 1, #jobs, CHUNK do
+  local part = redis.call('ZMSCORE', KEYS[2], unpack(jobs, from, math.min(from + CHUNK - 1, #jobs)))
+  for k = 1, #part do scores[from + k - 1] = part[k] end
+end
+local advance, leave, rings = {}, {}, {}
+local claimed, skipped = 0, 0
+local j = 0
+i = 2 + nodes
+while i <= #ARGV do
+  j = j + 1
   local job, expected, nxt = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local ring = KEYS[tonumber(ARGV[i + 3])]
+  local ring = tonumber(ARGV[i + 3])
   local missed, record, awaited = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   local n = tonumber(ARGV[i + 7])
-  local score = redis.call('ZSCORE', KEYS[2], job)
+  local score = scores[j]
   if score and tonumber(score) == tonumber(expected) then
     if nxt == '' then
-      redis.call('ZREM', KEYS[2], job)
+      leave[#leave + 1] = job
     else
-      redis.call('ZADD', KEYS[2], nxt, job)
+      advance[#advance + 1] = nxt
+      advance[#advance + 1] = job
+    end
+    local members = rings[ring]
+    if not members then
+      members = {}
+      rings[ring] = members
     end
     for k = 1, n do
       local tail = ARGV[i + 7 + k]
-      redis.call('ZADD', ring, string.match(tail, '^%d+'), job .. ':' .. tail)
+      members[#members + 1] = string.match(tail, '^%d+')
+      members[#members + 1] = job .. ':' .. tail
     end
     if record ~= '' then
       record_missed(KEYS[4], job, missed, record)
@@ -52,5 +83,10 @@ while i <= #ARGV do
     skipped = skipped + 1
   end
   i = i + 8 + n
+end
+flush('ZADD', KEYS[2], advance)
+flush('ZREM', KEYS[2], leave)
+for ring, members in pairs(rings) do
+  flush('ZADD', KEYS[ring], members)
 end
 return {claimed, skipped}

@@ -16,11 +16,12 @@ use std::time::Duration;
 use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
 use rondo_core::schedule::{ClaimWindow, MissedRecord, Schedule, plan_claim};
-use rondo_core::{Error, ErrorKind, Job, clock};
+use rondo_core::{Error, ErrorKind, clock};
 use rondo_history::History;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::definitions::{Definitions, Parsed};
 use super::failover::{FailoverReport, failover_pass};
 use super::fence::carry_on;
 use super::{assign, bootstrap};
@@ -68,6 +69,8 @@ pub struct Claimer {
     /// The term whose leader converted the legacy job indexes (once per
     /// term, not every tick).
     migrated_term: std::sync::atomic::AtomicU64,
+    /// Definitions parsed in this tick and the last.
+    definitions: Definitions,
 }
 
 impl Claimer {
@@ -88,6 +91,7 @@ impl Claimer {
             tick_ms: Histogram::default(),
             last_tick: std::sync::Mutex::new(TickReport::default()),
             migrated_term: std::sync::atomic::AtomicU64::new(0),
+            definitions: Definitions::default(),
         })
     }
 
@@ -166,6 +170,7 @@ impl Claimer {
                 .buffer_unordered(CLAIM_CONCURRENCY)
                 .collect()
                 .await;
+        self.definitions.end_tick();
         let mut report = TickReport::default();
         for outcome in outcomes {
             report += outcome?;
@@ -225,10 +230,14 @@ impl Claimer {
                 return Ok(report);
             }
             let ids: Vec<u64> = due.iter().map(|(id, _)| *id).collect();
-            let jobs = self.store.get_jobs(&ids).await?;
+            let defs = self.store.get_job_defs(&ids).await?;
+            let parsed = self.definitions.parse(&ids, defs);
             let items: Vec<ClaimItem> = due
                 .iter()
-                .map(|(id, score)| plan_item(*id, *score, jobs.get(id), window, nodes, &mut report))
+                .zip(&parsed)
+                .map(|((id, score), def)| {
+                    plan_item(*id, *score, def.as_deref(), window, nodes, &mut report)
+                })
                 .collect();
             let (claimed, skipped) = self.store.claim(p, term, nodes, &items).await?;
             report.jobs += claimed;
@@ -245,7 +254,7 @@ impl Claimer {
 fn plan_item(
     id: u64,
     score: i64,
-    job: Option<&Arc<Job>>,
+    def: Option<&Parsed>,
     window: ClaimWindow,
     nodes: &[String],
     report: &mut TickReport,
@@ -261,22 +270,23 @@ fn plan_item(
         missed: None,
         awaited: None,
     };
-    let Some(job) = job.filter(|j| j.enabled) else {
+    let Some(def) = def.filter(|d| d.job.enabled) else {
         tracing::warn!(
             job_id = id,
             "due job has no definition or is stopped; removed from the due set"
         );
         return empty;
     };
-    let schedule = match job.schedule() {
-        Ok(s) => s,
+    let job = &def.job;
+    let schedule = match &def.schedule {
+        Ok(s) => s.as_ref(),
         Err(e) => {
             tracing::error!(job_id = id, error = %e, "stored schedule does not parse; removed from the due set");
             return empty;
         }
     };
     let threshold = job.misfire_threshold();
-    let plan = plan_claim(&schedule, job.misfire.rule(), threshold, score, window);
+    let plan = plan_claim(schedule, job.misfire.rule(), threshold, score, window);
     let missed = plan.missed.as_ref().map(|m| {
         if m.misfire {
             report.misfires += 1;

@@ -19,6 +19,7 @@
 pub mod assign;
 pub mod bootstrap;
 pub mod claim;
+mod definitions;
 pub mod failover;
 mod fence;
 pub mod reaper;

@@ -270,11 +270,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.hget(self.names.job(*id), DEF);
-        }
-        let defs: Vec<Option<String>> = pipe.query_async(&mut self.conn().await?).await?;
+        let defs = self.get_job_defs(ids).await?;
         let mut jobs = HashMap::with_capacity(ids.len());
         for (id, def) in ids.iter().zip(defs) {
             let Some(def) = def else { continue };
@@ -288,6 +284,19 @@ impl Store {
             }
         }
         Ok(jobs)
+    }
+
+    /// The stored definitions (JSON) of many jobs in one round trip, in the
+    /// order of `ids`; `None` where a job is gone.
+    pub async fn get_job_defs(&self, ids: &[u64]) -> Result<Vec<Option<String>>, Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.hget(self.names.job(*id), DEF);
+        }
+        Ok(pipe.query_async(&mut self.conn().await?).await?)
     }
 
     /// A page of job ids in id order (`descending`: newest first), of one
