@@ -46,6 +46,7 @@ pub mod failover;
 mod machine;
 mod options;
 mod output;
+pub mod overload;
 pub mod pages;
 pub mod persistence;
 mod sandbox;
@@ -113,6 +114,12 @@ pub async fn run(options: &Options, config: &Config) -> anyhow::Result<Vec<(Stri
             Scenario::Scaling => {
                 let params = scaling::Params::new(options);
                 let report = scaling::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Overload => {
+                let params = overload::Params::new(options);
+                let report = overload::run(config, &params).await?;
                 let path = write_report(&report, &options.out)?;
                 written.push((report.markdown(), path));
             }

@@ -130,6 +130,24 @@ pub struct Options {
     /// `--smoke`).
     #[arg(long)]
     pub failover_jobs: Option<usize>,
+
+    /// Overload: jobs firing every second throughout. Defaults to 1,000
+    /// (20 with `--smoke`).
+    #[arg(long)]
+    pub overload_base: Option<usize>,
+    /// Overload: jobs firing every second in the window only, on top of
+    /// the base. Defaults to 20,000 (about twice what one node publishes
+    /// here; 400 with `--smoke`).
+    #[arg(long)]
+    pub overload_jobs: Option<usize>,
+    /// Overload: the window, seconds (1 to 60, within one minute).
+    /// Defaults to 60 (5 with `--smoke`).
+    #[arg(long)]
+    pub overload_window: Option<i64>,
+    /// Overload: seconds observed after the window. Defaults to 90 (15
+    /// with `--smoke`).
+    #[arg(long)]
+    pub overload_after: Option<i64>,
 }
 
 impl Options {
@@ -161,6 +179,10 @@ impl Options {
             pages_logs: None,
             failover_runs: None,
             failover_jobs: None,
+            overload_base: None,
+            overload_jobs: None,
+            overload_window: None,
+            overload_after: None,
             scaling_jobs: None,
             scaling_nodes: None,
             topologies: vec![Topology::Single, Topology::Cluster],
@@ -241,6 +263,26 @@ impl Options {
         }
     }
 
+    pub fn overload_base(&self) -> usize {
+        let default = if self.smoke { 20 } else { 1_000 };
+        self.overload_base.unwrap_or(default)
+    }
+
+    pub fn overload_jobs(&self) -> usize {
+        let default = if self.smoke { 400 } else { 20_000 };
+        self.overload_jobs.unwrap_or(default)
+    }
+
+    pub fn overload_window(&self) -> i64 {
+        let default = if self.smoke { 5 } else { 60 };
+        self.overload_window.unwrap_or(default)
+    }
+
+    pub fn overload_after(&self) -> i64 {
+        let default = if self.smoke { 15 } else { 90 };
+        self.overload_after.unwrap_or(default).max(1)
+    }
+
     pub fn failover_jobs(&self) -> usize {
         let default = if self.smoke { 50 } else { 500 };
         self.failover_jobs.unwrap_or(default).max(1)
@@ -271,6 +313,9 @@ pub enum Scenario {
     /// ZooKeeper and RabbitMQ and on the cluster topology: each node's
     /// fires and cores, the leader's claim per tick.
     Scaling,
+    /// One node offered about twice what it publishes for a minute:
+    /// nothing lost, its memory, how long until it is on time again.
+    Overload,
     /// Every scenario, one after the other.
     All,
 }
@@ -287,6 +332,7 @@ impl Scenario {
                 Scenario::Failover,
                 Scenario::Pages,
                 Scenario::Scaling,
+                Scenario::Overload,
             ],
             single => vec![single],
         }

@@ -258,6 +258,30 @@ async fn the_throughput_scenario_runs_real_executor_processes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overload_scenario_runs_every_fire_once_within_the_nodes_bounds() {
+    let (markdown, json, _scratch) = smoke(Scenario::Overload, "overload").await;
+    assert!(markdown.contains("back on time after the window"), "{markdown}");
+    // 20 base jobs throughout and 400 more for 5 s, on a node that holds
+    // at most 200 fires: the rest waits in its ring.
+    assert_eq!(json["max_fires_loaded"], 200);
+    let expected = json["fires"]["expected"].as_u64().expect("expected");
+    assert!(expected >= 400 * 5 + 20 * 30, "{json}");
+    assert_eq!(json["fires"]["executed"], expected, "{json}");
+    assert_eq!(json["lost"], 0, "{json}");
+    assert_eq!(json["duplicates"], 0, "{json}");
+    let wheel_max = json["wheel_max"].as_u64().expect("wheel_max");
+    assert!(wheel_max <= 200, "the wheel within the bound: {json}");
+    positive(&json, "ring_max");
+    positive(&json, "rss_mb_max");
+    assert!(
+        json["seconds"].as_array().expect("seconds").len() >= 30,
+        "a row per scheduled second: {json}"
+    );
+    assert!(json.get("recovered_after_s").is_some(), "{json}");
+    assert_removed(json["namespace"].as_str().expect("namespace")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scaling_scenario_spreads_fires_over_every_node_on_both_topologies() {
     let (markdown, json, _scratch) = smoke(Scenario::Scaling, "scaling").await;
     assert!(markdown.contains("| topology |"), "{markdown}");

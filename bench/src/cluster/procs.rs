@@ -141,6 +141,14 @@ pub(crate) fn config_env(config: &Config) -> Vec<(String, String)> {
         ),
         ("RONDO_SCHEDULER_LOAD_AHEAD_MS", s.load_ahead_ms.to_string()),
         (
+            "RONDO_SCHEDULER_MAX_FIRES_IN_FLIGHT",
+            s.max_fires_in_flight.to_string(),
+        ),
+        (
+            "RONDO_SCHEDULER_MAX_FIRES_LOADED",
+            s.max_fires_loaded.to_string(),
+        ),
+        (
             "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS",
             s.shutdown_grace_ms.to_string(),
         ),
