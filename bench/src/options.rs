@@ -148,6 +148,10 @@ pub struct Options {
     /// with `--smoke`).
     #[arg(long)]
     pub overload_after: Option<i64>,
+    /// Overload: the node's `scheduler.max_fires_loaded`. Defaults to
+    /// rondo's (200 with `--smoke`).
+    #[arg(long)]
+    pub max_fires_loaded: Option<usize>,
 }
 
 impl Options {
@@ -183,6 +187,7 @@ impl Options {
             overload_jobs: None,
             overload_window: None,
             overload_after: None,
+            max_fires_loaded: None,
             scaling_jobs: None,
             scaling_nodes: None,
             topologies: vec![Topology::Single, Topology::Cluster],

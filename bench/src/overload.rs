@@ -68,7 +68,7 @@ impl Params {
             routing: options.routing.clone(),
             concurrency: options.concurrency.max(1),
             executor_prefetch: options.executor_prefetch(),
-            max_fires_loaded: options.smoke.then_some(200),
+            max_fires_loaded: options.max_fires_loaded.or(options.smoke.then_some(200)),
             max_fires_in_flight: options.smoke.then_some(16),
             smoke: options.smoke,
         }
@@ -113,7 +113,8 @@ pub struct OverloadReport {
     /// Fires whose handler started during the window, per second.
     pub executed_per_s_in_window: f64,
     /// Fires whose handler started after the window until the backlog was
-    /// gone, per second.
+    /// gone (the last start of a fire scheduled before the recovery), per
+    /// second.
     pub executed_per_s_draining: f64,
     /// Every fire of the run: base fires from 10 s before the window to the
     /// end of the observation, overload fires of the window.
@@ -348,8 +349,19 @@ async fn measure(
     let seconds = per_second(&runs);
     let recovered_after_s = recovered_at(&seconds, to).map(|at| (at - to) as f64 / 1000.0);
     let started_in = |a: i64, b: i64| runs.iter().filter(|r| (a..b).contains(&r.start_ms)).count();
-    let last_start = runs.iter().map(|r| r.start_ms).max().unwrap_or(to);
-    let draining_s = ((last_start - to) as f64 / 1000.0).max(1e-9);
+    // Draining: from the end of the window until the backlog is gone (the
+    // recovery), or the last start.
+    let drained_at = recovered_at(&seconds, to).map_or_else(
+        || runs.iter().map(|r| r.start_ms).max().unwrap_or(to),
+        |at| {
+            runs.iter()
+                .filter(|r| r.fire_ms < at)
+                .map(|r| r.start_ms)
+                .max()
+                .unwrap_or(to)
+        },
+    );
+    let draining_s = ((drained_at - to) as f64 / 1000.0).max(1e-9);
     let rss_at = |at: i64| {
         samples
             .iter()
@@ -372,7 +384,7 @@ async fn measure(
         window_from_ms: from,
         window_to_ms: to,
         executed_per_s_in_window: started_in(from, to) as f64 / params.window_s as f64,
-        executed_per_s_draining: started_in(to, last_start + 1) as f64 / draining_s,
+        executed_per_s_draining: started_in(to, drained_at + 1) as f64 / draining_s,
         lost: fires.lost,
         duplicates: fires.duplicates.max(fires.duplicate_trigger_ids),
         fires,

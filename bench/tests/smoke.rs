@@ -260,7 +260,10 @@ async fn the_throughput_scenario_runs_real_executor_processes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overload_scenario_runs_every_fire_once_within_the_nodes_bounds() {
     let (markdown, json, _scratch) = smoke(Scenario::Overload, "overload").await;
-    assert!(markdown.contains("back on time after the window"), "{markdown}");
+    assert!(
+        markdown.contains("back on time after the window"),
+        "{markdown}"
+    );
     // 20 base jobs throughout and 400 more for 5 s, on a node that holds
     // at most 200 fires: the rest waits in its ring.
     assert_eq!(json["max_fires_loaded"], 200);
