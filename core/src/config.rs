@@ -631,11 +631,15 @@ impl Config {
                 "scheduler.preread_ms must be ≥ 1000 and claim_interval_ms > 0".into(),
             ));
         }
-        if self.scheduler.max_fires_in_flight == 0 || self.scheduler.max_fires_loaded == 0 {
-            return Err(ConfigError::Invalid(
-                "scheduler.max_fires_in_flight and scheduler.max_fires_loaded must be at least 1"
-                    .into(),
-            ));
+        for (name, value) in [
+            ("max_fires_in_flight", self.scheduler.max_fires_in_flight),
+            ("max_fires_loaded", self.scheduler.max_fires_loaded),
+        ] {
+            if !(1..=1_000_000_000).contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "scheduler.{name} must be 1 to 1000000000, got {value}"
+                )));
+            }
         }
         let r = &self.registry;
         if r.lease_ms < 200 || r.lease_ms >= r.dead_after_ms || r.heartbeat_ms == 0 {
@@ -967,6 +971,11 @@ mod tests {
         assert!(Config::load("[registry]\nlease_ms = 90000", env(&[])).is_err());
         assert!(Config::load("namespace = \"a b\"", env(&[])).is_err());
         assert!(Config::load("[log]\nformat = \"xml\"", env(&[])).is_err());
+        assert!(Config::load("[scheduler]\nmax_fires_loaded = 0", env(&[])).is_err());
+        let huge = "[scheduler]\nmax_fires_loaded = 2000000000";
+        let e = Config::load(huge, env(&[])).unwrap_err();
+        assert!(e.to_string().contains("scheduler.max_fires_loaded"), "{e}");
+        assert!(Config::load("[scheduler]\nmax_fires_in_flight = 0", env(&[])).is_err());
         assert!(Config::load("[auth]\nadmin_user = \"root\"", env(&[])).is_err());
         let short = "[auth]\nadmin_user = \"root\"\nadmin_password = \"short\"";
         assert!(Config::load(short, env(&[])).is_err());

@@ -7,7 +7,7 @@
 //! definition (one `HGET` in a pipeline, so an edit is seen at once), and
 //! reuses what it parsed from the same bytes in this tick or the one
 //! before. What was not due in either is dropped, so the cache holds at
-//! most two ticks' due jobs (and never more than [`MAX_KEPT`] a tick).
+//! most two ticks' due jobs, and never more than [`MAX_KEPT`] a tick.
 //!
 //! Parsing a cron expression (the Quartz port builds a set per field) costs
 //! about 10 µs, seven times the JSON; jobs often share their expression
@@ -35,8 +35,10 @@ pub(super) struct Parsed {
     pub schedule: Result<Arc<Schedule>, String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Definitions {
+    /// Definitions kept per tick, at most ([`MAX_KEPT`]).
+    max_kept: usize,
     ticks: Mutex<Ticks>,
     /// Parsed schedules by type, zone and expression.
     schedules: Mutex<HashMap<String, Arc<Schedule>>>,
@@ -48,7 +50,21 @@ struct Ticks {
     before: HashMap<u64, Arc<Parsed>>,
 }
 
+impl Default for Definitions {
+    fn default() -> Self {
+        Definitions::keeping(MAX_KEPT)
+    }
+}
+
 impl Definitions {
+    fn keeping(max_kept: usize) -> Self {
+        Definitions {
+            max_kept,
+            ticks: Mutex::default(),
+            schedules: Mutex::default(),
+        }
+    }
+
     /// The parsed definitions of `ids` from their stored bytes `defs` (same
     /// order); `None` where a job is gone or its definition does not decode.
     pub fn parse(&self, ids: &[u64], defs: Vec<Option<String>>) -> Vec<Option<Arc<Parsed>>> {
@@ -65,7 +81,9 @@ impl Definitions {
                     Some(p) if p.raw == def => Some(p.clone()),
                     _ => match ticks.before.remove(id) {
                         Some(p) if p.raw == def => {
-                            ticks.this.insert(*id, p.clone());
+                            if ticks.this.len() < self.max_kept {
+                                ticks.this.insert(*id, p.clone());
+                            }
                             Some(p)
                         }
                         _ => None,
@@ -95,7 +113,7 @@ impl Definitions {
             .collect();
         let mut ticks = self.ticks.lock().expect("definitions lock");
         for (i, id, p) in parsed {
-            if ticks.this.len() < MAX_KEPT {
+            if ticks.this.len() < self.max_kept {
                 ticks.this.insert(id, p.clone());
             }
             out[i] = Some(p);
@@ -203,6 +221,20 @@ mod tests {
         let schedule = |i: usize| got[i].as_ref().unwrap().schedule.clone().unwrap();
         assert!(Arc::ptr_eq(&schedule(0), &schedule(1)));
         assert!(!Arc::ptr_eq(&schedule(0), &schedule(2)), "another zone");
+    }
+
+    #[test]
+    fn a_tick_keeps_at_most_its_cap_also_of_definitions_carried_over() {
+        let defs = Definitions::keeping(10);
+        let raw = |ids: &[u64]| ids.iter().map(|id| Some(def(*id, "0 0 * * * ?"))).collect();
+        let old: Vec<u64> = (0..10).collect();
+        defs.parse(&old, raw(&old));
+        defs.end_tick();
+        // New ones first fill the tick, then the last tick's come back.
+        let new: Vec<u64> = (100..110).collect();
+        defs.parse(&new, raw(&new));
+        defs.parse(&old, raw(&old));
+        assert_eq!(defs.ticks.lock().unwrap().this.len(), 10);
     }
 
     #[test]

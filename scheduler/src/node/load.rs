@@ -89,7 +89,8 @@ impl Firing {
             loads.count += 1;
             incremental.then_some(loads.horizon)
         };
-        let share = (2 * room)
+        let share = room
+            .saturating_mul(2)
             .div_ceil(partitions.max(1) as usize)
             .max(MIN_SHARE)
             .min(room);
@@ -97,7 +98,7 @@ impl Firing {
         // still in the ring): its limit makes room for them.
         let limits: Vec<usize> = live
             .iter()
-            .map(|l| share + if after.is_none() { *l } else { 0 })
+            .map(|l| share.saturating_add(if after.is_none() { *l } else { 0 }))
             .collect();
         let reads = self
             .store
@@ -118,11 +119,19 @@ impl Firing {
                 loads.horizon = until;
             }
         }
-        let fresh: Vec<(u32, String, u64, i64)> = chosen
-            .members
-            .into_iter()
-            .filter_map(|(p, m, _)| parse_ring_member(&m).map(|(job, fire)| (p, m, job, fire)))
-            .collect();
+        let mut fresh: Vec<(u32, String, u64, i64)> = Vec::with_capacity(chosen.members.len());
+        for (p, m, _) in chosen.members {
+            match parse_ring_member(&m) {
+                Some((job, fire)) => fresh.push((p, m, job, fire)),
+                None => {
+                    // Not written by a claim: it can never fire, and left at
+                    // the head of the ring it would hold back every later
+                    // fire of a bounded load.
+                    tracing::error!(partition = p, member = %m, "a ring member that names no fire; removed");
+                    self.store.ack(p, &self.node, &m).await?;
+                }
+            }
+        }
         if fresh.is_empty() {
             return Ok(());
         }

@@ -598,12 +598,14 @@ impl Store {
         let mut pipe = redis::pipe();
         for p in 0..self.names.partitions() {
             let limit = limits.get(p as usize).copied().unwrap_or(0).max(1);
+            // Redis reads a negative count as "no limit".
+            let limit = isize::try_from(limit).unwrap_or(isize::MAX);
             pipe.zrangebyscore_limit_withscores(
                 self.names.ring(p, node),
                 &from,
                 until_ms,
                 0,
-                limit as isize,
+                limit,
             );
         }
         let per_partition: Vec<Vec<(String, f64)>> =
