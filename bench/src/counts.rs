@@ -4,7 +4,11 @@
 //! client's socket is one round trip, a pipeline's commands arrive in one),
 //! and RabbitMQ's messages published, routed to queues, delivered and acked
 //! (the broker's global counters, through `rabbitmqctl eval`). Divided by
-//! the fires of the window they say what one fire takes.
+//! the fires of the window they say what one fire takes. Redis's memory in
+//! use and its keys (`INFO memory`, `INFO keyspace`) say what each fire
+//! leaves behind: their growth over a window of steady load is the marks
+//! kept per fire until they expire (dedupe and handled marks), a shrink
+//! counts as none.
 //!
 //! Both are whole-service counters: they count everything on the machine's
 //! Redis and broker during the window, which is the bench's cluster alone
@@ -82,6 +86,8 @@ async fn redis_stats(url: &str) -> Option<BTreeMap<&'static str, u64>> {
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
         let info: String = redis::cmd("INFO")
             .arg("stats")
+            .arg("memory")
+            .arg("keyspace")
             .query_async(&mut conn)
             .await
             .ok()?;
@@ -94,15 +100,26 @@ async fn redis_stats(url: &str) -> Option<BTreeMap<&'static str, u64>> {
 }
 
 fn parse_redis_stats(info: &str) -> BTreeMap<&'static str, u64> {
-    const WANTED: [(&str, &str); 2] = [
+    const WANTED: [(&str, &str); 3] = [
         ("total_commands_processed", "redis commands"),
         ("total_reads_processed", "redis requests (round trips)"),
+        ("used_memory", "redis bytes kept"),
     ];
     let mut out = BTreeMap::new();
     for line in info.lines() {
         let Some((key, value)) = line.trim().split_once(':') else {
             continue;
         };
+        // `db0:keys=12,expires=3,avg_ttl=0`: the keys of every database.
+        if key.starts_with("db")
+            && let Some(keys) = value
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("keys="))
+                .and_then(|n| n.parse::<u64>().ok())
+        {
+            *out.entry("redis keys kept").or_insert(0) += keys;
+            continue;
+        }
         if let Some((_, name)) = WANTED.iter().find(|(k, _)| *k == key)
             && let Ok(n) = value.parse()
         {
@@ -168,11 +185,15 @@ mod tests {
     #[test]
     fn redis_stats_are_read_from_info() {
         let info = "# Stats\r\ntotal_connections_received:12\r\ntotal_commands_processed:345\r\n\
-                    total_reads_processed:67\r\ntotal_writes_processed:66\r\n";
+                    total_reads_processed:67\r\ntotal_writes_processed:66\r\n\
+                    # Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\n\
+                    # Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\ndb1:keys=5,expires=0,avg_ttl=0\r\n";
         let stats = parse_redis_stats(info);
         assert_eq!(stats["redis commands"], 345);
         assert_eq!(stats["redis requests (round trips)"], 67);
-        assert_eq!(stats.len(), 2);
+        assert_eq!(stats["redis bytes kept"], 1_048_576);
+        assert_eq!(stats["redis keys kept"], 17);
+        assert_eq!(stats.len(), 4);
     }
 
     #[test]

@@ -27,14 +27,24 @@ pub fn record(
 ) -> Result<(), Error> {
     let (scores, data) = (names.inflight(p), names.inflight_data(p));
     debug_assert!(triggers.iter().all(|t| names.partition_of(t.job_id) == p));
-    pipe.atomic();
-    for trigger in triggers {
-        let json = serde_json::to_string(trigger)?;
-        pipe.zadd(&scores, &trigger.trigger_id, trigger.sent_ms)
-            .ignore()
-            .hset(&data, &trigger.trigger_id, json)
-            .ignore();
+    if triggers.is_empty() {
+        return Ok(());
     }
+    // One variadic `ZADD` and `HSET` for the whole batch, not two commands
+    // per trigger.
+    let mut members = Vec::with_capacity(triggers.len());
+    let mut fields = Vec::with_capacity(triggers.len());
+    for trigger in triggers {
+        members.push((trigger.sent_ms, trigger.trigger_id.as_str()));
+        fields.push((trigger.trigger_id.as_str(), serde_json::to_string(trigger)?));
+    }
+    pipe.atomic()
+        .zadd_multiple(&scores, &members)
+        .ignore()
+        .cmd("HSET")
+        .arg(&data)
+        .arg(&fields)
+        .ignore();
     Ok(())
 }
 
@@ -88,7 +98,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_is_one_transaction_on_the_partitions_two_keys() {
+    fn a_record_is_one_transaction_of_two_variadic_commands() {
         let names = Names::new("ns", 4);
         let mut pipe = redis::pipe();
         record(
@@ -103,8 +113,15 @@ mod tests {
         assert!(
             packed.contains("ns:{p1}:inflight\r\n") && packed.contains("ns:{p1}:inflight:data")
         );
-        assert_eq!(packed.matches("ZADD").count(), 2);
-        assert_eq!(packed.matches("HSET").count(), 2);
+        assert_eq!(packed.matches("ZADD").count(), 1);
+        assert_eq!(packed.matches("HSET").count(), 1);
+        for member in ["5-1000-0", "9-1000-0"] {
+            assert_eq!(
+                packed.matches(member).count(),
+                3,
+                "{member}: ZADD, HSET field, JSON"
+            );
+        }
     }
 
     #[test]

@@ -13,10 +13,11 @@
 //!   once; a `handled:<trigger id>` mark skips plain duplicates.
 //! * Deliveries are handled in groups (whatever the broker already pushed,
 //!   up to [`MAX_GROUP_EVENTS`] events): one Redis pipeline reads the
-//!   group's handled marks, failures' in-flight records and jobs; one
-//!   pipeline marks and forgets every ending that needs no reaction (the
-//!   common success without child jobs); failures and parents are reacted
-//!   to one by one; then the group is acked at once (`multiple`).
+//!   group's jobs and failures' in-flight records; one pipeline marks and
+//!   forgets every ending that needs no reaction (the common success
+//!   without child jobs); the others have their handled marks read (a
+//!   third pipeline) and are reacted to one by one; then the group is
+//!   acked at once (`multiple`).
 //! * The leader also reaps ([`crate::leader::reaper`]): triggers with no result after
 //!   `monitor.lost_after_ms` whose executor is gone become failed ("lost")
 //!   results, which this monitor then retries and alarms like any failure;
@@ -216,11 +217,14 @@ impl Monitor {
     /// Reacts to every ending among `events` once, with the outcome of
     /// handling them one at a time in order, and two Redis round trips for
     /// the common endings (a success without child jobs, a duplicate, a
-    /// deleted job's): one pipeline reads the handled marks, the failures'
-    /// in-flight records and the jobs; one writes the handled marks and
-    /// forgets the in-flight entries. The rare endings (failures, successes
-    /// with child jobs) are then reacted to one by one, exactly as a lone
-    /// ending. On an error the caller requeues the whole group.
+    /// deleted job's): one pipeline reads the jobs and the failures'
+    /// in-flight records; one marks them handled and forgets their
+    /// in-flight entries. Whether such an ending was handled before does not
+    /// matter (handling it again writes the same), so its mark is not read:
+    /// only the rare endings (failures with a retry or an alarm, successes
+    /// with child jobs) have their `handled` marks read (one more pipeline)
+    /// and are then reacted to one by one, exactly as a lone ending. On an
+    /// error the caller requeues the whole group.
     async fn handle_group(&self, events: &[Event]) -> Result<(), Error> {
         let endings: Vec<Ended<'_>> = events.iter().filter_map(ended).collect();
         if endings.is_empty() {
@@ -237,7 +241,6 @@ impl Monitor {
                 continue;
             }
             first.insert(e.trigger_id, i);
-            query.handled.push(e.trigger_id);
             if e.needs_inflight() {
                 inflight_index.insert(i, query.inflight.len());
                 query.inflight.push((e.job_id, e.trigger_id));
@@ -259,14 +262,9 @@ impl Monitor {
         let mut rare: Vec<(Ended<'_>, Arc<Job>)> = Vec::new();
         let mut failed: Option<Error> = None;
         let mut inflight = read.inflight;
-        let mut handled = read.handled.into_iter();
         for (i, mut e) in endings.into_iter().enumerate() {
             if first[e.trigger_id] != i {
                 // A duplicate: the first occurrence reacts (and forgets).
-                continue;
-            }
-            if handled.next().unwrap_or(false) {
-                write.forget.push((e.job_id, e.trigger_id));
                 continue;
             }
             if let Some(k) = inflight_index.get(&i) {
@@ -297,6 +295,19 @@ impl Monitor {
             } else {
                 rare.push((e, job));
             }
+        }
+        if !rare.is_empty() {
+            let ids: Vec<&str> = rare.iter().map(|(e, _)| e.trigger_id).collect();
+            let handled = self.state.handled(&mut redis, &ids).await?;
+            let mut unhandled = Vec::with_capacity(rare.len());
+            for ((e, job), handled) in rare.into_iter().zip(handled) {
+                if handled {
+                    write.forget.push((e.job_id, e.trigger_id));
+                } else {
+                    unhandled.push((e, job));
+                }
+            }
+            rare = unhandled;
         }
         self.state.finish_group(&mut redis, &write).await?;
         drop(redis);

@@ -292,8 +292,6 @@ impl TriggerStore {
 /// pipeline.
 #[derive(Debug, Default)]
 pub struct GroupQuery<'a> {
-    /// Trigger ids whose handled mark is looked up.
-    pub handled: Vec<&'a str>,
     /// In-flight records to read: (job id, trigger id).
     pub inflight: Vec<(u64, &'a str)>,
     /// Job definitions to read.
@@ -303,7 +301,6 @@ pub struct GroupQuery<'a> {
 /// The answer to a [`GroupQuery`], in the query's order.
 #[derive(Debug, Default)]
 pub struct GroupRead {
-    pub handled: Vec<bool>,
     pub inflight: Vec<Option<Trigger>>,
     /// The stored definition (JSON), `None` for a deleted job.
     pub jobs: Vec<Option<String>>,
@@ -323,17 +320,14 @@ fn parsed<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, Error> {
 }
 
 impl TriggerStore {
-    /// Handled marks, in-flight records and job definitions of a group of
-    /// endings: one round trip on `conn`, whatever the group's size.
+    /// In-flight records and job definitions of a group of endings: one
+    /// round trip on `conn`, whatever the group's size.
     pub async fn read_group(
         &self,
         conn: &mut rondo_core::redis::Connection,
         query: &GroupQuery<'_>,
     ) -> Result<GroupRead, Error> {
         let mut pipe = redis::pipe();
-        for id in &query.handled {
-            pipe.exists(self.names.handled(id));
-        }
         for (job_id, id) in &query.inflight {
             inflight::read(&mut pipe, &self.names, *job_id, id);
         }
@@ -341,18 +335,16 @@ impl TriggerStore {
             pipe.hget(self.names.job(*job_id), super::DEF);
         }
         let mut replies: Vec<redis::Value> = pipe.query_async(conn).await?;
-        let expected = query.handled.len() + query.inflight.len() + query.jobs.len();
+        let expected = query.inflight.len() + query.jobs.len();
         if replies.len() != expected {
             return Err(Error::internal(format!(
                 "redis answered {} replies to a pipeline of {expected}",
                 replies.len()
             )));
         }
-        let jobs = replies.split_off(query.handled.len() + query.inflight.len());
-        let inflight = replies.split_off(query.handled.len());
+        let jobs = replies.split_off(query.inflight.len());
         Ok(GroupRead {
-            handled: replies.into_iter().map(parsed).collect::<Result<_, _>>()?,
-            inflight: inflight
+            inflight: replies
                 .into_iter()
                 .map(|v| {
                     let json: Option<String> = parsed(v)?;
@@ -361,6 +353,20 @@ impl TriggerStore {
                 .collect::<Result<_, Error>>()?,
             jobs: jobs.into_iter().map(parsed).collect::<Result<_, _>>()?,
         })
+    }
+
+    /// Whether each of `trigger_ids` is marked handled: one round trip on
+    /// `conn`.
+    pub async fn handled(
+        &self,
+        conn: &mut rondo_core::redis::Connection,
+        trigger_ids: &[&str],
+    ) -> Result<Vec<bool>, Error> {
+        let mut pipe = redis::pipe();
+        for id in trigger_ids {
+            pipe.exists(self.names.handled(id));
+        }
+        Ok(pipe.query_async(conn).await?)
     }
 
     /// Marks a group's triggers handled, then forgets their in-flight
