@@ -617,3 +617,164 @@ async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
     }
     c.cluster.stop().await;
 }
+
+/// An in-flight record can outlive its trigger's answer: the result
+/// overtook the record the dispatcher writes after the broker's confirm, or
+/// the trigger was sent again after a crash and recorded itself again. The
+/// monitor marks only the endings it reacts to, so the reaper reads the
+/// executor's dedupe mark: `finished` or `confirmed` means answered, and the
+/// record is only forgotten; a trigger still `running` on a live executor
+/// stays in flight, and one whose executor is gone is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_record_left_after_its_answer_is_forgotten_not_lost() {
+    use rondo_core::dedupe::Mark;
+    use rondo_core::trigger::code;
+    use rondo_core::{BlockStrategy, ExecResult, Trigger};
+
+    let c = cluster("orphan", &["mon-1"], |config| {
+        config.monitor.lost_after_ms = 1000;
+    })
+    .await;
+    let id = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok", "retries": 1 }))
+        .await;
+    let config = c.cluster.config().clone();
+    let names = config.names();
+    let pool = rondo_core::redis::pool(&config.redis).unwrap();
+    let now = clock::now_ms();
+    let trigger = |fire_ms: i64, executor: &str| Trigger {
+        trigger_id: format!("{id}-{fire_ms}-0"),
+        job_id: id,
+        group: "mon".into(),
+        executor_id: executor.into(),
+        handler: "ok".into(),
+        params: String::new(),
+        trigger_type: TriggerType::Cron,
+        fire_ms,
+        sent_ms: fire_ms + 2,
+        shard_index: 0,
+        shard_total: 1,
+        timeout_s: 0,
+        block: BlockStrategy::SerialExecution,
+        retry_count: 0,
+        script: None,
+    };
+    // Sent 10 s ago; the lost one last, so the reaper reaches it after the
+    // others in its scan.
+    let confirmed = trigger(now - 10_000, "mon-1");
+    let finished = trigger(now - 9_999, "mon-1");
+    let running = trigger(now - 9_998, "mon-1");
+    let lost = trigger(now - 9_000, "gone-exec");
+    let result = |t: &Trigger| ExecResult {
+        trigger_id: t.trigger_id.clone(),
+        job_id: id,
+        executor_id: "mon-1".into(),
+        fire_ms: t.fire_ms,
+        start_ms: t.sent_ms + 1,
+        end_ms: t.sent_ms + 2,
+        code: code::SUCCESS,
+        msg: String::new(),
+        retryable: false,
+    };
+    let marks = [
+        (
+            &confirmed,
+            Mark::Confirmed {
+                executor: "mon-1".into(),
+                code: code::SUCCESS,
+            },
+        ),
+        (
+            &finished,
+            Mark::Finished {
+                executor: "mon-1".into(),
+                result: result(&finished),
+            },
+        ),
+        (
+            &running,
+            Mark::Running {
+                executor: "mon-1".into(),
+                incarnation: "0123456789abcdef".into(),
+                since_ms: running.sent_ms + 1,
+            },
+        ),
+    ];
+    let mut conn = pool.get().await.unwrap();
+    let mut pipe = redis::pipe();
+    for (t, mark) in &marks {
+        pipe.set_ex(
+            names.dedupe(&t.trigger_id),
+            serde_json::to_string(mark).unwrap(),
+            600,
+        )
+        .ignore();
+    }
+    let p = names.partition_of(id);
+    rondo_core::inflight::record(
+        &mut pipe,
+        &names,
+        p,
+        &[
+            confirmed.clone(),
+            finished.clone(),
+            running.clone(),
+            lost.clone(),
+        ],
+    )
+    .unwrap();
+    let () = pipe.query_async(&mut conn).await.unwrap();
+
+    // The lost trigger's failure is reacted to (a retry, an alarm) and then
+    // marked handled: by then the reaper has been through the others.
+    let handled = |t: &Trigger| names.handled(&t.trigger_id);
+    let in_flight = |t: &Trigger| {
+        let (pool, data, tid) = (pool.clone(), names.inflight_data(p), t.trigger_id.clone());
+        async move {
+            let mut conn = pool.get().await.unwrap();
+            let there: bool = conn.hexists(data, tid).await.unwrap();
+            there
+        }
+    };
+    eventually(
+        "the lost trigger's failure handled",
+        Duration::from_secs(30),
+        || {
+            let (pool, key) = (pool.clone(), handled(&lost));
+            async move {
+                let done: bool = pool.get().await.ok()?.exists(key).await.ok()?;
+                done.then_some(())
+            }
+        },
+    )
+    .await;
+    for t in [&confirmed, &finished] {
+        assert!(!in_flight(t).await, "{} forgotten", t.trigger_id);
+        let reacted: bool = conn.exists(handled(t)).await.unwrap();
+        assert!(
+            !reacted,
+            "{} was answered: not failed as lost",
+            t.trigger_id
+        );
+    }
+    assert!(
+        in_flight(&running).await,
+        "a trigger running on a live executor stays in flight"
+    );
+    let retried = format!("{}-retry1", lost.trigger_id);
+    eventually(
+        "the lost trigger's retry",
+        Duration::from_secs(20),
+        || async { (!runs_of(&c.seen, &retried).is_empty()).then_some(()) },
+    )
+    .await;
+    assert!(
+        runs_of(&c.seen, &format!("{id}-"))
+            .iter()
+            .all(|r| r.0 == retried),
+        "only the lost trigger is retried: {:?}",
+        runs_of(&c.seen, &format!("{id}-"))
+    );
+    c.cluster.stop().await;
+}
