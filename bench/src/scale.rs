@@ -5,15 +5,15 @@
 //!    with many requests in flight, for at most `--scale-api-seconds`. What
 //!    the API has not created by then is written by the **direct path**:
 //!    `rondo_scheduler::store::Store::save_job`, the function the API calls
-//!    (the same keys: the `job:<id>` definition, the job index, the
+//!    (the same keys: the definition in `{pK}:defs`, the job index, the
 //!    group's set, the due set), without HTTP, validation round trips or the
 //!    job event. The two rates are reported apart.
 //! 2. **Redis memory.** `INFO memory` `used_memory` before and after the N
 //!    jobs, ÷ N, minus the average stored definition (`HSTRLEN` of a sample
-//!    of `job:<id> def`): the bytes rondo spends per job beyond the
+//!    of the definitions): the bytes rondo spends per job beyond the
 //!    definition. The Redis server is shared with whatever else runs on the
 //!    machine, so the same figure is also computed from `MEMORY USAGE` of
-//!    the namespace's own keys (sampled job hashes, sampled sets).
+//!    the namespace's own keys (definition hashes and sets, sampled).
 //! 3. **Claim tick.** D more jobs due at one instant T a few seconds ahead
 //!    (a daily `CRON` at T's second; not a one-shot expression with a
 //!    year: finding that such a job never fires again costs the claim
@@ -116,7 +116,7 @@ pub struct ScaleReport {
     /// redis_bytes_per_job − definition_bytes (goal ≤ 300).
     pub redis_bytes_per_job_beyond_definition: f64,
     /// The same from `MEMORY USAGE` of the namespace's keys (immune to
-    /// other users of the server): sampled job hashes + sampled sets ÷ jobs.
+    /// other users of the server): sampled hashes and sets ÷ jobs.
     pub redis_key_bytes_per_job: f64,
     pub redis_key_bytes_per_job_beyond_definition: f64,
     pub redis_used_memory_before: u64,
@@ -402,13 +402,12 @@ fn sample(ids: &[u64]) -> Vec<u64> {
     ids.iter().step_by(step).copied().take(SAMPLE).collect()
 }
 
-/// The average of one Redis command's integer answer over the job hashes
-/// of a sample of `ids` (0 without ids); `command` builds it from a key.
-async fn sampled_average(
+/// The average length of the stored definitions of a sample of `ids` (0
+/// without ids): `HSTRLEN` of each one's field in its partition's hash.
+async fn average_definition(
     redis: &mut redis::aio::MultiplexedConnection,
     config: &Config,
     ids: &[u64],
-    command: impl Fn(String) -> redis::Cmd,
 ) -> anyhow::Result<f64> {
     let names = config.names();
     let sample = sample(ids);
@@ -417,36 +416,24 @@ async fn sampled_average(
     }
     let mut pipe = redis::pipe();
     for id in &sample {
-        pipe.add_command(command(names.job(*id)));
+        pipe.cmd("HSTRLEN")
+            .arg(names.defs(names.partition_of(*id)))
+            .arg(*id);
     }
     let answers: Vec<Option<u64>> = pipe
         .query_async(redis)
         .await
-        .context("sampling job hashes")?;
+        .context("sampling definitions")?;
     Ok(answers.iter().flatten().sum::<u64>() as f64 / sample.len() as f64)
-}
-
-/// The average length of the stored definitions of a sample of `ids`.
-async fn average_definition(
-    redis: &mut redis::aio::MultiplexedConnection,
-    config: &Config,
-    ids: &[u64],
-) -> anyhow::Result<f64> {
-    sampled_average(redis, config, ids, |key| {
-        let mut cmd = redis::cmd("HSTRLEN");
-        cmd.arg(key).arg("def");
-        cmd
-    })
-    .await
 }
 
 /// Members `MEMORY USAGE` samples per shared set.
 const SET_SAMPLES: u64 = 1_000;
 
-/// Bytes per job from `MEMORY USAGE`: the sampled `job:<id>` hashes'
-/// average, plus the job index, the group's set and the due sets (estimated
-/// from [`SET_SAMPLES`] members each: an exact `SAMPLES 0` walks a million
-/// members and outlasts the response timeout) divided by the jobs.
+/// Bytes per job from `MEMORY USAGE`: the partitions' definition hashes,
+/// job indexes, the group's sets and the due sets (estimated from
+/// [`SET_SAMPLES`] members each: an exact `SAMPLES 0` walks a million
+/// members and outlasts the response timeout), divided by the jobs.
 async fn key_bytes_per_job(
     redis: &mut redis::aio::MultiplexedConnection,
     config: &Config,
@@ -456,14 +443,9 @@ async fn key_bytes_per_job(
         return Ok(0.0);
     }
     let names = config.names();
-    let per_hash = sampled_average(redis, config, ids, |key| {
-        let mut cmd = redis::cmd("MEMORY");
-        cmd.arg("USAGE").arg(key);
-        cmd
-    })
-    .await?;
     let mut shared = Vec::new();
     for p in 0..names.partitions() {
+        shared.push(names.defs(p));
         shared.push(names.job_ids(p));
         shared.push(names.group_job_ids(p, crate::cluster::APP));
         shared.push(names.due(p));
@@ -477,8 +459,7 @@ async fn key_bytes_per_job(
             .arg(SET_SAMPLES);
     }
     let sets: Vec<Option<u64>> = pipe.query_async(redis).await.context("MEMORY USAGE")?;
-    let per_job_shared = sets.iter().flatten().sum::<u64>() as f64 / ids.len().max(1) as f64;
-    Ok(per_hash + per_job_shared)
+    Ok(sets.iter().flatten().sum::<u64>() as f64 / ids.len().max(1) as f64)
 }
 
 impl Report for ScaleReport {

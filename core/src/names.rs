@@ -8,7 +8,7 @@
 /// The Redis key layout this build writes: every key of a job (its
 /// definition, its index entries, its due entry) in its partition's hash
 /// tag. Recorded under [`Names::layout`].
-pub const LAYOUT: u32 = 2;
+pub const LAYOUT: u32 = 3;
 
 /// Names for one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,15 +117,23 @@ impl Names {
         format!("{}:{{p{p}}}:term", self.ns)
     }
 
-    /// `ns:{pK}:job:<id>`: a job's definition, in its partition's hash tag
-    /// (beside its due entry, so one transaction writes both on a Redis
-    /// Cluster too).
-    pub fn job(&self, id: u64) -> String {
+    /// `ns:{pK}:defs`: the definitions (JSON) of the partition's jobs, a
+    /// hash keyed by the job id, in the partition's hash tag (beside the due
+    /// set, so one transaction writes both on a Redis Cluster too). One
+    /// hash per partition, not one key per job: many definitions come back
+    /// in one `HMGET`, and a job costs no key of its own.
+    pub fn defs(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:defs", self.ns)
+    }
+
+    /// `ns:{pK}:job:<id>`: where builds of layout 2 kept a job's definition
+    /// (a hash, field `def`); the leader moves it into [`Names::defs`] once.
+    pub fn v2_job(&self, id: u64) -> String {
         format!("{}:{{p{}}}:job:{id}", self.ns, self.partition_of(id))
     }
 
-    /// `ns:job:<id>`: where earlier builds kept a job's definition; the
-    /// leader moves it to [`Names::job`] once.
+    /// `ns:job:<id>`: where the earliest builds kept a job's definition;
+    /// the leader moves it to [`Names::v2_job`], then into [`Names::defs`].
     pub fn legacy_job(&self, id: u64) -> String {
         format!("{}:job:{id}", self.ns)
     }
@@ -348,7 +356,8 @@ mod tests {
         assert_eq!(n.ring(3, "a"), "rondo:{p3}:ring:a");
         assert_eq!(n.term(3), "rondo:{p3}:term");
         assert_eq!(n.ring_owners(3), "rondo:{p3}:rings");
-        assert_eq!(n.job(35), "rondo:{p3}:job:35");
+        assert_eq!(n.v2_job(35), "rondo:{p3}:job:35");
+        assert_eq!(n.defs(3), "rondo:{p3}:defs");
         assert_eq!(n.job_ids(3), "rondo:{p3}:job-ids");
         assert_eq!(n.group_job_ids(3, "app"), "rondo:{p3}:group-job-ids:app");
         assert!(n.ring(3, "a").starts_with(&n.ring_prefix(3)));

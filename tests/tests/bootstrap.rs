@@ -317,13 +317,21 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
     }
     let names = config.names();
     let mut conn = redis(&config).await;
-    // Put the namespace back as earlier builds left it: definitions at
-    // `job:<id>`; the first job's ids only in the plain sets of the
-    // earliest builds, the others' in the namespace-wide sorted sets.
+    // Put the namespace back as earlier builds left it: the first job's
+    // definition at `job:<id>` and its ids only in the plain sets of the
+    // earliest builds; the others' definitions at `{pK}:job:<id>` (layout
+    // 2) and their ids in the namespace-wide sorted sets.
     let mut pipe = redis::pipe();
     for (i, id) in ids.iter().enumerate() {
         let p = names.partition_of(*id);
-        pipe.rename(names.job(*id), names.legacy_job(*id)).ignore();
+        let def: String = conn.hget(names.defs(p), *id).await.unwrap();
+        let old_key = if i == 0 {
+            names.legacy_job(*id)
+        } else {
+            names.v2_job(*id)
+        };
+        pipe.hset(old_key, "def", def).ignore();
+        pipe.hdel(names.defs(p), *id).ignore();
         pipe.zrem(names.job_ids(p), *id).ignore();
         pipe.zrem(names.group_job_ids(p, "old"), *id).ignore();
         if i == 0 {
@@ -337,8 +345,17 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
     pipe.del(names.layout()).ignore();
     let () = pipe.query_async(&mut conn).await.unwrap();
 
+    // Until the leader moves them, a job read by id finds its old key.
+    for (id, want) in ids.iter().zip(&before) {
+        let def = definition(&api, *id).await.expect("found at its old key");
+        assert_eq!(&def, want);
+    }
+
     let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
     let store = Store::new(pool, config.names());
+    // So does a read of many (the claim's, the load's), for layout 2.
+    let bulk = store.get_job_defs(&ids[1..]).await.unwrap();
+    assert!(bulk.iter().all(Option::is_some), "{bulk:?}");
     for _ in 0..2 {
         migrate_layout(&store).await.unwrap();
         let mut listed: Vec<u64> = Vec::new();
@@ -372,8 +389,18 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
             .unwrap();
         assert_eq!(old, (false, false, false, false, rondo_core::names::LAYOUT));
         for id in &ids {
-            let legacy: bool = conn.exists(names.legacy_job(*id)).await.unwrap();
-            assert!(!legacy, "job {id}'s old definition key is gone");
+            let old: (bool, bool, bool) = redis::pipe()
+                .exists(names.legacy_job(*id))
+                .exists(names.v2_job(*id))
+                .hexists(names.defs(names.partition_of(*id)), *id)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                old,
+                (false, false, true),
+                "job {id}: in its partition's hash, its old keys gone"
+            );
         }
         let mut after = Vec::new();
         for id in &ids {

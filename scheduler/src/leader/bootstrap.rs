@@ -128,13 +128,14 @@ pub async fn rebuild_if_empty(
 ///   `group-jobs:<app>`); later ones as namespace-wide sorted sets
 ///   (`job-ids`, `group-job-ids:<app>`). Both become the per-partition
 ///   sorted sets `{pK}:job-ids` and `{pK}:group-job-ids:<app>`.
-/// * Definitions move from `job:<id>` to `{pK}:job:<id>` (a definition the
-///   API already wrote in the new place is newer and wins).
+/// * Definitions move from `job:<id>` to `{pK}:job:<id>` (layout 2), and
+///   from there into the partition's hash `{pK}:defs` (layout 3); a
+///   definition the API already wrote in the new place is newer and wins.
 ///
 /// Idempotent: an interrupted move is finished by the next call (the old
 /// indexes are deleted only after their ids were copied, the marker set
-/// last). Earlier builds never ran on a Redis Cluster, so on one there is
-/// nothing to move. Not atomic with the writes of a node of an earlier
+/// last). Builds before layout 2 never ran on a Redis Cluster, so on one
+/// only the move into `{pK}:defs` has something to do. Not atomic with the writes of a node of an earlier
 /// build: the scheduler nodes of a namespace are upgraded together across
 /// this change (README, "Upgrading").
 pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
@@ -168,7 +169,7 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
                                 .arg(MOVE_DEF)
                                 .arg(2)
                                 .arg(names.legacy_job(id))
-                                .arg(names.job(id));
+                                .arg(names.v2_job(id));
                             pipe.zadd(names.job_ids(p), id, id).ignore();
                         }
                         Some(g) => {
@@ -192,9 +193,46 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
             );
         }
     }
+    // Layout 2 → 3: every definition into its partition's hash, on a
+    // Redis Cluster as well (both keys carry the partition's hash tag).
+    let started = Instant::now();
+    let mut moved = 0u64;
+    for p in 0..names.partitions() {
+        let ids: Vec<u64> = conn.zrange(names.job_ids(p), 0, -1).await?;
+        for chunk in ids.chunks(5_000) {
+            let mut pipe = redis::pipe();
+            for &id in chunk {
+                pipe.cmd("EVAL")
+                    .arg(INTO_DEFS)
+                    .arg(2)
+                    .arg(names.v2_job(id))
+                    .arg(names.defs(p))
+                    .arg(id)
+                    .arg(DEF);
+            }
+            let into: Vec<u64> = pipe.query_async(&mut conn).await?;
+            moved += into.iter().sum::<u64>();
+        }
+    }
+    if moved > 0 {
+        tracing::info!(
+            definitions = moved,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "moved job definitions of an earlier build into their partitions' hashes"
+        );
+    }
     let _: () = conn.set(names.layout(), LAYOUT).await?;
     Ok(())
 }
+
+/// Moves a definition of layout 2 (field ARGV[2] of the hash KEYS[1]) into
+/// the partition's hash (KEYS[2], field ARGV[1]) unless one is there (then
+/// it is newer: the API wrote it), and deletes the old key; 1 when it moved
+/// one. Both keys are in one hash slot.
+const INTO_DEFS: &str = "local def = redis.call('HGET', KEYS[1], ARGV[2]) \
+if not def then return 0 end \
+local moved = redis.call('HSETNX', KEYS[2], ARGV[1], def) \
+redis.call('DEL', KEYS[1]) return moved";
 
 /// Moves a definition of an earlier build (KEYS[1]) to its new key
 /// (KEYS[2]) unless the new one exists (then it is newer: the old one is
@@ -369,7 +407,7 @@ fn add_job(
 ) -> Result<(), Error> {
     let json = serde_json::to_string(job)?;
     let p = names.partition_of(job.id);
-    pipe.hset_nx(names.job(job.id), DEF, json)
+    pipe.hset_nx(names.defs(p), job.id, json)
         .ignore()
         .zadd(names.job_ids(p), job.id, job.id)
         .ignore()

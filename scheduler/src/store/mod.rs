@@ -12,6 +12,7 @@
 //! triggers) go through the fenced scripts in `lua/`, each prefixed with
 //! `lua/fence.lua`, which refuses a term the partition no longer accepts.
 
+pub(crate) mod defs;
 pub mod triggers;
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use rondo_core::redis::Pool;
 use rondo_core::schedule::MissedFires;
 use rondo_core::{Error, ErrorKind, Job, Names};
 
-/// Field of `job:<id>` holding the definition.
+/// Field of `{pK}:job:<id>` (layout 2) that held the definition.
 pub(crate) const DEF: &str = "def";
 
 /// A script that acts for a leader term: the fence first, then `body`.
@@ -228,7 +229,7 @@ impl Store {
         let due = self.names.due(p);
         let mut pipe = redis::pipe();
         pipe.atomic()
-            .hset(self.names.job(job.id), DEF, json)
+            .hset(self.names.defs(p), job.id, json)
             .ignore()
             .zadd(self.names.job_ids(p), job.id, job.id)
             .ignore()
@@ -255,10 +256,14 @@ impl Store {
 
     pub async fn get_job(&self, id: u64) -> Result<Job, Error> {
         let mut conn = self.conn().await?;
-        let mut json: Option<String> = conn.hget(self.names.job(id), DEF).await?;
+        let p = self.names.partition_of(id);
+        let mut json: Option<String> = conn.hget(self.names.defs(p), id).await?;
+        // An upgraded namespace whose leader has not moved the definitions
+        // of earlier builds yet (bootstrap::migrate_layout).
+        if json.is_none() {
+            json = conn.hget(self.names.v2_job(id), DEF).await?;
+        }
         if json.is_none() && !self.pool.is_cluster() {
-            // An upgraded namespace whose leader has not moved the
-            // definitions of earlier builds yet (bootstrap::migrate_layout).
             json = conn.hget(self.names.legacy_job(id), DEF).await?;
         }
         let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
@@ -286,17 +291,20 @@ impl Store {
         Ok(jobs)
     }
 
-    /// The stored definitions (JSON) of many jobs in one round trip, in the
-    /// order of `ids`; `None` where a job is gone.
+    /// The stored definitions (JSON) of many jobs in one round trip (one
+    /// `HMGET` per partition), in the order of `ids`; `None` where a job is
+    /// gone.
     pub async fn get_job_defs(&self, ids: &[u64]) -> Result<Vec<Option<String>>, Error> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.hget(self.names.job(*id), DEF);
-        }
-        Ok(pipe.query_async(&mut self.conn().await?).await?)
+        let reads = defs::DefReads::add(&mut pipe, &self.names, ids);
+        let mut conn = self.conn().await?;
+        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        let mut found = reads.assemble(replies)?;
+        defs::fill_from_earlier(&mut conn, &self.names, ids, &mut found).await?;
+        Ok(found)
     }
 
     /// A page of job ids in id order (`descending`: newest first), of one
@@ -431,7 +439,9 @@ impl Store {
         let p = self.names.partition_of(job.id);
         let mut pipe = redis::pipe();
         pipe.atomic()
-            .del(self.names.job(job.id))
+            .hdel(self.names.defs(p), job.id)
+            .ignore()
+            .del(self.names.v2_job(job.id))
             .ignore()
             .zrem(self.names.job_ids(p), job.id)
             .ignore()

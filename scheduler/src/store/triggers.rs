@@ -331,18 +331,17 @@ impl TriggerStore {
         for (job_id, id) in &query.inflight {
             inflight::read(&mut pipe, &self.names, *job_id, id);
         }
-        for job_id in &query.jobs {
-            pipe.hget(self.names.job(*job_id), super::DEF);
-        }
-        let mut replies: Vec<redis::Value> = pipe.query_async(conn).await?;
-        let expected = query.inflight.len() + query.jobs.len();
+        let reads = super::defs::DefReads::add(&mut pipe, &self.names, &query.jobs);
+        let mut replies: Vec<redis::Value> = pipe.query_async(&mut *conn).await?;
+        let expected = query.inflight.len() + reads.replies();
         if replies.len() != expected {
             return Err(Error::internal(format!(
                 "redis answered {} replies to a pipeline of {expected}",
                 replies.len()
             )));
         }
-        let jobs = replies.split_off(query.inflight.len());
+        let mut jobs = reads.assemble(replies.split_off(query.inflight.len()))?;
+        super::defs::fill_from_earlier(conn, &self.names, &query.jobs, &mut jobs).await?;
         Ok(GroupRead {
             inflight: replies
                 .into_iter()
@@ -351,7 +350,7 @@ impl TriggerStore {
                     Ok(inflight::decode(json.as_deref()))
                 })
                 .collect::<Result<_, Error>>()?,
-            jobs: jobs.into_iter().map(parsed).collect::<Result<_, _>>()?,
+            jobs,
         })
     }
 
