@@ -34,9 +34,6 @@
 //!   answer: the reaper publishes a failed result for it ("lost"), which the
 //!   persistence worker stores and the monitor retries and alarms like any
 //!   failure. A trigger still running on a live executor is left alone.
-//!   A record whose trigger was answered (its dedupe mark is `finished` or
-//!   `confirmed`, or its ending was reacted to) is only forgotten: its
-//!   result overtook the record, or it was sent again after a crash.
 //!
 //! **Fencing.** Reading the old in-flight triggers and taking one off the
 //! scan are fenced scripts, like the claim, so a deposed leader fails no
@@ -153,13 +150,9 @@ impl Reaper {
                     self.triggers.unlist(p, term, &id).await?;
                     continue;
                 };
-                // A result can overtake the dispatcher's in-flight record,
-                // and a trigger sent again after a crash records itself
-                // again after its result was handled: only the record is
-                // left. The executor's mark says it answered (`finished`
-                // or `confirmed`, one of which the protocol requires before
-                // the ack); a reacted ending also has a handled mark.
-                if self.triggers.answered(&id).await? {
+                // A result can overtake the dispatcher's in-flight record;
+                // the monitor has handled it: only the record is left.
+                if self.triggers.is_handled(&id).await? {
                     self.triggers.forget(t.job_id, &id).await?;
                     continue;
                 }

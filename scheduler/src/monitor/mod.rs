@@ -10,16 +10,14 @@
 //! * Reactions are idempotent: a retry's and a child's trigger ids derive
 //!   from the ending trigger's id, so a result handled twice (redelivered
 //!   after a crash) dispatches the same trigger ids, which executors run
-//!   once; a `handled:<trigger id>` mark, written after a reaction, skips
-//!   duplicates of the endings that were reacted to. An ending that needs
-//!   no reaction is not marked: handling it again changes nothing.
+//!   once; a `handled:<trigger id>` mark skips plain duplicates.
 //! * Deliveries are handled in groups (whatever the broker already pushed,
 //!   up to [`MAX_GROUP_EVENTS`] events): one Redis pipeline reads the
-//!   group's jobs and failures' in-flight records; one pipeline forgets
-//!   every ending that needs no reaction (the common success without child
-//!   jobs), which leaves nothing behind in Redis; the others have their
-//!   handled marks read (a third pipeline) and are reacted to one by one;
-//!   then the group is acked at once (`multiple`).
+//!   group's jobs and failures' in-flight records; one pipeline marks and
+//!   forgets every ending that needs no reaction (the common success
+//!   without child jobs); the others have their handled marks read (a
+//!   third pipeline) and are reacted to one by one; then the group is
+//!   acked at once (`multiple`).
 //! * The leader also reaps ([`crate::leader::reaper`]): triggers with no result after
 //!   `monitor.lost_after_ms` whose executor is gone become failed ("lost")
 //!   results, which this monitor then retries and alarms like any failure;
@@ -46,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarmer;
 use crate::store::Store;
-use crate::store::triggers::{GroupQuery, RetryItem, TriggerStore};
+use crate::store::triggers::{GroupQuery, GroupWrite, RetryItem, TriggerStore};
 use decide::{Decision, Ending, decide};
 use rondo_core::trigger_id;
 
@@ -220,9 +218,10 @@ impl Monitor {
     /// handling them one at a time in order, and two Redis round trips for
     /// the common endings (a success without child jobs, a duplicate, a
     /// deleted job's): one pipeline reads the jobs and the failures'
-    /// in-flight records; one forgets their in-flight entries. Such an
-    /// ending is neither marked nor looked up (handling it again changes
-    /// nothing): only the rare endings (failures with a retry or an alarm, successes
+    /// in-flight records; one marks them handled and forgets their
+    /// in-flight entries. Whether such an ending was handled before does not
+    /// matter (handling it again writes the same), so its mark is not read:
+    /// only the rare endings (failures with a retry or an alarm, successes
     /// with child jobs) have their `handled` marks read (one more pipeline)
     /// and are then reacted to one by one, exactly as a lone ending. On an
     /// error the caller requeues the whole group.
@@ -259,7 +258,7 @@ impl Monitor {
             .map(|def| def.map(parse_job))
             .collect();
 
-        let mut forget: Vec<(u64, &str)> = Vec::new();
+        let mut write = GroupWrite::default();
         let mut rare: Vec<(Ended<'_>, Arc<Job>)> = Vec::new();
         let mut failed: Option<Error> = None;
         let mut inflight = read.inflight;
@@ -278,7 +277,8 @@ impl Monitor {
                         trigger_id = e.trigger_id,
                         "job deleted; its ending needs nothing"
                     );
-                    forget.push((e.job_id, e.trigger_id));
+                    write.mark.push(e.trigger_id);
+                    write.forget.push((e.job_id, e.trigger_id));
                     continue;
                 }
                 Some(Ok(job)) => job.clone(),
@@ -290,7 +290,8 @@ impl Monitor {
                 }
             };
             if decide(&job, e.ending, clock::now_ms()) == Decision::default() {
-                forget.push((e.job_id, e.trigger_id));
+                write.mark.push(e.trigger_id);
+                write.forget.push((e.job_id, e.trigger_id));
             } else {
                 rare.push((e, job));
             }
@@ -301,14 +302,14 @@ impl Monitor {
             let mut unhandled = Vec::with_capacity(rare.len());
             for ((e, job), handled) in rare.into_iter().zip(handled) {
                 if handled {
-                    forget.push((e.job_id, e.trigger_id));
+                    write.forget.push((e.job_id, e.trigger_id));
                 } else {
                     unhandled.push((e, job));
                 }
             }
             rare = unhandled;
         }
-        self.state.forget_group(&mut redis, &forget).await?;
+        self.state.finish_group(&mut redis, &write).await?;
         drop(redis);
         for (ended, job) in rare {
             self.react(ended, &job).await?;

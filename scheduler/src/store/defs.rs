@@ -82,7 +82,10 @@ impl DefReads {
 
 /// Looks up, where `defs` has none, the definition at the key of layout 2
 /// (an upgraded namespace whose leader has not moved it yet): one round
-/// trip, none when nothing is missing.
+/// trip, none when nothing is missing. The old key is read before the hash
+/// again, in one pipeline, so a definition the leader moves in between is
+/// found in one place or the other; where both hold one, the hash's is the
+/// newer (the API wrote it).
 pub(crate) async fn fill_from_earlier(
     conn: &mut rondo_core::redis::Connection,
     names: &Names,
@@ -93,13 +96,23 @@ pub(crate) async fn fill_from_earlier(
     if missing.is_empty() {
         return Ok(());
     }
+    let missing_ids: Vec<u64> = missing.iter().map(|i| ids[*i]).collect();
     let mut pipe = redis::pipe();
-    for i in &missing {
-        pipe.hget(names.v2_job(ids[*i]), DEF);
+    for id in &missing_ids {
+        pipe.hget(names.v2_job(*id), DEF);
     }
-    let found: Vec<Option<String>> = pipe.query_async(conn).await?;
-    for (i, def) in missing.into_iter().zip(found) {
-        defs[i] = def;
+    let again = DefReads::add(&mut pipe, names, &missing_ids);
+    let mut replies: Vec<redis::Value> = pipe.query_async(conn).await?;
+    if replies.len() != missing_ids.len() + again.replies() {
+        return Err(Error::internal(
+            "redis answered a different number of replies",
+        ));
+    }
+    let now = again.assemble(replies.split_off(missing_ids.len()))?;
+    for ((i, old), now) in missing.into_iter().zip(replies).zip(now) {
+        let old: Option<String> = redis::from_redis_value(old)
+            .map_err(|e| Error::internal(format!("redis reply: {e}")))?;
+        defs[i] = now.or(old);
     }
     Ok(())
 }

@@ -258,13 +258,21 @@ impl Store {
         let mut conn = self.conn().await?;
         let p = self.names.partition_of(id);
         let mut json: Option<String> = conn.hget(self.names.defs(p), id).await?;
-        // An upgraded namespace whose leader has not moved the definitions
-        // of earlier builds yet (bootstrap::migrate_layout).
         if json.is_none() {
-            json = conn.hget(self.names.v2_job(id), DEF).await?;
-        }
-        if json.is_none() && !self.pool.is_cluster() {
-            json = conn.hget(self.names.legacy_job(id), DEF).await?;
+            // An upgraded namespace whose leader has not moved the
+            // definitions of earlier builds yet (bootstrap::migrate_layout):
+            // the older places first, then the hash again, in the order the
+            // leader moves a definition (job:<id> → {pK}:job:<id> →
+            // {pK}:defs), so one moved in between is found.
+            let mut pipe = redis::pipe();
+            let legacy = !self.pool.is_cluster();
+            if legacy {
+                pipe.hget(self.names.legacy_job(id), DEF);
+            }
+            pipe.hget(self.names.v2_job(id), DEF)
+                .hget(self.names.defs(p), id);
+            let found: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+            json = found.into_iter().rev().flatten().next();
         }
         let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
         Ok(serde_json::from_str(&json)?)

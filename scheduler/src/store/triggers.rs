@@ -92,21 +92,12 @@ impl TriggerStore {
         Ok(())
     }
 
-    /// Whether a trigger was answered: the monitor reacted to its ending
-    /// (its handled mark), or an executor ended its run (a `finished` or
-    /// `confirmed` dedupe mark: the result is published, or its
-    /// redelivery publishes the stored one). One round trip.
-    pub async fn answered(&self, trigger_id: &str) -> Result<bool, Error> {
-        let (handled, mark): (bool, Option<String>) = redis::pipe()
+    pub async fn is_handled(&self, trigger_id: &str) -> Result<bool, Error> {
+        Ok(self
+            .conn()
+            .await?
             .exists(self.names.handled(trigger_id))
-            .get(self.names.dedupe(trigger_id))
-            .query_async(&mut self.conn().await?)
-            .await?;
-        Ok(handled
-            || matches!(
-                mark.as_deref().and_then(Mark::parse),
-                Some(Mark::Finished { .. } | Mark::Confirmed { .. })
-            ))
+            .await?)
     }
 
     pub async fn mark_handled(&self, trigger_id: &str) -> Result<(), Error> {
@@ -315,6 +306,15 @@ pub struct GroupRead {
     pub jobs: Vec<Option<String>>,
 }
 
+/// What [`TriggerStore::finish_group`] writes, in one pipeline.
+#[derive(Debug, Default)]
+pub struct GroupWrite<'a> {
+    /// Trigger ids to mark handled.
+    pub mark: Vec<&'a str>,
+    /// In-flight entries to forget: (job id, trigger id).
+    pub forget: Vec<(u64, &'a str)>,
+}
+
 fn parsed<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, Error> {
     redis::from_redis_value(v).map_err(|e| Error::internal(format!("redis reply: {e}")))
 }
@@ -368,27 +368,36 @@ impl TriggerStore {
         Ok(pipe.query_async(conn).await?)
     }
 
-    /// Forgets the in-flight entries of a group's endings, (job id,
-    /// trigger id): one variadic `ZREM` and `HDEL` per partition, in one
-    /// round trip on `conn`. Same effect as [`forget`](Self::forget) per
-    /// trigger.
-    pub async fn forget_group(
+    /// Marks a group's triggers handled, then forgets their in-flight
+    /// entries (one variadic `ZREM` and `HDEL` per partition): one round trip
+    /// on `conn` on one Redis, two on a cluster. Same effect as [`mark_handled`](Self::mark_handled) and
+    /// [`forget`](Self::forget) per trigger, marks first.
+    pub async fn finish_group(
         &self,
         conn: &mut rondo_core::redis::Connection,
-        endings: &[(u64, &str)],
+        write: &GroupWrite<'_>,
     ) -> Result<(), Error> {
-        if endings.is_empty() {
+        if write.mark.is_empty() && write.forget.is_empty() {
             return Ok(());
         }
+        let mut marks = redis::pipe();
+        for id in &write.mark {
+            marks
+                .set_ex(self.names.handled(id), 1, HANDLED_TTL_S)
+                .ignore();
+        }
         let mut by_partition: Vec<Vec<&str>> = vec![Vec::new(); self.names.partitions() as usize];
-        for (job_id, id) in endings {
+        for (job_id, id) in &write.forget {
             by_partition[self.partition(*job_id) as usize].push(id);
         }
         let mut forgets = redis::pipe();
         for (p, ids) in by_partition.iter().enumerate() {
             inflight::forget(&mut forgets, &self.names, p as u32, ids);
         }
-        conn.write_in_order(&[&forgets]).await?;
+        // The marks land before the records go: a trigger is never out of
+        // flight without being marked handled (a later duplicate of its
+        // result then changes nothing).
+        conn.write_in_order(&[&marks, &forgets]).await?;
         Ok(())
     }
 }
