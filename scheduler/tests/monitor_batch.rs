@@ -380,6 +380,22 @@ async fn duplicates_in_and_across_messages_are_reacted_to_once() {
         assert!(Instant::now() < deadline, "every trigger marked handled");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The failures once more, after they were handled: a group of their
+    // own, where only their handled marks tell them from new endings. A
+    // fresh failure published after them is handled after them (one
+    // consumer, in order): its mark is the signal that they were seen.
+    f.publish(&failures).await;
+    let sentinel = trigger(failing.id, base + 200);
+    f.record_inflight(std::slice::from_ref(&sentinel)).await;
+    f.publish(&[result(&sentinel, code::FAIL)]).await;
+    let sentinel_id = vec![sentinel.trigger_id.clone()];
+    while f.handled(&sentinel_id).await < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the later failure marked handled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut retried: Vec<String> = f
         .retries()
@@ -393,14 +409,14 @@ async fn duplicates_in_and_across_messages_are_reacted_to_once() {
     retried.sort();
     let mut want: Vec<String> = failed
         .iter()
-        .chain([&never_reached])
+        .chain([&never_reached, &sentinel])
         .map(|t| format!("{}-retry1", t.trigger_id))
         .collect();
     want.sort();
     assert_eq!(retried, want, "one retry per failed trigger");
     let mut alarmed: Vec<String> = failed
         .iter()
-        .chain([&never_reached])
+        .chain([&never_reached, &sentinel])
         .map(|t| t.trigger_id.clone())
         .collect();
     alarmed.sort();
