@@ -446,7 +446,7 @@ async fn key_bytes_per_job(
     let mut shared = Vec::new();
     for p in 0..names.partitions() {
         shared.push(names.defs(p));
-        shared.push(names.job_ids(p));
+        shared.push(names.job_bits(p));
         shared.push(names.group_job_ids(p, crate::cluster::APP));
         shared.push(names.due(p));
     }

@@ -7,8 +7,9 @@
 
 /// The Redis key layout this build writes: every key of a job (its
 /// definition, its index entries, its due entry) in its partition's hash
-/// tag. Recorded under [`Names::layout`].
-pub const LAYOUT: u32 = 3;
+/// tag, definitions in one hash per partition (layout 3), the partition's
+/// job ids in a bitmap (layout 4). Recorded under [`Names::layout`].
+pub const LAYOUT: u32 = 4;
 
 /// Names for one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,8 +139,25 @@ impl Names {
         format!("{}:job:{id}", self.ns)
     }
 
-    /// `ns:{pK}:job-ids`: the ids of the partition's jobs, a sorted set
-    /// scored by the id (a page of the job list merges the partitions').
+    /// `ns:{pK}:job-bits`: which jobs of the partition exist, a bitmap:
+    /// bit [`Names::job_bit`]`(id)` is set while job `id` exists. Job ids
+    /// come from one sequence and the partition is `id % partitions`, so
+    /// the bitmaps are dense: a job costs one bit here, where a sorted set
+    /// cost about 100 bytes (a page of the job list merges the
+    /// partitions', see `store::index`).
+    pub fn job_bits(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:job-bits", self.ns)
+    }
+
+    /// A job's bit in its partition's [`Names::job_bits`]; the job id is
+    /// `bit * partitions + partition`.
+    pub fn job_bit(&self, job_id: u64) -> u64 {
+        job_id / u64::from(self.partitions)
+    }
+
+    /// `ns:{pK}:job-ids`: where builds up to layout 3 kept the ids of the
+    /// partition's jobs (a sorted set scored by the id); the leader moves
+    /// them into [`Names::job_bits`] once.
     pub fn job_ids(&self, p: u32) -> String {
         format!("{}:{{p{p}}}:job-ids", self.ns)
     }
@@ -359,6 +377,9 @@ mod tests {
         assert_eq!(n.v2_job(35), "rondo:{p3}:job:35");
         assert_eq!(n.defs(3), "rondo:{p3}:defs");
         assert_eq!(n.job_ids(3), "rondo:{p3}:job-ids");
+        assert_eq!(n.job_bits(3), "rondo:{p3}:job-bits");
+        // Job 35 of 16 partitions: partition 3, bit 2 (2 * 16 + 3 = 35).
+        assert_eq!((n.partition_of(35), n.job_bit(35)), (3, 2));
         assert_eq!(n.group_job_ids(3, "app"), "rondo:{p3}:group-job-ids:app");
         assert!(n.ring(3, "a").starts_with(&n.ring_prefix(3)));
     }

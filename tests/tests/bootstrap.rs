@@ -158,7 +158,11 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     cluster.stop_node(node).await;
     testkit::cleanup_redis(&config).await;
     let mut conn = redis(&config).await;
-    let left: u64 = conn.zcard(config.names().job_ids(0)).await.unwrap();
+    let left: u64 = redis::cmd("BITCOUNT")
+        .arg(config.names().job_bits(0))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(left, 0, "the namespace was flushed");
     // The executor's registration went with it; its next heartbeat (1 s)
     // brings it back. Wait, so the FIRE_ONCE_NOW fire finds it.
@@ -307,7 +311,7 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
     assert_eq!(status, 201, "{body}");
     let spec = |d: &str| json!({ "group": "old", "description": d, "schedule_type": "NONE", "handler": "demo" });
     let mut jobs = Vec::new();
-    for d in ["a", "b", "c"] {
+    for d in ["a", "b", "c", "d"] {
         jobs.push(create_job(&api, spec(d)).await);
     }
     let ids: Vec<u64> = jobs.iter().map(id_of).collect();
@@ -319,11 +323,19 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
     let mut conn = redis(&config).await;
     // Put the namespace back as earlier builds left it: the first job's
     // definition at `job:<id>` and its ids only in the plain sets of the
-    // earliest builds; the others' definitions at `{pK}:job:<id>` (layout
-    // 2) and their ids in the namespace-wide sorted sets.
+    // earliest builds; the next two's definitions at `{pK}:job:<id>`
+    // (layout 2) and their ids in the namespace-wide sorted sets; the last
+    // one's as layout 3 kept it, its definition in `{pK}:defs`, its id in
+    // the partition's sorted set `{pK}:job-ids`, not in the bitmap.
     let mut pipe = redis::pipe();
     for (i, id) in ids.iter().enumerate() {
         let p = names.partition_of(*id);
+        pipe.setbit(names.job_bits(p), names.job_bit(*id) as usize, false)
+            .ignore();
+        if i == 3 {
+            pipe.zadd(names.job_ids(p), *id, *id).ignore();
+            continue;
+        }
         let def: String = conn.hget(names.defs(p), *id).await.unwrap();
         let old_key = if i == 0 {
             names.legacy_job(*id)
@@ -332,7 +344,6 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
         };
         pipe.hset(old_key, "def", def).ignore();
         pipe.hdel(names.defs(p), *id).ignore();
-        pipe.zrem(names.job_ids(p), *id).ignore();
         pipe.zrem(names.group_job_ids(p, "old"), *id).ignore();
         if i == 0 {
             pipe.sadd(names.legacy_job_index(), *id).ignore();
@@ -354,22 +365,30 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
     let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
     let store = Store::new(pool, config.names());
     // So does a read of many (the claim's, the load's), for layout 2.
-    let bulk = store.get_job_defs(&ids[1..]).await.unwrap();
+    let bulk = store.get_job_defs(&ids[1..3]).await.unwrap();
     assert!(bulk.iter().all(Option::is_some), "{bulk:?}");
+    // The list of every job finds layout 3's index.
+    let (total, page) = store.job_page(None, 0, 10, false).await.unwrap();
+    assert_eq!(
+        (total, page),
+        (1, vec![ids[3]]),
+        "layout 3's sorted set is read"
+    );
     for _ in 0..2 {
         migrate_layout(&store).await.unwrap();
         let mut listed: Vec<u64> = Vec::new();
         for p in 0..names.partitions() {
-            let all: Vec<(u64, f64)> = conn
-                .zrange_withscores(names.job_ids(p), 0, -1)
-                .await
-                .unwrap();
-            assert!(
-                all.iter().all(|(id, score)| *id as f64 == *score),
-                "scored by id"
-            );
-            assert!(all.iter().all(|(id, _)| names.partition_of(*id) == p));
-            listed.extend(all.iter().map(|(id, _)| *id));
+            let left: bool = conn.exists(names.job_ids(p)).await.unwrap();
+            assert!(!left, "partition {p}'s sorted set of ids is gone");
+            let bits: Vec<u8> = conn.get(names.job_bits(p)).await.unwrap();
+            for (j, byte) in bits.iter().enumerate() {
+                for k in 0..8 {
+                    if byte & (0x80 >> k) != 0 {
+                        let bit = (8 * j + k) as u64;
+                        listed.push(bit * u64::from(names.partitions()) + u64::from(p));
+                    }
+                }
+            }
             let group: Vec<u64> = conn
                 .zrange(names.group_job_ids(p, "old"), 0, -1)
                 .await
@@ -408,7 +427,16 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
         }
         assert_eq!(after, before, "every definition came through unchanged");
         let (_, page) = api.get("/api/v1/jobs?group=old").await;
-        assert_eq!(page["total"], 3, "{page}");
+        assert_eq!(page["total"], 4, "{page}");
+        let (_, page) = api.get("/api/v1/jobs").await;
+        assert_eq!(page["total"], 4, "{page}");
+        let listed: Vec<u64> = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(id_of)
+            .collect();
+        assert_eq!(listed, ids, "every job in the list, in id order");
     }
     cluster.stop().await;
 }

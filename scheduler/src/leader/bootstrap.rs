@@ -131,20 +131,58 @@ pub async fn rebuild_if_empty(
 /// * Definitions move from `job:<id>` to `{pK}:job:<id>` (layout 2), and
 ///   from there into the partition's hash `{pK}:defs` (layout 3); a
 ///   definition the API already wrote in the new place is newer and wins.
+/// * The partition's sorted set of job ids `{pK}:job-ids` becomes its
+///   bitmap `{pK}:job-bits` (layout 4), one script per partition, so a job
+///   the API deletes meanwhile is not brought back.
 ///
 /// Idempotent: an interrupted move is finished by the next call (the old
 /// indexes are deleted only after their ids were copied, the marker set
 /// last). Builds before layout 2 never ran on a Redis Cluster, so on one
-/// only the move into `{pK}:defs` has something to do. Not atomic with the writes of a node of an earlier
-/// build: the scheduler nodes of a namespace are upgraded together across
-/// this change (README, "Upgrading").
+/// only the moves into `{pK}:defs` and `{pK}:job-bits` have something to
+/// do. Not atomic with the writes of a node of an earlier build: the
+/// scheduler nodes of a namespace are upgraded together across this change
+/// (README, "Upgrading").
 pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
     let names = store.names();
     let mut conn = store.pool().get().await?;
     let layout: Option<u32> = conn.get(names.layout()).await?;
-    if layout.is_some_and(|l| l >= LAYOUT) {
+    let layout = layout.unwrap_or(0);
+    if layout >= LAYOUT {
         return Ok(());
     }
+    if layout < 3 {
+        into_defs(store, &mut conn).await?;
+    }
+    // Layout 3 → 4: each partition's sorted set of ids into its bitmap.
+    let started = Instant::now();
+    let mut moved = 0u64;
+    for p in 0..names.partitions() {
+        let ids: u64 = redis::cmd("EVAL")
+            .arg(INTO_BITS)
+            .arg(2)
+            .arg(names.job_ids(p))
+            .arg(names.job_bits(p))
+            .arg(names.partitions())
+            .query_async(&mut conn)
+            .await?;
+        moved += ids;
+    }
+    if moved > 0 {
+        tracing::info!(
+            jobs = moved,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "moved the job indexes of an earlier build into the partitions' bitmaps"
+        );
+    }
+    let _: () = conn.set(names.layout(), LAYOUT).await?;
+    Ok(())
+}
+
+/// Layouts up to 2 into layout 3: the earliest builds' indexes into the
+/// per-partition sorted sets and their definitions to `{pK}:job:<id>` (one
+/// Redis only), then every definition into its partition's hash.
+async fn into_defs(store: &Store, conn: &mut rondo_core::redis::Connection) -> Result<(), Error> {
+    let names = store.names();
     if !store.pool().is_cluster() {
         let started = Instant::now();
         let groups: Vec<String> = conn.hkeys(names.groups()).await?;
@@ -158,7 +196,7 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
         }
         let mut moved = 0u64;
         for (key, group) in sources {
-            let ids = old_index(&mut conn, &key).await?;
+            let ids = old_index(conn, &key).await?;
             for chunk in ids.chunks(5_000) {
                 let mut pipe = redis::pipe();
                 for &id in chunk {
@@ -177,7 +215,7 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
                         }
                     }
                 }
-                let renamed: Vec<u64> = pipe.query_async(&mut conn).await?;
+                let renamed: Vec<u64> = pipe.query_async(&mut *conn).await?;
                 moved += renamed.iter().sum::<u64>();
             }
             if !ids.is_empty() {
@@ -210,7 +248,7 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
                     .arg(id)
                     .arg(DEF);
             }
-            let into: Vec<u64> = pipe.query_async(&mut conn).await?;
+            let into: Vec<u64> = pipe.query_async(&mut *conn).await?;
             moved += into.iter().sum::<u64>();
         }
     }
@@ -221,9 +259,16 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
             "moved job definitions of an earlier build into their partitions' hashes"
         );
     }
-    let _: () = conn.set(names.layout(), LAYOUT).await?;
     Ok(())
 }
+
+/// Moves the ids of the sorted set KEYS[1] into the bitmap KEYS[2] (bit
+/// `id / ARGV[1]`, ARGV[1] the number of partitions) and deletes the set;
+/// the number of ids. Both keys are in one hash slot.
+const INTO_BITS: &str = "local ids = redis.call('ZRANGE', KEYS[1], 0, -1) \
+local n = tonumber(ARGV[1]) \
+for _, id in ipairs(ids) do redis.call('SETBIT', KEYS[2], math.floor(tonumber(id) / n), 1) end \
+redis.call('DEL', KEYS[1]) return #ids";
 
 /// Moves a definition of layout 2 (field ARGV[2] of the hash KEYS[1]) into
 /// the partition's hash (KEYS[2], field ARGV[1]) unless one is there (then
@@ -259,6 +304,8 @@ async fn redis_state(store: &Store) -> Result<RedisState, Error> {
     let names = store.names();
     let mut pipe = redis::pipe();
     for p in 0..names.partitions() {
+        pipe.cmd("BITCOUNT").arg(names.job_bits(p));
+        // Layout 3's index, before the leader moved it.
         pipe.zcard(names.job_ids(p));
     }
     let counts: Vec<u64> = pipe.query_async(&mut store.pool().get().await?).await?;
@@ -409,7 +456,7 @@ fn add_job(
     let p = names.partition_of(job.id);
     pipe.hset_nx(names.defs(p), job.id, json)
         .ignore()
-        .zadd(names.job_ids(p), job.id, job.id)
+        .setbit(names.job_bits(p), names.job_bit(job.id) as usize, true)
         .ignore()
         .zadd(names.group_job_ids(p, &job.group), job.id, job.id)
         .ignore();

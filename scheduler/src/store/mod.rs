@@ -1,7 +1,8 @@
 //! The scheduler's state in Redis.
 //!
 //! * [`Store`] (here): jobs, groups, due sets and rings. A job's definition
-//!   is the `def` field (JSON) of `job:<id>`; its next fire is its score in
+//!   is its field (JSON) in its partition's hash `{pK}:defs`, its existence
+//!   a bit of `{pK}:job-bits` ([`index`]); its next fire is its score in
 //!   its partition's due set, so the claim script never has to touch a key
 //!   outside the partition's hash tag.
 //! * [`triggers`]: what happens to a trigger after its dispatch: in-flight
@@ -13,6 +14,7 @@
 //! `lua/fence.lua`, which refuses a term the partition no longer accepts.
 
 pub(crate) mod defs;
+pub(crate) mod index;
 pub mod triggers;
 
 use std::collections::HashMap;
@@ -231,7 +233,11 @@ impl Store {
         pipe.atomic()
             .hset(self.names.defs(p), job.id, json)
             .ignore()
-            .zadd(self.names.job_ids(p), job.id, job.id)
+            .setbit(
+                self.names.job_bits(p),
+                self.names.job_bit(job.id) as usize,
+                true,
+            )
             .ignore()
             .zadd(self.names.group_job_ids(p, &job.group), job.id, job.id)
             .ignore();
@@ -317,8 +323,9 @@ impl Store {
 
     /// A page of job ids in id order (`descending`: newest first), of one
     /// group, of several, or (`None`) of every group, and how many there
-    /// are. The ids are kept per partition (`{pK}:job-ids`, and
-    /// `{pK}:group-job-ids:<app>`); a page is the merge of the indexes from
+    /// are. Every group's is a page of the bitmaps `{pK}:job-bits`
+    /// ([`index`]); a group's ids are kept per partition in sorted sets
+    /// (`{pK}:group-job-ids:<app>`), and its page is the merge of them from
     /// the id at rank `offset` on, which [`Store::id_at_rank`] finds by
     /// counting, so a deep page costs a few counts, not a read of every id
     /// before it.
@@ -329,11 +336,12 @@ impl Store {
         limit: usize,
         descending: bool,
     ) -> Result<(usize, Vec<u64>), Error> {
+        let Some(groups) = groups else {
+            let bitmaps = self.job_bitmaps().await?;
+            return Ok(index::page(&bitmaps, offset, limit, descending));
+        };
         let keys: Vec<String> = (0..self.names.partitions())
-            .flat_map(|p| match groups {
-                None => vec![self.names.job_ids(p)],
-                Some(gs) => gs.iter().map(|g| self.names.group_job_ids(p, g)).collect(),
-            })
+            .flat_map(|p| groups.iter().map(move |g| self.names.group_job_ids(p, g)))
             .collect();
         if keys.is_empty() {
             return Ok((0, Vec::new()));
@@ -387,6 +395,39 @@ impl Store {
         }
         ids.truncate(limit);
         Ok((total, ids))
+    }
+
+    /// Every partition's job bitmap, in one round trip. In a namespace
+    /// whose leader has not moved layout 3's sorted sets `{pK}:job-ids`
+    /// into the bitmaps yet (`bootstrap::migrate_layout`), their ids are
+    /// read too (a second round trip) and added.
+    async fn job_bitmaps(&self) -> Result<Vec<Vec<u8>>, Error> {
+        let mut conn = self.conn().await?;
+        let mut pipe = redis::pipe();
+        pipe.get(self.names.layout());
+        for p in 0..self.names.partitions() {
+            pipe.get(self.names.job_bits(p));
+        }
+        let mut replies: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await?;
+        let mut bitmaps: Vec<Vec<u8>> = replies
+            .split_off(1)
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect();
+        let layout: Option<u32> = replies[0]
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+        if layout.is_none_or(|l| l < 4) {
+            let mut pipe = redis::pipe();
+            for p in 0..self.names.partitions() {
+                pipe.zrange(self.names.job_ids(p), 0, -1);
+            }
+            let old: Vec<Vec<u64>> = pipe.query_async(&mut conn).await?;
+            for id in old.into_iter().flatten() {
+                index::set(&mut bitmaps, id);
+            }
+        }
+        Ok(bitmaps)
     }
 
     /// The id at rank `rank` (0-based) of the merged indexes `keys`, in
@@ -451,6 +492,13 @@ impl Store {
             .ignore()
             .del(self.names.v2_job(job.id))
             .ignore()
+            .setbit(
+                self.names.job_bits(p),
+                self.names.job_bit(job.id) as usize,
+                false,
+            )
+            .ignore()
+            // Layout 3's index, until the leader moved it into the bitmap.
             .zrem(self.names.job_ids(p), job.id)
             .ignore()
             .zrem(self.names.group_job_ids(p, &job.group), job.id)
