@@ -153,19 +153,26 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
     if layout < 3 {
         into_defs(store, &mut conn).await?;
     }
-    // Layout 3 → 4: each partition's sorted set of ids into its bitmap.
+    // Layout 3 → 4: each partition's sorted set of ids into its bitmap, a
+    // bounded batch per script (Redis serves nobody else while one runs).
     let started = Instant::now();
     let mut moved = 0u64;
     for p in 0..names.partitions() {
-        let ids: u64 = redis::cmd("EVAL")
-            .arg(INTO_BITS)
-            .arg(2)
-            .arg(names.job_ids(p))
-            .arg(names.job_bits(p))
-            .arg(names.partitions())
-            .query_async(&mut conn)
-            .await?;
-        moved += ids;
+        loop {
+            let ids: u64 = redis::cmd("EVAL")
+                .arg(INTO_BITS)
+                .arg(2)
+                .arg(names.job_ids(p))
+                .arg(names.job_bits(p))
+                .arg(names.partitions())
+                .arg(INTO_BITS_BATCH)
+                .query_async(&mut conn)
+                .await?;
+            moved += ids;
+            if ids == 0 {
+                break;
+            }
+        }
     }
     if moved > 0 {
         tracing::info!(
@@ -262,13 +269,19 @@ async fn into_defs(store: &Store, conn: &mut rondo_core::redis::Connection) -> R
     Ok(())
 }
 
-/// Moves the ids of the sorted set KEYS[1] into the bitmap KEYS[2] (bit
-/// `id / ARGV[1]`, ARGV[1] the number of partitions) and deletes the set;
-/// the number of ids. Both keys are in one hash slot.
-const INTO_BITS: &str = "local ids = redis.call('ZRANGE', KEYS[1], 0, -1) \
+/// Moves up to ARGV[2] ids of the sorted set KEYS[1] into the bitmap
+/// KEYS[2] (bit `id / ARGV[1]`, ARGV[1] the number of partitions), taking
+/// them out of the set; the number moved (0: the set is gone). Both keys
+/// are in one hash slot, and a save or delete of a job writes both in one
+/// transaction, so a job deleted meanwhile is not brought back.
+const INTO_BITS: &str = "local ids = redis.call('ZPOPMIN', KEYS[1], ARGV[2]) \
 local n = tonumber(ARGV[1]) \
-for _, id in ipairs(ids) do redis.call('SETBIT', KEYS[2], math.floor(tonumber(id) / n), 1) end \
-redis.call('DEL', KEYS[1]) return #ids";
+for k = 1, #ids, 2 do \
+redis.call('SETBIT', KEYS[2], string.format('%d', math.floor(tonumber(ids[k]) / n)), 1) end \
+return #ids / 2";
+
+/// Ids moved per [`INTO_BITS`] call.
+const INTO_BITS_BATCH: usize = 5_000;
 
 /// Moves a definition of layout 2 (field ARGV[2] of the hash KEYS[1]) into
 /// the partition's hash (KEYS[2], field ARGV[1]) unless one is there (then

@@ -3,17 +3,29 @@
 //! [`Names::job_bits`](rondo_core::Names::job_bits)).
 //!
 //! Job ids come from one sequence and a job's partition is
-//! `id % partitions`, so the bitmaps are dense: a million jobs take about
-//! 125 kB in all, where a sorted set of ids cost about 100 bytes a job. A
-//! page of the whole job list reads every partition's bitmap (one `GET`
-//! each, in one pipeline) and is cut here, in id order: bit `b` of
-//! partition `p` is job `b * partitions + p`, so byte `j` of every
-//! partition together covers the ids `8j * partitions ..
-//! 8(j + 1) * partitions`, and whole columns of bytes are skipped by their
-//! bit counts on the way to the page's first rank.
+//! `id % partitions`, so the bitmaps are dense: a million ids take about
+//! 125 kB in all, where a sorted set of ids cost about 100 bytes a job (an
+//! id that was deleted still takes its bit). Bit `b` of partition `p` is
+//! job `b * partitions + p`, so byte `j` of every partition together (a
+//! *column*) covers the ids `8j * partitions .. 8(j + 1) * partitions`. A
+//! page of the whole job list reads a window of columns from the start (or,
+//! newest first, from the end) of every partition's bitmap (one `GETRANGE`
+//! each, in one pipeline), wide enough for the page's last rank if the ids
+//! are dense, and twice as wide again while it was not; it is cut here, in
+//! id order, skipping whole columns by their bit counts on the way to the
+//! page's first rank. The total is one `BITCOUNT` per partition.
 //!
 //! A group's page still merges the sorted sets `{pK}:group-job-ids:<app>`
 //! (`Store::job_page`).
+
+/// The ids set in `bitmaps`: how many there are.
+pub fn count(bitmaps: &[Vec<u8>]) -> usize {
+    bitmaps
+        .iter()
+        .flat_map(|b| b.iter())
+        .map(|byte| byte.count_ones() as usize)
+        .sum()
+}
 
 /// A page of the ids set in `bitmaps` (one per partition, in partition
 /// order, as Redis stores them: bit 0 is the most significant bit of byte
@@ -25,19 +37,33 @@ pub fn page(
     limit: usize,
     descending: bool,
 ) -> (usize, Vec<u64>) {
-    let partitions = bitmaps.len() as u64;
-    let total: usize = bitmaps
-        .iter()
-        .flat_map(|b| b.iter())
-        .map(|byte| byte.count_ones() as usize)
-        .sum();
-    let columns = bitmaps.iter().map(Vec::len).max().unwrap_or(0);
+    let total = count(bitmaps);
     if limit == 0 || offset >= total {
         return (total, Vec::new());
     }
+    (total, cut(bitmaps, 0, offset, limit, descending))
+}
+
+/// The ids from rank `offset` on, at most `limit`, in a window of the
+/// bitmaps: `window[p]` holds partition `p`'s bytes from column `first` on
+/// (what `GETRANGE key first last` returns). Ranks count within the
+/// window, from its start or (`descending`) from its end.
+pub fn cut(
+    window: &[Vec<u8>],
+    first: usize,
+    offset: usize,
+    limit: usize,
+    descending: bool,
+) -> Vec<u64> {
+    let bitmaps = window;
+    let partitions = bitmaps.len() as u64;
+    let columns = bitmaps.iter().map(Vec::len).max().unwrap_or(0);
+    if limit == 0 {
+        return Vec::new();
+    }
     let byte = |p: usize, j: usize| bitmaps[p].get(j).copied().unwrap_or(0);
     let mut skip = offset;
-    let mut ids = Vec::with_capacity(limit.min(total - offset));
+    let mut ids = Vec::with_capacity(limit.min(1024));
     let order: Box<dyn Iterator<Item = usize>> = if descending {
         Box::new((0..columns).rev())
     } else {
@@ -62,14 +88,21 @@ pub fn page(
                     skip -= 1;
                     continue;
                 }
-                ids.push((8 * j as u64 + u64::from(k)) * partitions + p as u64);
+                ids.push((8 * (first + j) as u64 + u64::from(k)) * partitions + p as u64);
                 if ids.len() == limit {
-                    return (total, ids);
+                    return ids;
                 }
             }
         }
     }
-    (total, ids)
+    ids
+}
+
+/// The columns to read first for a page ending at rank `end` of
+/// `partitions` bitmaps: enough if the ids are dense, with room for a
+/// quarter of them deleted.
+pub fn first_window(end: usize, partitions: usize) -> usize {
+    (end + end / 4).div_ceil(8 * partitions.max(1)) + 1
 }
 
 /// Sets job `id`'s bit in `bitmaps` (one per partition), growing the
@@ -141,6 +174,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_window_cuts_the_same_ids_as_the_whole() {
+        let ids: Vec<u64> = (0..500).filter(|i| i % 3 != 1).collect();
+        let maps = bitmaps(4, &ids);
+        let columns = maps.iter().map(Vec::len).max().unwrap();
+        // From the start: columns 0..5 of each partition.
+        let head: Vec<Vec<u8>> = maps.iter().map(|m| m[..5.min(m.len())].to_vec()).collect();
+        assert_eq!(cut(&head, 0, 10, 20, false), expected(&ids, 10, 20, false));
+        // From the end: the last 5 columns, ids counted from the newest.
+        let from = columns - 5;
+        let tail: Vec<Vec<u8>> = maps
+            .iter()
+            .map(|m| m.get(from..).map(<[u8]>::to_vec).unwrap_or_default())
+            .collect();
+        assert_eq!(cut(&tail, from, 3, 20, true), expected(&ids, 3, 20, true));
+        // A window too narrow for the page gives what it has.
+        assert_eq!(cut(&head, 0, 0, 1000, false).len(), count(&head));
+        assert!(first_window(100, 4) * 8 * 4 >= 125);
     }
 
     #[test]

@@ -337,8 +337,7 @@ impl Store {
         descending: bool,
     ) -> Result<(usize, Vec<u64>), Error> {
         let Some(groups) = groups else {
-            let bitmaps = self.job_bitmaps().await?;
-            return Ok(index::page(&bitmaps, offset, limit, descending));
+            return self.all_jobs_page(offset, limit, descending).await;
         };
         let keys: Vec<String> = (0..self.names.partitions())
             .flat_map(|p| groups.iter().map(move |g| self.names.group_job_ids(p, g)))
@@ -397,37 +396,96 @@ impl Store {
         Ok((total, ids))
     }
 
-    /// Every partition's job bitmap, in one round trip. In a namespace
-    /// whose leader has not moved layout 3's sorted sets `{pK}:job-ids`
-    /// into the bitmaps yet (`bootstrap::migrate_layout`), their ids are
-    /// read too (a second round trip) and added.
-    async fn job_bitmaps(&self) -> Result<Vec<Vec<u8>>, Error> {
+    /// A page of every job, from the bitmaps `{pK}:job-bits` ([`index`]):
+    /// one round trip counts them (`BITCOUNT`, `STRLEN`), one more reads
+    /// the window of columns the page needs (`GETRANGE`), wider and again
+    /// while the window had too few ids. In a namespace whose leader has not
+    /// moved layout 3's sorted sets `{pK}:job-ids` into the bitmaps yet
+    /// (`bootstrap::migrate_layout`), the whole of both is read instead.
+    async fn all_jobs_page(
+        &self,
+        offset: usize,
+        limit: usize,
+        descending: bool,
+    ) -> Result<(usize, Vec<u64>), Error> {
+        let parts = self.names.partitions();
         let mut conn = self.conn().await?;
         let mut pipe = redis::pipe();
         pipe.get(self.names.layout());
-        for p in 0..self.names.partitions() {
-            pipe.get(self.names.job_bits(p));
+        for p in 0..parts {
+            pipe.cmd("BITCOUNT").arg(self.names.job_bits(p));
+            pipe.strlen(self.names.job_bits(p));
         }
-        let mut replies: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await?;
-        let mut bitmaps: Vec<Vec<u8>> = replies
-            .split_off(1)
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect();
-        let layout: Option<u32> = replies[0]
-            .as_deref()
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
-        if layout.is_none_or(|l| l < 4) {
+        let replies: Vec<Option<u64>> = pipe.query_async(&mut conn).await?;
+        if replies[0].is_none_or(|layout| layout < 4) {
+            return self
+                .all_jobs_page_unmoved(&mut conn, offset, limit, descending)
+                .await;
+        }
+        let total = replies[1..]
+            .iter()
+            .step_by(2)
+            .map(|c| c.unwrap_or(0) as usize)
+            .sum();
+        let columns = replies[2..]
+            .iter()
+            .step_by(2)
+            .map(|l| l.unwrap_or(0) as usize)
+            .max()
+            .unwrap_or(0);
+        if limit == 0 || offset >= total {
+            return Ok((total, Vec::new()));
+        }
+        let end = offset.saturating_add(limit);
+        let mut width = index::first_window(end, parts as usize);
+        loop {
+            let width_now = width.min(columns);
+            let first = if descending { columns - width_now } else { 0 };
             let mut pipe = redis::pipe();
-            for p in 0..self.names.partitions() {
-                pipe.zrange(self.names.job_ids(p), 0, -1);
+            for p in 0..parts {
+                pipe.getrange(
+                    self.names.job_bits(p),
+                    first as isize,
+                    (first + width_now) as isize - 1,
+                );
             }
-            let old: Vec<Vec<u64>> = pipe.query_async(&mut conn).await?;
-            for id in old.into_iter().flatten() {
-                index::set(&mut bitmaps, id);
+            let window: Vec<Vec<u8>> = pipe.query_async(&mut conn).await?;
+            let ids = index::cut(&window, first, offset, limit, descending);
+            // The whole bitmaps were read, or the window held the page.
+            if width_now == columns || ids.len() == limit {
+                return Ok((total, ids));
             }
+            width = width.saturating_mul(2);
         }
-        Ok(bitmaps)
+    }
+
+    /// [`Store::all_jobs_page`] before the leader moved the sorted sets:
+    /// each partition's old ids, then its bitmap, in one pipeline, so a
+    /// partition moved in between is found in the bitmap.
+    async fn all_jobs_page_unmoved(
+        &self,
+        conn: &mut rondo_core::redis::Connection,
+        offset: usize,
+        limit: usize,
+        descending: bool,
+    ) -> Result<(usize, Vec<u64>), Error> {
+        let mut pipe = redis::pipe();
+        for p in 0..self.names.partitions() {
+            pipe.zrange(self.names.job_ids(p), 0, -1)
+                .get(self.names.job_bits(p));
+        }
+        let replies: Vec<redis::Value> = pipe.query_async(&mut *conn).await?;
+        let mut bitmaps = Vec::with_capacity(replies.len() / 2);
+        let mut old = Vec::new();
+        let mut replies = replies.into_iter();
+        while let (Some(ids), Some(bits)) = (replies.next(), replies.next()) {
+            old.extend(triggers::parsed::<Vec<u64>>(ids)?);
+            bitmaps.push(triggers::parsed::<Option<Vec<u8>>>(bits)?.unwrap_or_default());
+        }
+        for id in old {
+            index::set(&mut bitmaps, id);
+        }
+        Ok(index::page(&bitmaps, offset, limit, descending))
     }
 
     /// The id at rank `rank` (0-based) of the merged indexes `keys`, in

@@ -315,7 +315,7 @@ pub struct GroupWrite<'a> {
     pub forget: Vec<(u64, &'a str)>,
 }
 
-fn parsed<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, Error> {
+pub(crate) fn parsed<T: redis::FromRedisValue>(v: redis::Value) -> Result<T, Error> {
     redis::from_redis_value(v).map_err(|e| Error::internal(format!("redis reply: {e}")))
 }
 
