@@ -1,4 +1,5 @@
--- Claim due jobs of one partition for one leader term (fenced).
+-- Claim due jobs of one partition for one leader term (fenced), all or
+-- nothing.
 --
 -- KEYS[1]   the partition's term key
 -- KEYS[2]   the partition's due set
@@ -8,85 +9,76 @@
 -- KEYS[6..] ring keys of the live nodes (same partition, same hash tag)
 -- ARGV[1]   the caller's term
 -- ARGV[2..] the live nodes' ids, in the order of their ring keys
--- then, per job: job id, expected due score, next score ('' = leave the
--- due set), ring key index into KEYS, skipped fires, missed record ('' =
--- none), the fire a FIX_DELAY job now awaits ('' = none), fire count n,
--- then n ring member tails: '<fire ms>' or
--- '<fire ms>:m' (a misfire fired now, trigger type MISFIRE).
+-- then sections, each its number of arguments and then the arguments:
+--   the J job ids;
+--   their J expected due scores, in the same order;
+--   advance: pairs (next score, job id) of the jobs that stay due;
+--   leave: the ids of the jobs that leave the due set;
+--   one per ring key, in the order of KEYS: pairs (fire ms, member), the
+--   member '<job>:<fire ms>' or '<job>:<fire ms>:m' (a misfire fired now,
+--   trigger type MISFIRE);
+--   missed: triples (job id, skipped fires, record JSON);
+--   awaited: pairs (job id, the fire a FIX_DELAY job now awaits).
 --
--- A job whose due score is no longer the expected one (updated, stopped or
--- claimed meanwhile) is skipped, so a retried call never claims (or counts
--- a missed fire) twice. Returns {claimed, skipped}.
+-- The caller builds every write; the script checks that each job's due
+-- score is still the expected one (none updated, stopped or claimed
+-- meanwhile) and then applies them all with a few variadic calls, so its
+-- work per job is one comparison. If any job's score moved, nothing is
+-- written and the script returns {-1, i, ...}, the positions (1-based) of
+-- those jobs: the caller leaves them out and claims the others again, so a
+-- retried call never claims (or counts a missed fire) twice. Otherwise it
+-- returns {J}.
 local refused = refuse_stale_term()
 if refused then return refused end
 local nodes = #KEYS - 5
+-- Writes go out in variadic calls of at most CHUNK arguments (an even
+-- number: pairs are never split).
+local CHUNK = 2000
+local function flush(cmd, key, from, count)
+  local last = from + count - 1
+  for a = from, last, CHUNK do
+    redis.call(cmd, key, unpack(ARGV, a, math.min(a + CHUNK - 1, last)))
+  end
+end
+local at = 2 + nodes
+local jobs = tonumber(ARGV[at])
+local first_job = at + 1
+at = first_job + jobs
+local first_expected = at + 1
+at = first_expected + jobs
+-- The current due scores, in one read per chunk, checked in order.
+local moved = {-1}
+for from = 0, jobs - 1, CHUNK do
+  local count = math.min(CHUNK, jobs - from)
+  local scores = redis.call('ZMSCORE', KEYS[2],
+    unpack(ARGV, first_job + from, first_job + from + count - 1))
+  for k = 1, count do
+    local score = scores[k]
+    if not score or tonumber(score) ~= tonumber(ARGV[first_expected + from + k - 1]) then
+      moved[#moved + 1] = from + k
+    end
+  end
+end
+if #moved > 1 then return moved end
 for k = 1, nodes do
   redis.call('SADD', KEYS[3], ARGV[1 + k])
 end
--- Writes go out in variadic calls (one per key and kind, in chunks), not
--- one call per job: a call from Lua costs about as much as the work of one
--- member.
-local CHUNK = 2000
-local function flush(cmd, key, args)
-  for from = 1, #args, CHUNK do
-    redis.call(cmd, key, unpack(args, from, math.min(from + CHUNK - 1, #args)))
-  end
+local count = tonumber(ARGV[at])
+flush('ZADD', KEYS[2], at + 1, count)
+at = at + 1 + count
+count = tonumber(ARGV[at])
+flush('ZREM', KEYS[2], at + 1, count)
+at = at + 1 + count
+for ring = 1, nodes do
+  count = tonumber(ARGV[at])
+  flush('ZADD', KEYS[5 + ring], at + 1, count)
+  at = at + 1 + count
 end
--- The current due scores of every job in the call, in one read.
-local jobs = {}
-local i = 2 + nodes
-while i <= #ARGV do
-  jobs[#jobs + 1] = ARGV[i]
-  i = i + 8 + tonumber(ARGV[i + 7])
+count = tonumber(ARGV[at])
+for k = at + 1, at + count, 3 do
+  record_missed(KEYS[4], ARGV[k], ARGV[k + 1], ARGV[k + 2])
 end
-local scores = {}
-for from = 1, #jobs, CHUNK do
-  local part = redis.call('ZMSCORE', KEYS[2], unpack(jobs, from, math.min(from + CHUNK - 1, #jobs)))
-  for k = 1, #part do scores[from + k - 1] = part[k] end
-end
-local advance, leave, rings = {}, {}, {}
-local claimed, skipped = 0, 0
-local j = 0
-i = 2 + nodes
-while i <= #ARGV do
-  j = j + 1
-  local job, expected, nxt = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local ring = tonumber(ARGV[i + 3])
-  local missed, record, awaited = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local n = tonumber(ARGV[i + 7])
-  local score = scores[j]
-  if score and tonumber(score) == tonumber(expected) then
-    if nxt == '' then
-      leave[#leave + 1] = job
-    else
-      advance[#advance + 1] = nxt
-      advance[#advance + 1] = job
-    end
-    local members = rings[ring]
-    if not members then
-      members = {}
-      rings[ring] = members
-    end
-    for k = 1, n do
-      local tail = ARGV[i + 7 + k]
-      members[#members + 1] = string.match(tail, '^%d+')
-      members[#members + 1] = job .. ':' .. tail
-    end
-    if record ~= '' then
-      record_missed(KEYS[4], job, missed, record)
-    end
-    if awaited ~= '' then
-      redis.call('HSET', KEYS[5], job, awaited)
-    end
-    claimed = claimed + 1
-  else
-    skipped = skipped + 1
-  end
-  i = i + 8 + n
-end
-flush('ZADD', KEYS[2], advance)
-flush('ZREM', KEYS[2], leave)
-for ring, members in pairs(rings) do
-  flush('ZADD', KEYS[ring], members)
-end
-return {claimed, skipped}
+at = at + 1 + count
+count = tonumber(ARGV[at])
+flush('HSET', KEYS[5], at + 1, count)
+return {jobs}

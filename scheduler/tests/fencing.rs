@@ -141,3 +141,97 @@ async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
     );
     assert!(triggers.unlist(p, 2, "7-1000-0").await.unwrap());
 }
+
+/// The claim script applies a partition's plan all or nothing: a job whose
+/// due score moved since it was read (updated, stopped, claimed) is left
+/// out and the others are claimed, each write once: the due scores, the
+/// ring members (a misfire's too), the missed record and a fixed delay's
+/// awaited fire.
+#[tokio::test]
+async fn a_claim_with_a_moved_job_claims_the_others_once() {
+    let namespace = testkit::Namespace::new("claim-moved");
+    let config = namespace.config.clone();
+    let names = config.names();
+    let pool = rondo_core::redis::pool(&config.redis).unwrap();
+    let store = Store::new(pool.clone(), names.clone());
+    let parts = u64::from(names.partitions());
+    // Three jobs of one partition.
+    let (a, b, c) = (parts + 1, 2 * parts + 1, 3 * parts + 1);
+    let p = names.partition_of(a);
+    let mut conn = pool.get().await.unwrap();
+    let _: () = redis::pipe()
+        .zadd(names.due(p), a, 1_000)
+        .zadd(names.due(p), b, 1_000)
+        .zadd(names.due(p), c, 1_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(store.raise_term(p, 1).await.unwrap(), 1);
+    let nodes = vec!["a".to_owned(), "b".to_owned()];
+    let items = [
+        // Read at 1 000, fires twice, stays due.
+        ClaimItem {
+            job_id: a,
+            expected_score: 1_000,
+            next: Some(3_000),
+            node: 0,
+            fires: vec![1_000, 2_000],
+            misfire_fire: None,
+            missed: None,
+            awaited: None,
+        },
+        // Read before an update moved it: left alone.
+        ClaimItem {
+            job_id: b,
+            expected_score: 500,
+            next: Some(9_000),
+            node: 1,
+            fires: vec![500],
+            misfire_fire: None,
+            missed: None,
+            awaited: None,
+        },
+        // A misfire fired now, its last fire: it leaves the due set; a
+        // fixed delay awaiting that fire.
+        ClaimItem {
+            job_id: c,
+            expected_score: 1_000,
+            next: None,
+            node: 1,
+            fires: vec![1_500],
+            misfire_fire: Some(1_500),
+            missed: Some((4, r#"{"count":5}"#.to_owned())),
+            awaited: Some(1_500),
+        },
+    ];
+    assert_eq!(store.claim(p, 1, &nodes, &items).await.unwrap(), (2, 1));
+    // Again (a retry after a timeout): nothing claimed twice.
+    assert_eq!(store.claim(p, 1, &nodes, &items).await.unwrap(), (0, 3));
+
+    let due: Vec<(u64, f64)> = conn.zrange_withscores(names.due(p), 0, -1).await.unwrap();
+    assert_eq!(due, vec![(b, 1_000.0), (a, 3_000.0)]);
+    let ring_a: Vec<(String, f64)> = conn
+        .zrange_withscores(names.ring(p, "a"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(
+        ring_a,
+        vec![
+            (format!("{a}:1000"), 1_000.0),
+            (format!("{a}:2000"), 2_000.0)
+        ]
+    );
+    let ring_b: Vec<(String, f64)> = conn
+        .zrange_withscores(names.ring(p, "b"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(ring_b, vec![(format!("{c}:1500:m"), 1_500.0)]);
+    let missed: String = conn.hget(names.misfires(p), c).await.unwrap();
+    let missed: serde_json::Value = serde_json::from_str(&missed).unwrap();
+    assert_eq!(missed["skipped"], 4, "{missed}");
+    assert_eq!(missed["recent"][0]["count"], 5, "{missed}");
+    let awaited: i64 = conn.hget(names.delays(p), c).await.unwrap();
+    assert_eq!(awaited, 1_500);
+    let owners: Vec<String> = conn.smembers(names.ring_owners(p)).await.unwrap();
+    assert_eq!(owners.len(), 2, "{owners:?}");
+}

@@ -662,6 +662,10 @@ impl Store {
 
     /// Runs the fenced claim script; returns `(claimed, skipped)`.
     /// `StaleTerm` when a newer leader has raised the partition's term.
+    /// The script applies all of `items` or none: when some jobs' due
+    /// scores moved (updated, stopped or claimed meanwhile), it writes
+    /// nothing and names them, and the others are claimed by a second call
+    /// (skipped: the moved ones).
     pub async fn claim(
         &self,
         partition: u32,
@@ -669,6 +673,44 @@ impl Store {
         nodes: &[String],
         items: &[ClaimItem],
     ) -> Result<(u64, u64), Error> {
+        let mut items: Vec<&ClaimItem> = items.iter().collect();
+        let mut skipped = 0u64;
+        let mut conn = self.conn().await?;
+        while !items.is_empty() {
+            let reply: Vec<i64> = self
+                .claim_invocation(partition, term, nodes, &items)
+                .invoke_async(&mut conn)
+                .await?;
+            match reply.split_first() {
+                Some((&-1, moved)) => {
+                    // Nothing was written: claim the others again.
+                    let moved: std::collections::HashSet<usize> =
+                        moved.iter().map(|&i| i as usize - 1).collect();
+                    skipped += moved.len() as u64;
+                    items = items
+                        .into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| !moved.contains(i))
+                        .map(|(_, item)| item)
+                        .collect();
+                }
+                Some((&claimed, _)) => return Ok((claimed as u64, skipped)),
+                None => return Err(Error::internal("the claim script answered nothing")),
+            }
+        }
+        Ok((0, skipped))
+    }
+
+    /// The claim script's keys and arguments for `items` (see
+    /// `lua/claim.lua`): every write built here, so the script only checks
+    /// the due scores and applies them.
+    fn claim_invocation<'a>(
+        &'a self,
+        partition: u32,
+        term: u64,
+        nodes: &[String],
+        items: &[&ClaimItem],
+    ) -> redis::ScriptInvocation<'a> {
         let mut inv = self.claim.prepare_invoke();
         inv.key(self.names.term(partition))
             .key(self.names.due(partition))
@@ -682,28 +724,65 @@ impl Store {
         for node in nodes {
             inv.arg(node);
         }
+        inv.arg(items.len());
+        for item in items {
+            inv.arg(item.job_id);
+        }
+        inv.arg(items.len());
+        for item in items {
+            inv.arg(item.expected_score);
+        }
+        let advance: Vec<(i64, u64)> = items
+            .iter()
+            .filter_map(|i| i.next.map(|next| (next, i.job_id)))
+            .collect();
+        inv.arg(2 * advance.len());
+        for (next, job_id) in advance {
+            inv.arg(next).arg(job_id);
+        }
+        let leave: Vec<u64> = items
+            .iter()
+            .filter(|i| i.next.is_none())
+            .map(|i| i.job_id)
+            .collect();
+        inv.arg(leave.len());
+        for job_id in leave {
+            inv.arg(job_id);
+        }
+        let mut rings: Vec<Vec<(i64, String)>> = vec![Vec::new(); nodes.len()];
         for item in items {
             debug_assert!(item.node < nodes.len());
-            let next = item.next.map(|n| n.to_string()).unwrap_or_default();
-            let (skipped, record) = item.missed.clone().unwrap_or_default();
-            inv.arg(item.job_id)
-                .arg(item.expected_score)
-                .arg(next)
-                .arg(item.node + 6)
-                .arg(skipped)
-                .arg(record)
-                .arg(item.awaited.map(|f| f.to_string()).unwrap_or_default())
-                .arg(item.fires.len());
-            for fire in &item.fires {
-                if item.misfire_fire == Some(*fire) {
-                    inv.arg(format!("{fire}{}", rondo_core::names::MISFIRE_SUFFIX));
-                } else {
-                    inv.arg(*fire);
+            for &fire in &item.fires {
+                let mut member = rondo_core::names::ring_member(item.job_id, fire);
+                if item.misfire_fire == Some(fire) {
+                    member.push_str(rondo_core::names::MISFIRE_SUFFIX);
                 }
+                rings[item.node].push((fire, member));
             }
         }
-        let (claimed, skipped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
-        Ok((claimed, skipped))
+        for members in rings {
+            inv.arg(2 * members.len());
+            for (fire, member) in members {
+                inv.arg(fire).arg(member);
+            }
+        }
+        let missed: Vec<(u64, &(u64, String))> = items
+            .iter()
+            .filter_map(|i| i.missed.as_ref().map(|m| (i.job_id, m)))
+            .collect();
+        inv.arg(3 * missed.len());
+        for (job_id, (skipped, record)) in missed {
+            inv.arg(job_id).arg(skipped).arg(record);
+        }
+        let awaited: Vec<(u64, i64)> = items
+            .iter()
+            .filter_map(|i| i.awaited.map(|f| (i.job_id, f)))
+            .collect();
+        inv.arg(2 * awaited.len());
+        for (job_id, fire) in awaited {
+            inv.arg(job_id).arg(fire);
+        }
+        inv
     }
 
     // ---- rings (every node) ----
