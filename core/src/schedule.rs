@@ -167,7 +167,7 @@ fn parse_fix_rate(conf: &str) -> Result<i64, Error> {
 }
 
 /// What to do with a fire found more than the misfire threshold late.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MisfireRule {
     /// Skip it; the next fire is computed from now.
     DoNothing,

@@ -10,12 +10,15 @@
 //! anything is claimed from it. When the live node set changes, dead nodes'
 //! rings are moved at once, not at the next tick.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
-use rondo_core::schedule::{ClaimWindow, MissedRecord, Schedule, plan_claim};
+use rondo_core::schedule::{
+    ClaimPlan, ClaimWindow, MisfireRule, MissedRecord, Schedule, plan_claim,
+};
 use rondo_core::{Error, ErrorKind, clock};
 use rondo_history::History;
 use tokio::sync::watch;
@@ -232,11 +235,20 @@ impl Claimer {
             let ids: Vec<u64> = due.iter().map(|(id, _)| *id).collect();
             let defs = self.store.get_job_defs(&ids).await?;
             let parsed = self.definitions.parse(&ids, defs);
+            let mut plans = Plans::default();
             let items: Vec<ClaimItem> = due
                 .iter()
                 .zip(&parsed)
                 .map(|((id, score), def)| {
-                    plan_item(*id, *score, def.as_deref(), window, nodes, &mut report)
+                    plan_item(
+                        *id,
+                        *score,
+                        def.as_deref(),
+                        window,
+                        nodes,
+                        &mut plans,
+                        &mut report,
+                    )
                 })
                 .collect();
             let (claimed, skipped) = self.store.claim(p, term, nodes, &items).await?;
@@ -249,6 +261,14 @@ impl Claimer {
     }
 }
 
+/// The plans of one claim batch (one window), by what [`plan_claim`]
+/// depends on: the parsed schedule (shared by every job with the same
+/// expression and zone, so its address names it while the batch holds it),
+/// the misfire rule and threshold, and the due score. Jobs that share all
+/// four (thousands of jobs due at midnight on one expression) are planned
+/// once: a cron expression's next fires cost microseconds each.
+type Plans = HashMap<(usize, MisfireRule, Option<i64>, i64), ClaimPlan>;
+
 /// Plans one due job. A job whose definition is gone or invalid leaves the
 /// due set (no fire) with a log line.
 fn plan_item(
@@ -257,6 +277,7 @@ fn plan_item(
     def: Option<&Parsed>,
     window: ClaimWindow,
     nodes: &[String],
+    plans: &mut Plans,
     report: &mut TickReport,
 ) -> ClaimItem {
     let node = assign::pick_node(id, nodes);
@@ -279,14 +300,18 @@ fn plan_item(
     };
     let job = &def.job;
     let schedule = match &def.schedule {
-        Ok(s) => s.as_ref(),
+        Ok(s) => s,
         Err(e) => {
             tracing::error!(job_id = id, error = %e, "stored schedule does not parse; removed from the due set");
             return empty;
         }
     };
     let threshold = job.misfire_threshold();
-    let plan = plan_claim(schedule, job.misfire.rule(), threshold, score, window);
+    let rule = job.misfire.rule();
+    let plan = plans
+        .entry((Arc::as_ptr(schedule) as usize, rule, threshold, score))
+        .or_insert_with(|| plan_claim(schedule, rule, threshold, score, window))
+        .clone();
     let missed = plan.missed.as_ref().map(|m| {
         if m.misfire {
             report.misfires += 1;
@@ -321,7 +346,7 @@ fn plan_item(
     });
     report.fires += plan.fires.len() as u64;
     // A fixed delay's one fire: its final result arms the next.
-    let awaited = matches!(schedule, Schedule::FixDelay(_))
+    let awaited = matches!(schedule.as_ref(), Schedule::FixDelay(_))
         .then(|| plan.fires.last().copied())
         .flatten();
     ClaimItem {
@@ -341,4 +366,68 @@ fn until_next_tick(interval_ms: u64) -> Duration {
     let interval = interval_ms.max(1) as i64;
     let now = clock::now_ms();
     Duration::from_millis((interval - now.rem_euclid(interval)) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rondo_core::Job;
+
+    fn def(id: u64, conf: &str, misfire: &str) -> String {
+        let job = Job {
+            schedule_type: rondo_core::model::ScheduleType::parse("schedule_type", "CRON").unwrap(),
+            schedule_conf: conf.into(),
+            misfire: rondo_core::Misfire::parse("misfire", misfire).unwrap(),
+            ..rondo_core::testkit::fixtures::job(id)
+        };
+        serde_json::to_string(&job).unwrap()
+    }
+
+    /// Jobs planned once per batch share a plan only when everything the
+    /// plan depends on is the same: a job due at another instant, or with
+    /// another misfire rule, gets its own.
+    #[test]
+    fn a_batch_plans_jobs_alike_once_and_the_others_each() {
+        const MINUTE: i64 = 60_000;
+        let now = 1_800_000_000_000 - 1_800_000_000_000 % MINUTE;
+        let window = ClaimWindow {
+            now_ms: now,
+            horizon_ms: now + 5_000,
+            misfire_threshold_ms: 5_000,
+            max_fires: 100,
+        };
+        let every_minute = "0 * * * * ?";
+        let defs = Definitions::default();
+        let ids = [1, 2, 3, 4];
+        let parsed = defs.parse(
+            &ids,
+            vec![
+                Some(def(1, every_minute, "DO_NOTHING")),
+                Some(def(2, every_minute, "DO_NOTHING")),
+                Some(def(3, every_minute, "FIRE_ONCE_NOW")),
+                Some(def(4, every_minute, "DO_NOTHING")),
+            ],
+        );
+        let nodes = ["n".to_owned()];
+        let mut plans = Plans::default();
+        let mut report = TickReport::default();
+        // 1 and 2 due now; 3 and 4 an hour late, with different rules.
+        let scores = [now, now, now - 3_600_000, now - 3_600_000];
+        let items: Vec<ClaimItem> = ids
+            .iter()
+            .zip(scores)
+            .zip(&parsed)
+            .map(|((id, score), p)| {
+                plan_item(*id, score, p.as_deref(), window, &nodes, &mut plans, &mut report)
+            })
+            .collect();
+        assert_eq!(plans.len(), 3, "jobs 1 and 2 share a plan");
+        let fires: Vec<&[i64]> = items.iter().map(|i| i.fires.as_slice()).collect();
+        assert_eq!(fires, [&[now][..], &[now], &[now], &[]]);
+        let next: Vec<Option<i64>> = items.iter().map(|i| i.next).collect();
+        assert_eq!(next, vec![Some(now + MINUTE); 4]);
+        assert_eq!(items[2].misfire_fire, Some(now), "FIRE_ONCE_NOW fires now");
+        assert_eq!(items[3].misfire_fire, None, "DO_NOTHING skips");
+        assert!(items[2].missed.is_some() && items[3].missed.is_some());
+    }
 }
