@@ -127,7 +127,11 @@ impl Claimer {
     }
 
     /// One tick, recorded for the status API when it succeeds.
-    async fn timed_tick(&self, term: u64, stop: &CancellationToken) -> Result<(), Error> {
+    async fn timed_tick(
+        self: &Arc<Self>,
+        term: u64,
+        stop: &CancellationToken,
+    ) -> Result<(), Error> {
         let started = clock::now_ms();
         let Some(report) = carry_on("claiming", term, self.tick(term, stop).await)? else {
             return Ok(());
@@ -158,18 +162,33 @@ impl Claimer {
 
     /// One claim over every partition, [`CLAIM_CONCURRENCY`] at a time,
     /// after moving dead nodes' rings and rebuilding an empty Redis from
-    /// MySQL. Starts no partition once `stop` fires (the term's duties are
+    /// MySQL. Each partition's claim is a task of its own, so decoding and
+    /// planning use every core while other partitions wait on Redis.
+    /// Starts no partition once `stop` fires (the term's duties are
     /// ending). A failed partition fails the tick once the others under
     /// way have finished (none is cut off half-way).
-    pub async fn tick(&self, term: u64, stop: &CancellationToken) -> Result<TickReport, Error> {
+    pub async fn tick(
+        self: &Arc<Self>,
+        term: u64,
+        stop: &CancellationToken,
+    ) -> Result<TickReport, Error> {
         use futures_util::StreamExt as _;
         self.failover(term).await?;
         self.bootstrap(term).await?;
-        let nodes = self.live_nodes();
+        let nodes: Arc<[String]> = self.live_nodes().into();
         let outcomes: Vec<Result<TickReport, Error>> =
             futures_util::stream::iter(0..self.store.names().partitions())
                 .take_while(|_| std::future::ready(!stop.is_cancelled()))
-                .map(|p| self.claim_partition(p, term, &nodes))
+                .map(|p| {
+                    let (claimer, nodes) = (Arc::clone(self), Arc::clone(&nodes));
+                    async move {
+                        tokio::spawn(async move { claimer.claim_partition(p, term, &nodes).await })
+                            .await
+                            .unwrap_or_else(|e| {
+                                Err(Error::internal(format!("claiming partition {p}: {e}")))
+                            })
+                    }
+                })
                 .buffer_unordered(CLAIM_CONCURRENCY)
                 .collect()
                 .await;
@@ -418,7 +437,15 @@ mod tests {
             .zip(scores)
             .zip(&parsed)
             .map(|((id, score), p)| {
-                plan_item(*id, score, p.as_deref(), window, &nodes, &mut plans, &mut report)
+                plan_item(
+                    *id,
+                    score,
+                    p.as_deref(),
+                    window,
+                    &nodes,
+                    &mut plans,
+                    &mut report,
+                )
             })
             .collect();
         assert_eq!(plans.len(), 3, "jobs 1 and 2 share a plan");
