@@ -173,6 +173,7 @@ impl Claimer {
         stop: &CancellationToken,
     ) -> Result<TickReport, Error> {
         use futures_util::StreamExt as _;
+        use tracing::Instrument as _;
         self.failover(term).await?;
         self.bootstrap(term).await?;
         let nodes: Arc<[String]> = self.live_nodes().into();
@@ -181,12 +182,16 @@ impl Claimer {
                 .take_while(|_| std::future::ready(!stop.is_cancelled()))
                 .map(|p| {
                     let (claimer, nodes) = (Arc::clone(self), Arc::clone(&nodes));
+                    // In the tick's span (the leader's duty, the node); a
+                    // panic goes on up, as it did inside the tick's task.
+                    let claim = async move { claimer.claim_partition(p, term, &nodes).await }
+                        .in_current_span();
                     async move {
-                        tokio::spawn(async move { claimer.claim_partition(p, term, &nodes).await })
-                            .await
-                            .unwrap_or_else(|e| {
-                                Err(Error::internal(format!("claiming partition {p}: {e}")))
-                            })
+                        match tokio::spawn(claim).await {
+                            Ok(outcome) => outcome,
+                            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                            Err(e) => Err(Error::internal(format!("claiming partition {p}: {e}"))),
+                        }
                     }
                 })
                 .buffer_unordered(CLAIM_CONCURRENCY)
