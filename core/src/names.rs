@@ -127,6 +127,16 @@ impl Names {
         format!("{}:{{p{p}}}:defs", self.ns)
     }
 
+    /// `ns:{pK}:defs-ver`: a random token set anew in the same transaction
+    /// as every write to [`Names::defs`], so the leader's claim reuses the
+    /// definitions it parsed while the partition's token is the one it read
+    /// before their bytes, and reads none of them again (random, not a
+    /// counter: after a lost write or a flush, a counter could come back
+    /// to a value the claim saw with other bytes).
+    pub fn defs_version(&self, p: u32) -> String {
+        format!("{}:{{p{p}}}:defs-ver", self.ns)
+    }
+
     /// `ns:{pK}:job:<id>`: where builds of layout 2 kept a job's definition
     /// (a hash, field `def`); the leader moves it into [`Names::defs`] once.
     pub fn v2_job(&self, id: u64) -> String {
@@ -376,6 +386,7 @@ mod tests {
         assert_eq!(n.ring_owners(3), "rondo:{p3}:rings");
         assert_eq!(n.v2_job(35), "rondo:{p3}:job:35");
         assert_eq!(n.defs(3), "rondo:{p3}:defs");
+        assert_eq!(n.defs_version(3), "rondo:{p3}:defs-ver");
         assert_eq!(n.job_ids(3), "rondo:{p3}:job-ids");
         assert_eq!(n.job_bits(3), "rondo:{p3}:job-bits");
         // Job 35 of 16 partitions: partition 3, bit 2 (2 * 16 + 3 = 35).

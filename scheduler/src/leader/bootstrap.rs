@@ -181,6 +181,13 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
             "moved the job indexes of an earlier build into the partitions' bitmaps"
         );
     }
+    // Definitions moved: a claim's parsed copies are read again.
+    let mut bump = redis::pipe();
+    for p in 0..names.partitions() {
+        bump.set(names.defs_version(p), rand::random::<u64>())
+            .ignore();
+    }
+    let _: () = bump.query_async(&mut conn).await?;
     let _: () = conn.set(names.layout(), LAYOUT).await?;
     Ok(())
 }
@@ -468,6 +475,8 @@ fn add_job(
     let json = serde_json::to_string(job)?;
     let p = names.partition_of(job.id);
     pipe.hset_nx(names.defs(p), job.id, json)
+        .ignore()
+        .set(names.defs_version(p), rand::random::<u64>())
         .ignore()
         .setbit(names.job_bits(p), names.job_bit(job.id) as usize, true)
         .ignore()

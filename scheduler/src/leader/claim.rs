@@ -249,7 +249,7 @@ impl Claimer {
                 misfire_threshold_ms: self.config.misfire_threshold_ms,
                 max_fires: self.config.max_fires_per_claim,
             };
-            let due = self
+            let (due, version) = self
                 .store
                 .read_due(p, window.horizon_ms, self.config.claim_batch)
                 .await?;
@@ -257,8 +257,20 @@ impl Claimer {
                 return Ok(report);
             }
             let ids: Vec<u64> = due.iter().map(|(id, _)| *id).collect();
-            let defs = self.store.get_job_defs(&ids).await?;
-            let parsed = self.definitions.parse(&ids, defs);
+            // Definitions read since the partition's version was last
+            // changed are reused; only the others are read.
+            let mut parsed = self.definitions.unchanged(version, &ids);
+            let stale: Vec<usize> = (0..ids.len()).filter(|&i| parsed[i].is_none()).collect();
+            if !stale.is_empty() {
+                let stale_ids: Vec<u64> = stale.iter().map(|&i| ids[i]).collect();
+                let defs = self.store.get_job_defs(&stale_ids).await?;
+                for (i, def) in stale
+                    .into_iter()
+                    .zip(self.definitions.parse(version, &stale_ids, defs))
+                {
+                    parsed[i] = def;
+                }
+            }
             let mut plans = Plans::default();
             let items: Vec<ClaimItem> = due
                 .iter()
@@ -424,6 +436,7 @@ mod tests {
         let defs = Definitions::default();
         let ids = [1, 2, 3, 4];
         let parsed = defs.parse(
+            None,
             &ids,
             vec![
                 Some(def(1, every_minute, "DO_NOTHING")),

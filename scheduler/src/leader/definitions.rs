@@ -3,11 +3,17 @@
 //! A claim needs each due job's definition: whether it is enabled, its
 //! schedule, its misfire rule. Reading and decoding the JSON and parsing
 //! the schedule cost several µs a job; jobs that fire every few seconds are
-//! due in every tick with the same definition. The claim still reads each
-//! definition (one `HGET` in a pipeline, so an edit is seen at once), and
-//! reuses what it parsed from the same bytes in this tick or the one
-//! before. What was not due in either is dropped, so the cache holds at
-//! most two ticks' due jobs, and never more than [`MAX_KEPT`] a tick.
+//! due in every tick with the same definition, and reading 600 bytes of
+//! JSON a job from Redis in every tick costs Redis as much again. Every
+//! write to a partition's definitions sets its version `{pK}:defs-ver` to
+//! a new random token in the same transaction; the claim reads the token
+//! with the due set, and a definition whose bytes it read after reading
+//! the same token cannot have changed: it is reused without a read
+//! ([`Definitions::unchanged`]), so an edit is still seen at once. The
+//! others are read (one `HMGET`) and reuse what was parsed from the same
+//! bytes ([`Definitions::parse`]). What was not due in this tick or the one
+//! before is dropped, so the cache holds at most two ticks' due jobs, and
+//! never more than [`MAX_KEPT`] a tick.
 //!
 //! Parsing a cron expression (the Quartz port builds a set per field) costs
 //! about 10 µs, seven times the JSON; jobs often share their expression
@@ -46,8 +52,16 @@ pub(super) struct Definitions {
 
 #[derive(Debug, Default)]
 struct Ticks {
-    this: HashMap<u64, Arc<Parsed>>,
-    before: HashMap<u64, Arc<Parsed>>,
+    this: HashMap<u64, Kept>,
+    before: HashMap<u64, Kept>,
+}
+
+/// A parsed definition and the version of its partition's definitions
+/// (`{pK}:defs-ver`) read before its bytes were (`None`: there was none).
+#[derive(Debug, Clone)]
+struct Kept {
+    parsed: Arc<Parsed>,
+    version: Option<u64>,
 }
 
 impl Default for Definitions {
@@ -65,9 +79,40 @@ impl Definitions {
         }
     }
 
+    /// The kept definitions of `ids` that cannot have changed: those whose
+    /// bytes were read after their partition's definitions version was
+    /// read as `version` (every write to a partition's definitions raises
+    /// its version in the same transaction). `None` for the others, which
+    /// the caller reads and passes to [`Definitions::parse`].
+    pub fn unchanged(&self, version: Option<u64>, ids: &[u64]) -> Vec<Option<Arc<Parsed>>> {
+        if version.is_none() {
+            return vec![None; ids.len()];
+        }
+        let mut ticks = self.ticks.lock().expect("definitions lock");
+        ids.iter()
+            .map(|id| {
+                let kept = ticks.this.get(id).cloned().or_else(|| {
+                    let kept = ticks.before.remove(id)?;
+                    if ticks.this.len() < self.max_kept {
+                        ticks.this.insert(*id, kept.clone());
+                    }
+                    Some(kept)
+                })?;
+                (kept.version == version).then_some(kept.parsed)
+            })
+            .collect()
+    }
+
     /// The parsed definitions of `ids` from their stored bytes `defs` (same
-    /// order); `None` where a job is gone or its definition does not decode.
-    pub fn parse(&self, ids: &[u64], defs: Vec<Option<String>>) -> Vec<Option<Arc<Parsed>>> {
+    /// order), read after their partition's definitions version was read as
+    /// `version`; `None` where a job is gone or its definition does not
+    /// decode.
+    pub fn parse(
+        &self,
+        version: Option<u64>,
+        ids: &[u64],
+        defs: Vec<Option<String>>,
+    ) -> Vec<Option<Arc<Parsed>>> {
         let mut out: Vec<Option<Arc<Parsed>>> = Vec::with_capacity(ids.len());
         let mut misses = Vec::new();
         {
@@ -77,14 +122,22 @@ impl Definitions {
                     out.push(None);
                     continue;
                 };
-                let kept = match ticks.this.get(id) {
-                    Some(p) if p.raw == def => Some(p.clone()),
+                // The same bytes as kept: the parse is reused, and known
+                // current as of `version`.
+                let same = |k: &Kept| k.parsed.raw == def;
+                let kept = match ticks.this.get_mut(id) {
+                    Some(k) if same(k) => {
+                        k.version = version;
+                        Some(k.parsed.clone())
+                    }
                     _ => match ticks.before.remove(id) {
-                        Some(p) if p.raw == def => {
+                        Some(mut k) if same(&k) => {
+                            k.version = version;
+                            let parsed = k.parsed.clone();
                             if ticks.this.len() < self.max_kept {
-                                ticks.this.insert(*id, p.clone());
+                                ticks.this.insert(*id, k);
                             }
-                            Some(p)
+                            Some(parsed)
                         }
                         _ => None,
                     },
@@ -112,11 +165,15 @@ impl Definitions {
             })
             .collect();
         let mut ticks = self.ticks.lock().expect("definitions lock");
-        for (i, id, p) in parsed {
+        for (i, id, parsed) in parsed {
             if ticks.this.len() < self.max_kept {
-                ticks.this.insert(id, p.clone());
+                let kept = Kept {
+                    parsed: parsed.clone(),
+                    version,
+                };
+                ticks.this.insert(id, kept);
             }
-            out[i] = Some(p);
+            out[i] = Some(parsed);
         }
         out
     }
@@ -163,13 +220,13 @@ mod tests {
     #[test]
     fn the_same_bytes_are_parsed_once_and_an_edit_is_seen_at_once() {
         let defs = Definitions::default();
-        let a = defs.parse(&[1], vec![Some(def(1, "0 * * * * ?"))]);
-        let again = defs.parse(&[1], vec![Some(def(1, "0 * * * * ?"))]);
+        let a = defs.parse(None, &[1], vec![Some(def(1, "0 * * * * ?"))]);
+        let again = defs.parse(None, &[1], vec![Some(def(1, "0 * * * * ?"))]);
         assert!(Arc::ptr_eq(
             a[0].as_ref().unwrap(),
             again[0].as_ref().unwrap()
         ));
-        let edited = defs.parse(&[1], vec![Some(def(1, "30 * * * * ?"))]);
+        let edited = defs.parse(None, &[1], vec![Some(def(1, "30 * * * * ?"))]);
         assert!(!Arc::ptr_eq(
             a[0].as_ref().unwrap(),
             edited[0].as_ref().unwrap()
@@ -183,17 +240,17 @@ mod tests {
     #[test]
     fn a_definition_is_kept_for_the_next_tick_and_dropped_after_one_without_it() {
         let defs = Definitions::default();
-        let first = defs.parse(&[1, 2], vec![Some(def(1, "* * * * * ?")), None]);
+        let first = defs.parse(None, &[1, 2], vec![Some(def(1, "* * * * * ?")), None]);
         assert!(first[1].is_none(), "a job gone");
         defs.end_tick();
-        let next = defs.parse(&[1], vec![Some(def(1, "* * * * * ?"))]);
+        let next = defs.parse(None, &[1], vec![Some(def(1, "* * * * * ?"))]);
         assert!(Arc::ptr_eq(
             first[0].as_ref().unwrap(),
             next[0].as_ref().unwrap()
         ));
         defs.end_tick();
         defs.end_tick();
-        let later = defs.parse(&[1], vec![Some(def(1, "* * * * * ?"))]);
+        let later = defs.parse(None, &[1], vec![Some(def(1, "* * * * * ?"))]);
         assert!(!Arc::ptr_eq(
             first[0].as_ref().unwrap(),
             later[0].as_ref().unwrap()
@@ -201,9 +258,41 @@ mod tests {
     }
 
     #[test]
+    fn a_definition_read_under_the_current_version_is_reused_unread() {
+        let defs = Definitions::default();
+        let bytes = || vec![Some(def(1, "0 * * * * ?")), Some(def(2, "0 * * * * ?"))];
+        let read = defs.parse(Some(7), &[1, 2], bytes());
+        let same = defs.unchanged(Some(7), &[1, 2, 3]);
+        assert!(Arc::ptr_eq(
+            read[0].as_ref().unwrap(),
+            same[0].as_ref().unwrap()
+        ));
+        assert!(same[1].is_some());
+        assert!(same[2].is_none(), "never read: to read");
+        // The partition was written since (another token), or has no
+        // token: everything is read again.
+        assert!(defs.unchanged(Some(8), &[1, 2]).iter().all(Option::is_none));
+        assert!(defs.unchanged(None, &[1, 2]).iter().all(Option::is_none));
+        // Read again under the new token, the same bytes keep their parse
+        // and are then reused under it, also after a tick.
+        let again = defs.parse(Some(8), &[1, 2], bytes());
+        assert!(Arc::ptr_eq(
+            read[0].as_ref().unwrap(),
+            again[0].as_ref().unwrap()
+        ));
+        defs.end_tick();
+        assert!(defs.unchanged(Some(8), &[1, 2]).iter().all(Option::is_some));
+        assert!(defs.unchanged(Some(7), &[1, 2]).iter().all(Option::is_none));
+        // Read with no token at all: never reused unread.
+        defs.parse(None, &[1], vec![Some(def(1, "0 * * * * ?"))]);
+        assert!(defs.unchanged(Some(8), &[1])[0].is_none());
+    }
+
+    #[test]
     fn jobs_with_one_expression_and_zone_share_its_parse() {
         let defs = Definitions::default();
         let got = defs.parse(
+            None,
             &[1, 2, 3],
             vec![
                 Some(def(1, "0 0 * * * ?")),
@@ -228,21 +317,21 @@ mod tests {
         let defs = Definitions::keeping(10);
         let raw = |ids: &[u64]| ids.iter().map(|id| Some(def(*id, "0 0 * * * ?"))).collect();
         let old: Vec<u64> = (0..10).collect();
-        defs.parse(&old, raw(&old));
+        defs.parse(None, &old, raw(&old));
         defs.end_tick();
         // New ones first fill the tick, then the last tick's come back.
         let new: Vec<u64> = (100..110).collect();
-        defs.parse(&new, raw(&new));
-        defs.parse(&old, raw(&old));
+        defs.parse(None, &new, raw(&new));
+        defs.parse(None, &old, raw(&old));
         assert_eq!(defs.ticks.lock().unwrap().this.len(), 10);
     }
 
     #[test]
     fn a_schedule_that_does_not_parse_is_kept_as_its_error() {
         let defs = Definitions::default();
-        let bad = defs.parse(&[1], vec![Some(def(1, "not a cron"))]);
+        let bad = defs.parse(None, &[1], vec![Some(def(1, "not a cron"))]);
         assert!(bad[0].as_ref().unwrap().schedule.is_err());
-        let undecodable = defs.parse(&[2], vec![Some("{".to_owned())]);
+        let undecodable = defs.parse(None, &[2], vec![Some("{".to_owned())]);
         assert!(undecodable[0].is_none());
     }
 }

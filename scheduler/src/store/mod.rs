@@ -233,6 +233,8 @@ impl Store {
         pipe.atomic()
             .hset(self.names.defs(p), job.id, json)
             .ignore()
+            .set(self.names.defs_version(p), rand::random::<u64>())
+            .ignore()
             .setbit(
                 self.names.job_bits(p),
                 self.names.job_bit(job.id) as usize,
@@ -548,6 +550,8 @@ impl Store {
         pipe.atomic()
             .hdel(self.names.defs(p), job.id)
             .ignore()
+            .set(self.names.defs_version(p), rand::random::<u64>())
+            .ignore()
             .del(self.names.v2_job(job.id))
             .ignore()
             .setbit(
@@ -640,15 +644,17 @@ impl Store {
         Ok(accepted)
     }
 
-    /// Jobs of a partition due at or before `horizon_ms`, oldest first.
+    /// Jobs of a partition due at or before `horizon_ms`, oldest first,
+    /// and the partition's definitions version (`{pK}:defs-ver`; `None`
+    /// before this build's first write), read in one round trip.
     pub async fn read_due(
         &self,
         partition: u32,
         horizon_ms: i64,
         limit: usize,
-    ) -> Result<Vec<(u64, i64)>, Error> {
+    ) -> Result<(Vec<(u64, i64)>, Option<u64>), Error> {
         let mut conn = self.conn().await?;
-        let rows: Vec<(u64, f64)> = conn
+        let (rows, version): (Vec<(u64, f64)>, Option<u64>) = redis::pipe()
             .zrangebyscore_limit_withscores(
                 self.names.due(partition),
                 "-inf",
@@ -656,8 +662,11 @@ impl Store {
                 0,
                 limit as isize,
             )
+            .get(self.names.defs_version(partition))
+            .query_async(&mut conn)
             .await?;
-        Ok(rows.into_iter().map(|(id, s)| (id, s as i64)).collect())
+        let due = rows.into_iter().map(|(id, s)| (id, s as i64)).collect();
+        Ok((due, version))
     }
 
     /// Runs the fenced claim script; returns `(claimed, skipped)`.
