@@ -127,8 +127,9 @@ impl Names {
         format!("{}:{{p{p}}}:defs", self.ns)
     }
 
-    /// `ns:{pK}:defs-ver`: a random token set anew in the same transaction
-    /// as every write to [`Names::defs`], so the leader's claim reuses the
+    /// `ns:{pK}:defs-ver`: a random token set anew in the transaction of
+    /// every save and delete of a job in [`Names::defs`] (and once a
+    /// rebuild or a layout move has filled them), so the leader's claim reuses the
     /// definitions it parsed while the partition's token is the one it read
     /// before their bytes, and reads none of them again (random, not a
     /// counter: after a lost write or a flush, a counter could come back

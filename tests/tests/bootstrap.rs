@@ -332,6 +332,8 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
         let p = names.partition_of(*id);
         pipe.setbit(names.job_bits(p), names.job_bit(*id) as usize, false)
             .ignore();
+        // Earlier builds kept no definitions version.
+        pipe.del(names.defs_version(p)).ignore();
         if i == 3 {
             pipe.zadd(names.job_ids(p), *id, *id).ignore();
             continue;
@@ -426,6 +428,16 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
             after.push(definition(&api, *id).await.expect("defined"));
         }
         assert_eq!(after, before, "every definition came through unchanged");
+        for id in &ids {
+            let versioned: bool = conn
+                .exists(names.defs_version(names.partition_of(*id)))
+                .await
+                .unwrap();
+            assert!(
+                versioned,
+                "the move set the definitions version of job {id}'s partition"
+            );
+        }
         let (_, page) = api.get("/api/v1/jobs?group=old").await;
         assert_eq!(page["total"], 4, "{page}");
         let (_, page) = api.get("/api/v1/jobs").await;
@@ -439,4 +451,27 @@ async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
         assert_eq!(listed, ids, "every job in the list, in id order");
     }
     cluster.stop().await;
+}
+
+/// A rebuild gives every partition a definitions version, so the leader's
+/// claim reuses the definitions it parsed instead of reading each of them
+/// in every tick (a partition without one is read every time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_sets_the_partitions_definitions_versions() {
+    let world = World::new("boot-ver").await;
+    let names = world.config.names();
+    insert_mysql_job(&world.db, 5, "ver", "0 0 3 * * ?").await;
+    let pool = rondo_core::redis::pool(&world.config.redis).expect("redis pool");
+    let store = Store::new(pool, names.clone());
+    let history = rondo_history::History::from_pool(world.db.clone());
+    let report = rebuild_if_empty(&store, &history, 1)
+        .await
+        .expect("rebuild")
+        .expect("redis was empty");
+    assert_eq!(report.jobs, 1);
+    let mut conn = redis(&world.config).await;
+    for p in 0..names.partitions() {
+        let versioned: bool = conn.exists(names.defs_version(p)).await.unwrap();
+        assert!(versioned, "partition {p} has a definitions version");
+    }
 }

@@ -103,6 +103,7 @@ pub async fn rebuild_if_empty(
     };
     copy_jobs(store, history, term, &mut report).await?;
     check_term(store, term).await?;
+    new_defs_versions(store).await?;
     let _: () = conn.del(marker(store.names())).await?;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     tracing::info!(
@@ -181,14 +182,24 @@ pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
             "moved the job indexes of an earlier build into the partitions' bitmaps"
         );
     }
-    // Definitions moved: a claim's parsed copies are read again.
-    let mut bump = redis::pipe();
+    new_defs_versions(store).await?;
+    let _: () = conn.set(names.layout(), LAYOUT).await?;
+    Ok(())
+}
+
+/// Gives every partition a new definitions version (`{pK}:defs-ver`)
+/// once its definitions were filled or moved in bulk: the claim then reads
+/// each definition once more and reuses it unread from the next tick on
+/// (a partition without a version is read in every tick). Saves and
+/// deletes set their partition's version themselves.
+async fn new_defs_versions(store: &Store) -> Result<(), Error> {
+    let names = store.names();
+    let mut pipe = redis::pipe();
     for p in 0..names.partitions() {
-        bump.set(names.defs_version(p), rand::random::<u64>())
+        pipe.set(names.defs_version(p), rand::random::<u64>())
             .ignore();
     }
-    let _: () = bump.query_async(&mut conn).await?;
-    let _: () = conn.set(names.layout(), LAYOUT).await?;
+    let _: () = pipe.query_async(&mut store.pool().get().await?).await?;
     Ok(())
 }
 
@@ -475,8 +486,6 @@ fn add_job(
     let json = serde_json::to_string(job)?;
     let p = names.partition_of(job.id);
     pipe.hset_nx(names.defs(p), job.id, json)
-        .ignore()
-        .set(names.defs_version(p), rand::random::<u64>())
         .ignore()
         .setbit(names.job_bits(p), names.job_bit(job.id) as usize, true)
         .ignore()

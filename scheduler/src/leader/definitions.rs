@@ -5,8 +5,9 @@
 //! the schedule cost several µs a job; jobs that fire every few seconds are
 //! due in every tick with the same definition, and reading 600 bytes of
 //! JSON a job from Redis in every tick costs Redis as much again. Every
-//! write to a partition's definitions sets its version `{pK}:defs-ver` to
-//! a new random token in the same transaction; the claim reads the token
+//! save and delete of a job sets its partition's version `{pK}:defs-ver`
+//! to a new random token in the same transaction (a rebuild from MySQL and
+//! a layout move set new ones when they are done); the claim reads the token
 //! with the due set, and a definition whose bytes it read after reading
 //! the same token cannot have changed: it is reused without a read
 //! ([`Definitions::unchanged`]), so an edit is still seen at once. The
