@@ -11,7 +11,7 @@ const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
     // The fire is published already; the ack only tidies its ring.
-    linger: std::time::Duration::from_millis(10),
+    linger: std::time::Duration::from_millis(25),
 };
 
 /// The node's ack batcher: partition → members.
