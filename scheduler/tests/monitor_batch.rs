@@ -184,11 +184,17 @@ impl Fixture {
         counts.iter().sum()
     }
 
-    async fn handled(&self, trigger_ids: &[String]) -> usize {
+    /// How many of `triggers` are marked handled, in the set of their
+    /// partition and fire hour.
+    async fn handled(&self, triggers: &[&Trigger]) -> usize {
         let mut conn = self.pool.get().await.unwrap();
         let mut pipe = redis::pipe();
-        for id in trigger_ids {
-            pipe.exists(self.names.handled(id));
+        for t in triggers {
+            pipe.sismember(
+                self.names
+                    .handled(self.names.partition_of(t.job_id), t.fire_ms),
+                &t.trigger_id,
+            );
         }
         let marks: Vec<bool> = pipe.query_async(&mut conn).await.unwrap();
         marks.iter().filter(|m| **m).count()
@@ -320,8 +326,8 @@ async fn thousands_of_batched_successes_are_all_handled() {
         total as f64 / elapsed.as_secs_f64(),
         cpu.map_or_else(|| "?".into(), |ms| format!("{ms:.0}")),
     );
-    let ids: Vec<String> = triggers.iter().map(|t| t.trigger_id.clone()).collect();
-    assert_eq!(f.handled(&ids).await, total, "a handled mark per trigger");
+    let all: Vec<&Trigger> = triggers.iter().collect();
+    assert_eq!(f.handled(&all).await, total, "a handled mark per trigger");
     // Every message acked: once the monitor is gone, nothing is left (an
     // unacked message would be ready again).
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -373,8 +379,8 @@ async fn duplicates_in_and_across_messages_are_reacted_to_once() {
     let monitor = f.start_monitor(&shutdown).await;
     f.wait_inflight_gone("every result handled", Duration::from_secs(30))
         .await;
-    let mut ids: Vec<String> = inflight.iter().map(|t| t.trigger_id.clone()).collect();
-    ids.push(never_reached.trigger_id.clone());
+    let mut ids: Vec<&Trigger> = inflight.iter().collect();
+    ids.push(&never_reached);
     let deadline = Instant::now() + Duration::from_secs(30);
     while f.handled(&ids).await < ids.len() {
         assert!(Instant::now() < deadline, "every trigger marked handled");
@@ -388,8 +394,7 @@ async fn duplicates_in_and_across_messages_are_reacted_to_once() {
     let sentinel = trigger(failing.id, base + 200);
     f.record_inflight(std::slice::from_ref(&sentinel)).await;
     f.publish(&[result(&sentinel, code::FAIL)]).await;
-    let sentinel_id = vec![sentinel.trigger_id.clone()];
-    while f.handled(&sentinel_id).await < 1 {
+    while f.handled(&[&sentinel]).await < 1 {
         assert!(
             Instant::now() < deadline,
             "the later failure marked handled"
@@ -425,5 +430,71 @@ async fn duplicates_in_and_across_messages_are_reacted_to_once() {
     monitor.await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(f.monitor_queue_depth().await, 0, "every message acked");
+    f.cleanup().await;
+}
+
+/// A result can overtake the dispatcher's in-flight record: the monitor
+/// handles the ending, then the record is written and goes stale. The
+/// leader's lost-trigger scan finds the trigger's handled mark (in the set
+/// of its partition and fire hour) and only forgets the record; a stale
+/// record of a trigger nobody handled, whose executor is gone, is lost. A
+/// mark an earlier build set (a key per trigger) still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_record_of_a_handled_trigger_is_forgotten_not_lost() {
+    use rondo_scheduler::leader::reaper::Reaper;
+    use rondo_scheduler::store::triggers::HandledId;
+
+    let f = Fixture::new("monreap").await;
+    let j = job(4, 0);
+    f.save(&j).await;
+    // Sent an hour ago (the scan's age), fired in an earlier hour.
+    let old = clock::now_ms() - 3_600_000;
+    let mut handled = trigger(j.id, old - 2 * 3_600_000);
+    handled.sent_ms = old;
+    let mut unanswered = trigger(j.id, old - 2 * 3_600_000 + 1);
+    unanswered.sent_ms = old;
+    // Handled by a build before the per-hour sets: a key of its own.
+    let mut legacy = trigger(j.id, old - 2 * 3_600_000 + 2);
+    legacy.sent_ms = old;
+    f.record_inflight(&[handled.clone(), unanswered.clone(), legacy.clone()])
+        .await;
+    let () = f
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .set_ex(f.names.legacy_handled(&legacy.trigger_id), 1, 600)
+        .await
+        .unwrap();
+    let triggers = TriggerStore::new(f.pool.clone(), f.names.clone());
+    triggers
+        .mark_handled(HandledId {
+            job_id: handled.job_id,
+            fire_ms: handled.fire_ms,
+            trigger_id: &handled.trigger_id,
+        })
+        .await
+        .unwrap();
+    assert_eq!(f.handled(&[&handled, &unanswered]).await, 1);
+
+    let term = 1;
+    for p in 0..f.names.partitions() {
+        f.store.raise_term(p, term).await.unwrap();
+    }
+    let dispatcher = Dispatcher::connect(&f.config, f.pool.clone())
+        .await
+        .expect("dispatcher");
+    let reaper = Reaper::new(&f.config, triggers, f.store.clone(), Arc::new(dispatcher));
+    let lost = reaper.reap_lost(term).await.unwrap();
+    assert_eq!(lost, 1, "only the unanswered trigger is lost");
+    // None is listed any more; the lost one's record stays for the
+    // monitor, which reads it when the lost result comes (retry count,
+    // shard, params), and the handled ones' are gone.
+    let p = f.names.partition_of(j.id);
+    let mut conn = f.pool.get().await.unwrap();
+    let listed: usize = conn.zcard(f.names.inflight(p)).await.unwrap();
+    assert_eq!(listed, 0, "all unlisted");
+    let kept: Vec<String> = conn.hkeys(f.names.inflight_data(p)).await.unwrap();
+    assert_eq!(kept, vec![unanswered.trigger_id.clone()]);
     f.cleanup().await;
 }

@@ -83,7 +83,18 @@ async fn reacted_with_nothing_pending(c: &Mon, trigger_id: &str) {
             let names = config.names();
             let pool = rondo_core::redis::pool(&config.redis).ok()?;
             let mut redis = pool.get().await.ok()?;
-            let handled: bool = redis.exists(names.handled(trigger_id)).await.ok()?;
+            // The mark is in its partition's set of the hour of its fire,
+            // which a manual trigger's id does not tell: any hour's set.
+            let sets: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{}:*:handled:*", names.namespace()))
+                .query_async(&mut redis)
+                .await
+                .ok()?;
+            let mut handled = false;
+            for set in sets {
+                let member: bool = redis.sismember(&set, trigger_id).await.ok()?;
+                handled |= member;
+            }
             let mut waiting = 0;
             for p in 0..names.partitions() {
                 let n: usize = redis.zcard(names.retry(p)).await.ok()?;

@@ -64,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fence::carry_on;
 use crate::store::Store;
-use crate::store::triggers::TriggerStore;
+use crate::store::triggers::{HandledId, TriggerStore};
 
 /// Lost-trigger candidates read per partition per scan.
 const LOST_BATCH: usize = 1000;
@@ -152,7 +152,12 @@ impl Reaper {
                 };
                 // A result can overtake the dispatcher's in-flight record;
                 // the monitor has handled it: only the record is left.
-                if self.triggers.is_handled(&id).await? {
+                let id_of = HandledId {
+                    job_id: t.job_id,
+                    fire_ms: t.fire_ms,
+                    trigger_id: &id,
+                };
+                if self.triggers.is_handled(id_of).await? {
                     self.triggers.forget(t.job_id, &id).await?;
                     continue;
                 }

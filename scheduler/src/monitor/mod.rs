@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarmer;
 use crate::store::Store;
-use crate::store::triggers::{GroupQuery, GroupWrite, RetryItem, TriggerStore};
+use crate::store::triggers::{GroupQuery, GroupWrite, HandledId, RetryItem, TriggerStore};
 use decide::{Decision, Ending, decide};
 use rondo_core::trigger_id;
 
@@ -277,7 +277,7 @@ impl Monitor {
                         trigger_id = e.trigger_id,
                         "job deleted; its ending needs nothing"
                     );
-                    write.mark.push(e.trigger_id);
+                    write.mark.push(e.handled_id());
                     write.forget.push((e.job_id, e.trigger_id));
                     continue;
                 }
@@ -290,14 +290,14 @@ impl Monitor {
                 }
             };
             if decide(&job, e.ending, clock::now_ms()) == Decision::default() {
-                write.mark.push(e.trigger_id);
+                write.mark.push(e.handled_id());
                 write.forget.push((e.job_id, e.trigger_id));
             } else {
                 rare.push((e, job));
             }
         }
         if !rare.is_empty() {
-            let ids: Vec<&str> = rare.iter().map(|(e, _)| e.trigger_id).collect();
+            let ids: Vec<HandledId<'_>> = rare.iter().map(|(e, _)| e.handled_id()).collect();
             let handled = self.state.handled(&mut redis, &ids).await?;
             let mut unhandled = Vec::with_capacity(rare.len());
             for ((e, job), handled) in rare.into_iter().zip(handled) {
@@ -352,7 +352,7 @@ impl Monitor {
         // retry, the re-arm or the children's records: they reach a replica
         // first, so a failover cannot keep the mark and lose the reaction.
         self.store.replicate().await?;
-        self.state.mark_handled(ended.trigger_id).await?;
+        self.state.mark_handled(ended.handled_id()).await?;
         self.state.forget(ended.job_id, ended.trigger_id).await
     }
 
@@ -464,12 +464,21 @@ fn parse_job(def: String) -> Result<Arc<Job>, Error> {
     Ok(Arc::new(serde_json::from_str(&def)?))
 }
 
-impl Ended<'_> {
+impl<'a> Ended<'a> {
     /// Whether the in-flight record matters: only a failed result's retry
     /// and alarm use it (its retry count, shard, params); a success's
     /// decision does not depend on it.
     fn needs_inflight(&self) -> bool {
         self.trigger.is_none() && !self.ending.success
+    }
+
+    /// Where its handled mark is kept.
+    fn handled_id(&self) -> HandledId<'a> {
+        HandledId {
+            job_id: self.job_id,
+            fire_ms: self.fire_ms,
+            trigger_id: self.trigger_id,
+        }
     }
 
     fn set_inflight(&mut self, trigger: Option<Trigger>) {

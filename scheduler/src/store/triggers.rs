@@ -9,6 +9,7 @@
 //! a deposed leader is refused with `StaleTerm` before it dispatches a
 //! retry or fails a trigger as lost.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::{AsyncCommands, Script};
@@ -19,9 +20,19 @@ use serde::{Deserialize, Serialize};
 
 use super::fenced;
 
-/// How long a "handled" mark is kept (a duplicate result arrives within
-/// minutes, not days).
-const HANDLED_TTL_S: u64 = 7 * 24 * 3600;
+/// How long a "handled" mark is kept at least after it was set (a
+/// duplicate result arrives within minutes, not days): every write to an
+/// hour's set ([`Names::handled`]) sets the set's expiry this far ahead.
+const HANDLED_TTL_S: i64 = 7 * 24 * 3600;
+
+/// A trigger whose handled mark is read or written: its mark lives in the
+/// set of its job's partition and of the hour of its `fire_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandledId<'a> {
+    pub job_id: u64,
+    pub fire_ms: i64,
+    pub trigger_id: &'a str,
+}
 
 /// A retry waiting in `{pK}:retry` for its backoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,21 +103,33 @@ impl TriggerStore {
         Ok(())
     }
 
-    pub async fn is_handled(&self, trigger_id: &str) -> Result<bool, Error> {
-        Ok(self
-            .conn()
-            .await?
-            .exists(self.names.handled(trigger_id))
-            .await?)
+    pub async fn is_handled(&self, id: HandledId<'_>) -> Result<bool, Error> {
+        let handled = self.handled(&mut self.conn().await?, &[id]).await?;
+        Ok(handled.first().copied().unwrap_or(false))
     }
 
-    pub async fn mark_handled(&self, trigger_id: &str) -> Result<(), Error> {
-        let _: () = self
-            .conn()
-            .await?
-            .set_ex(self.names.handled(trigger_id), 1, HANDLED_TTL_S)
-            .await?;
+    pub async fn mark_handled(&self, id: HandledId<'_>) -> Result<(), Error> {
+        let mut pipe = redis::pipe();
+        self.add_marks(&mut pipe, &[id]);
+        let () = pipe.query_async(&mut self.conn().await?).await?;
         Ok(())
+    }
+
+    /// Adds `ids` to their hours' handled sets: one `SADD` and one `EXPIRE`
+    /// per partition and hour, whatever the number of ids.
+    fn add_marks(&self, pipe: &mut redis::Pipeline, ids: &[HandledId<'_>]) {
+        let mut sets: HashMap<String, Vec<&str>> = HashMap::new();
+        for id in ids {
+            sets.entry(self.names.handled(self.partition(id.job_id), id.fire_ms))
+                .or_default()
+                .push(id.trigger_id);
+        }
+        for (key, members) in sets {
+            pipe.sadd(&key, members)
+                .ignore()
+                .expire(&key, HANDLED_TTL_S)
+                .ignore();
+        }
     }
 
     /// Queues a retry due at `due_ms`.
@@ -309,8 +332,8 @@ pub struct GroupRead {
 /// What [`TriggerStore::finish_group`] writes, in one pipeline.
 #[derive(Debug, Default)]
 pub struct GroupWrite<'a> {
-    /// Trigger ids to mark handled.
-    pub mark: Vec<&'a str>,
+    /// Triggers to mark handled.
+    pub mark: Vec<HandledId<'a>>,
     /// In-flight entries to forget: (job id, trigger id).
     pub forget: Vec<(u64, &'a str)>,
 }
@@ -359,13 +382,25 @@ impl TriggerStore {
     pub async fn handled(
         &self,
         conn: &mut rondo_core::redis::Connection,
-        trigger_ids: &[&str],
+        ids: &[HandledId<'_>],
     ) -> Result<Vec<bool>, Error> {
-        let mut pipe = redis::pipe();
-        for id in trigger_ids {
-            pipe.exists(self.names.handled(id));
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(pipe.query_async(conn).await?)
+        let mut pipe = redis::pipe();
+        for id in ids {
+            // And the key an earlier build set, until it expires.
+            pipe.sismember(
+                self.names.handled(self.partition(id.job_id), id.fire_ms),
+                id.trigger_id,
+            )
+            .exists(self.names.legacy_handled(id.trigger_id));
+        }
+        let found: Vec<bool> = pipe.query_async(conn).await?;
+        Ok(found
+            .chunks(2)
+            .map(|pair| pair.iter().any(|b| *b))
+            .collect())
     }
 
     /// Marks a group's triggers handled, then forgets their in-flight
@@ -381,11 +416,7 @@ impl TriggerStore {
             return Ok(());
         }
         let mut marks = redis::pipe();
-        for id in &write.mark {
-            marks
-                .set_ex(self.names.handled(id), 1, HANDLED_TTL_S)
-                .ignore();
-        }
+        self.add_marks(&mut marks, &write.mark);
         let mut by_partition: Vec<Vec<&str>> = vec![Vec::new(); self.names.partitions() as usize];
         for (job_id, id) in &write.forget {
             by_partition[self.partition(*job_id) as usize].push(id);
