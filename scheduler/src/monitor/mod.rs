@@ -252,11 +252,8 @@ impl Monitor {
         }
         let mut redis = self.state.conn().await?;
         let read = self.state.read_group(&mut redis, &query).await?;
-        let jobs: Vec<Option<Result<Arc<Job>, Error>>> = read
-            .jobs
-            .into_iter()
-            .map(|def| def.map(parse_job))
-            .collect();
+        let jobs: Vec<Option<Result<Arc<Job>, Error>>> =
+            self.store.decode_jobs(&query.jobs, read.jobs);
 
         let mut write = GroupWrite::default();
         let mut rare: Vec<(Ended<'_>, Arc<Job>)> = Vec::new();
@@ -458,10 +455,6 @@ fn ended(event: &Event) -> Option<Ended<'_>> {
         }
         _ => None,
     }
-}
-
-fn parse_job(def: String) -> Result<Arc<Job>, Error> {
-    Ok(Arc::new(serde_json::from_str(&def)?))
 }
 
 impl<'a> Ended<'a> {

@@ -15,6 +15,7 @@
 
 pub(crate) mod defs;
 pub(crate) mod index;
+pub(crate) mod parsed;
 pub mod triggers;
 
 use std::collections::HashMap;
@@ -90,6 +91,9 @@ pub struct Store {
     rearm: Arc<Script>,
     raise_term: Arc<Script>,
     reassign: Arc<Script>,
+    /// Definitions decoded once per version of their bytes, shared by the
+    /// clones of this store (one node's readers).
+    parsed: Arc<parsed::ParsedJobs>,
 }
 
 impl Store {
@@ -109,7 +113,19 @@ impl Store {
                 include_str!("../../lua/missed.lua"),
                 include_str!("../../lua/reassign.lua")
             ))),
+            parsed: Arc::default(),
         }
+    }
+
+    /// The jobs in `defs`, the stored definitions of `ids` (same order;
+    /// `None` where a job is gone), decoded, or shared with an earlier
+    /// decode of the same bytes ([`parsed`]).
+    pub(crate) fn decode_jobs(
+        &self,
+        ids: &[u64],
+        defs: Vec<Option<String>>,
+    ) -> Vec<Option<Result<Arc<Job>, Error>>> {
+        self.parsed.decode(ids, defs)
     }
 
     pub fn names(&self) -> &Names {
@@ -293,13 +309,13 @@ impl Store {
         }
         let defs = self.get_job_defs(ids).await?;
         let mut jobs = HashMap::with_capacity(ids.len());
-        for (id, def) in ids.iter().zip(defs) {
-            let Some(def) = def else { continue };
-            match serde_json::from_str::<Job>(&def) {
-                Ok(job) => {
-                    jobs.insert(*id, Arc::new(job));
+        for (id, job) in ids.iter().zip(self.decode_jobs(ids, defs)) {
+            match job {
+                None => {}
+                Some(Ok(job)) => {
+                    jobs.insert(*id, job);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     tracing::error!(job_id = id, error = %e, "stored job definition does not decode")
                 }
             }
