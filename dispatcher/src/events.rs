@@ -19,7 +19,7 @@ const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
     // Trigger events go to the history, not to the executor: gather more.
-    linger: std::time::Duration::from_millis(25),
+    linger: std::time::Duration::from_millis(10),
 };
 
 /// Publishes events on the events exchange. Cheap to clone.

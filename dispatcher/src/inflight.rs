@@ -18,10 +18,11 @@ use rondo_core::{Error, Names, Trigger, inflight};
 const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
-    // Short next to a result's way back (the executor's dedupe, run and
-    // 25 ms result linger): a result that overtakes its record leaves the
-    // record for the reaper to tidy (see `reap_lost`).
-    linger: std::time::Duration::from_millis(5),
+    // Short: a result that overtakes its record leaves the record for the
+    // reaper to tidy (see `reap_lost`), and a failed one is retried without
+    // the record's shard and params. It is also on the way of every caller
+    // that dispatches one trigger after another (retries, child jobs).
+    linger: std::time::Duration::from_millis(1),
 };
 
 #[derive(Clone)]

@@ -41,7 +41,7 @@ pub(crate) const BATCH_LIMITS: Limits = Limits {
     max_items: 500,
     max_flushes: 2,
     // Results are not on the scheduling path: gather a few under light load.
-    linger: std::time::Duration::from_millis(25),
+    linger: std::time::Duration::from_millis(10),
 };
 /// A batch is split so that no message is much larger than this (one event
 /// larger than it goes alone).

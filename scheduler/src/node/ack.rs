@@ -10,7 +10,9 @@ use crate::store::Store;
 const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
-    // The fire is published already; the ack only tidies its ring.
+    // The fire is published, recorded in flight and announced already; the
+    // ack only tidies its ring, and nothing waits for it but the fire's
+    // slot among `scheduler.max_fires_in_flight`.
     linger: std::time::Duration::from_millis(25),
 };
 
