@@ -185,7 +185,7 @@ impl Fixture {
     }
 
     /// How many of `triggers` are marked handled, in the set of their
-    /// partition and fire hour.
+    /// partition and fire minute.
     async fn handled(&self, triggers: &[&Trigger]) -> usize {
         let mut conn = self.pool.get().await.unwrap();
         let mut pipe = redis::pipe();
@@ -436,7 +436,7 @@ async fn duplicates_in_and_across_messages_are_reacted_to_once() {
 /// A result can overtake the dispatcher's in-flight record: the monitor
 /// handles the ending, then the record is written and goes stale. The
 /// leader's lost-trigger scan finds the trigger's handled mark (in the set
-/// of its partition and fire hour) and only forgets the record; a stale
+/// of its partition and fire minute) and only forgets the record; a stale
 /// record of a trigger nobody handled, whose executor is gone, is lost. A
 /// mark an earlier build set (a key per trigger) still counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,13 +447,13 @@ async fn a_stale_record_of_a_handled_trigger_is_forgotten_not_lost() {
     let f = Fixture::new("monreap").await;
     let j = job(4, 0);
     f.save(&j).await;
-    // Sent an hour ago (the scan's age), fired in an earlier hour.
+    // Sent an hour ago (the scan's age), fired two hours before that.
     let old = clock::now_ms() - 3_600_000;
     let mut handled = trigger(j.id, old - 2 * 3_600_000);
     handled.sent_ms = old;
     let mut unanswered = trigger(j.id, old - 2 * 3_600_000 + 1);
     unanswered.sent_ms = old;
-    // Handled by a build before the per-hour sets: a key of its own.
+    // Handled by a build before the per-minute sets: a key of its own.
     let mut legacy = trigger(j.id, old - 2 * 3_600_000 + 2);
     legacy.sent_ms = old;
     f.record_inflight(&[handled.clone(), unanswered.clone(), legacy.clone()])

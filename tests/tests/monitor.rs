@@ -83,8 +83,8 @@ async fn reacted_with_nothing_pending(c: &Mon, trigger_id: &str) {
             let names = config.names();
             let pool = rondo_core::redis::pool(&config.redis).ok()?;
             let mut redis = pool.get().await.ok()?;
-            // The mark is in its partition's set of the hour of its fire,
-            // which a manual trigger's id does not tell: any hour's set.
+            // The mark is in its partition's set of the minute of its fire,
+            // which a manual trigger's id does not tell: any minute's set.
             let sets: Vec<String> = redis::cmd("KEYS")
                 .arg(format!("{}:*:handled:*", names.namespace()))
                 .query_async(&mut redis)

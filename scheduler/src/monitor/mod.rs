@@ -10,7 +10,8 @@
 //! * Reactions are idempotent: a retry's and a child's trigger ids derive
 //!   from the ending trigger's id, so a result handled twice (redelivered
 //!   after a crash) dispatches the same trigger ids, which executors run
-//!   once; a `handled:<trigger id>` mark skips plain duplicates.
+//!   once; a handled mark (`{pK}:handled:<minute of fire_ms>`) skips plain
+//!   duplicates.
 //! * Deliveries are handled in groups (whatever the broker already pushed,
 //!   up to [`MAX_GROUP_EVENTS`] events): one Redis pipeline reads the
 //!   group's jobs and failures' in-flight records; one pipeline marks and

@@ -22,11 +22,11 @@ use super::fenced;
 
 /// How long a "handled" mark is kept at least after it was set (a
 /// duplicate result arrives within minutes, not days): every write to an
-/// hour's set ([`Names::handled`]) sets the set's expiry this far ahead.
+/// minute's set ([`Names::handled`]) sets the set's expiry this far ahead.
 const HANDLED_TTL_S: i64 = 7 * 24 * 3600;
 
 /// A trigger whose handled mark is read or written: its mark lives in the
-/// set of its job's partition and of the hour of its `fire_ms`.
+/// set of its job's partition and of the minute of its `fire_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HandledId<'a> {
     pub job_id: u64,
@@ -115,8 +115,8 @@ impl TriggerStore {
         Ok(())
     }
 
-    /// Adds `ids` to their hours' handled sets: one `SADD` and one `EXPIRE`
-    /// per partition and hour, whatever the number of ids.
+    /// Adds `ids` to their minutes' handled sets: one `SADD` and one
+    /// `EXPIRE` per partition and minute, whatever the number of ids.
     fn add_marks(&self, pipe: &mut redis::Pipeline, ids: &[HandledId<'_>]) {
         let mut sets: HashMap<String, Vec<&str>> = HashMap::new();
         for id in ids {
@@ -377,8 +377,8 @@ impl TriggerStore {
         })
     }
 
-    /// Whether each of `trigger_ids` is marked handled: one round trip on
-    /// `conn`.
+    /// Whether each of `ids` is marked handled (in its minute's set, or by
+    /// an earlier build's key): one round trip on `conn`.
     pub async fn handled(
         &self,
         conn: &mut rondo_core::redis::Connection,
