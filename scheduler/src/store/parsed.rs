@@ -1,6 +1,6 @@
 //! Job definitions decoded once per version of their bytes, shared by every
-//! reader of one node (the loader, the result monitor, the lost-trigger
-//! scan, the API's lists).
+//! reader of one node (the loader, the result monitor, the failover's and
+//! the offline-queue drain's reads, the API's lists).
 //!
 //! The loader puts every fire on the wheel with its job's definition, read
 //! from Redis when the fire is loaded, and the monitor reads the definition
@@ -13,9 +13,12 @@
 //! definition carries its `updated_ms`), so it is decoded at once.
 //!
 //! Kept in two generations: a lookup moves an entry from the older one to
-//! the newer; when the newer holds [`MAX_KEPT`], it becomes the older and
-//! the older is dropped. So the jobs read in the recent past stay, and at
-//! most `2 × MAX_KEPT` definitions are kept, with their bytes.
+//! the newer; when the newer holds [`MAX_KEPT`] definitions or
+//! [`MAX_BYTES`] of their JSON, it becomes the older and the older is
+//! dropped. So the jobs read in the recent past stay, and at most two
+//! generations are kept: `2 × MAX_BYTES` of JSON and the decoded jobs,
+//! about as large again, however large the definitions (a script may be
+//! 64 KiB).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,16 +27,21 @@ use rondo_core::{Error, Job};
 
 /// Definitions per generation, at most.
 const MAX_KEPT: usize = 32_768;
+/// Bytes of stored JSON per generation, at most.
+const MAX_BYTES: usize = 16 << 20;
 
 #[derive(Debug)]
 pub(crate) struct ParsedJobs {
     max_kept: usize,
+    max_bytes: usize,
     generations: Mutex<Generations>,
 }
 
 #[derive(Debug, Default)]
 struct Generations {
     newer: HashMap<u64, Kept>,
+    /// The JSON bytes of `newer`'s definitions.
+    newer_bytes: usize,
     older: HashMap<u64, Kept>,
 }
 
@@ -46,25 +54,49 @@ struct Kept {
 
 impl Default for ParsedJobs {
     fn default() -> Self {
-        ParsedJobs::keeping(MAX_KEPT)
+        ParsedJobs::keeping(MAX_KEPT, MAX_BYTES)
     }
 }
 
 impl Generations {
-    fn insert(&mut self, max_kept: usize, id: u64, kept: Kept) {
-        if self.newer.len() >= max_kept && !self.newer.contains_key(&id) {
-            self.older = std::mem::take(&mut self.newer);
+    /// Keeps `kept` in the newer generation; when that one is full, it
+    /// becomes the older one, and the older one is returned, for the
+    /// caller to drop once it released the lock.
+    fn insert(
+        &mut self,
+        limits: (usize, usize),
+        id: u64,
+        kept: Kept,
+    ) -> Option<HashMap<u64, Kept>> {
+        let (max_kept, max_bytes) = limits;
+        let bytes = kept.raw.len();
+        let mut dropped = None;
+        if !self.newer.is_empty()
+            && (self.newer.len() >= max_kept || self.newer_bytes + bytes > max_bytes)
+        {
+            let newer = std::mem::take(&mut self.newer);
+            dropped = Some(std::mem::replace(&mut self.older, newer));
+            self.newer_bytes = 0;
         }
-        self.newer.insert(id, kept);
+        self.newer_bytes += bytes;
+        if let Some(old) = self.newer.insert(id, kept) {
+            self.newer_bytes -= old.raw.len();
+        }
+        dropped
     }
 }
 
 impl ParsedJobs {
-    fn keeping(max_kept: usize) -> Self {
+    fn keeping(max_kept: usize, max_bytes: usize) -> Self {
         ParsedJobs {
             max_kept: max_kept.max(1),
+            max_bytes,
             generations: Mutex::default(),
         }
+    }
+
+    fn limits(&self) -> (usize, usize) {
+        (self.max_kept, self.max_bytes)
     }
 
     /// The jobs decoded from `defs`, the stored definitions of `ids` (same
@@ -77,6 +109,8 @@ impl ParsedJobs {
     ) -> Vec<Option<Result<Arc<Job>, Error>>> {
         let mut out: Vec<Option<Result<Arc<Job>, Error>>> = Vec::with_capacity(ids.len());
         let mut misses: Vec<(usize, u64, String)> = Vec::new();
+        // Generations pushed out, dropped after the lock is released.
+        let mut dropped = Vec::new();
         {
             let mut generations = self.generations.lock().expect("parsed jobs lock");
             for (i, (id, def)) in ids.iter().zip(defs).enumerate() {
@@ -90,7 +124,7 @@ impl ParsedJobs {
                     None => match generations.older.remove(id) {
                         Some(k) if *k.raw == *def => {
                             let job = k.job.clone();
-                            generations.insert(self.max_kept, *id, k);
+                            dropped.extend(generations.insert(self.limits(), *id, k));
                             Some(job)
                         }
                         _ => None,
@@ -105,6 +139,7 @@ impl ParsedJobs {
                 }
             }
         }
+        drop(dropped);
         if misses.is_empty() {
             return out;
         }
@@ -126,10 +161,14 @@ impl ParsedJobs {
                 Err(e) => out[i] = Some(Err(e.into())),
             }
         }
-        let mut generations = self.generations.lock().expect("parsed jobs lock");
-        for (id, kept) in fresh {
-            generations.insert(self.max_kept, id, kept);
+        let mut dropped = Vec::new();
+        {
+            let mut generations = self.generations.lock().expect("parsed jobs lock");
+            for (id, kept) in fresh {
+                dropped.extend(generations.insert(self.limits(), id, kept));
+            }
         }
+        drop(dropped);
         out
     }
 
@@ -189,7 +228,7 @@ mod tests {
 
     #[test]
     fn recently_read_jobs_stay_and_the_rest_is_dropped_within_two_generations() {
-        let jobs = ParsedJobs::keeping(2);
+        let jobs = ParsedJobs::keeping(2, usize::MAX);
         let defs: Vec<String> = (0..4).map(|id| def(id, "h")).collect();
         let (a0, a1) = (one(&jobs, 0, &defs[0]), one(&jobs, 1, &defs[1]));
         // The newer generation is full: 0 and 1 become the older one.
@@ -204,5 +243,23 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&a0, &one(&jobs, 0, &defs[0])), "0 stayed");
         assert!(jobs.kept() <= 4, "two generations at most");
+    }
+
+    #[test]
+    fn a_generation_also_ends_at_its_bytes() {
+        let defs: Vec<String> = (0..3).map(|id| def(id, "h")).collect();
+        // Room for two definitions' bytes, not three.
+        let jobs = ParsedJobs::keeping(1_000, defs[0].len() * 2 + 1);
+        let a0 = one(&jobs, 0, &defs[0]);
+        one(&jobs, 1, &defs[1]);
+        one(&jobs, 2, &defs[2]);
+        let g = jobs.generations.lock().unwrap();
+        assert_eq!((g.newer.len(), g.older.len()), (1, 2));
+        assert_eq!(g.newer_bytes, defs[2].len());
+        drop(g);
+        assert!(
+            Arc::ptr_eq(&a0, &one(&jobs, 0, &defs[0])),
+            "the older one is read"
+        );
     }
 }
