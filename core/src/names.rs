@@ -131,7 +131,7 @@ impl Names {
     }
 
     /// `ns:handled:<trigger id>`: a handled mark as builds before the
-    /// per-hour sets wrote it (read until they expire, a week after).
+    /// per-minute sets wrote it (read until they expire, a week after).
     pub fn legacy_handled(&self, trigger_id: &str) -> String {
         format!("{}:handled:{trigger_id}", self.ns)
     }

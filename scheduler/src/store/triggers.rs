@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::fenced;
 
 /// How long a "handled" mark is kept at least after it was set (a
-/// duplicate result arrives within minutes, not days): every write to an
+/// duplicate result arrives within minutes, not days): every write to a
 /// minute's set ([`Names::handled`]) sets the set's expiry this far ahead.
 const HANDLED_TTL_S: i64 = 7 * 24 * 3600;
 
