@@ -217,6 +217,24 @@ async fn a_success_triggers_the_child_jobs() {
         rondo_core::trigger_id::child(child, &parent_trigger)
     );
     assert_eq!(child_runs[0].1, TriggerType::Parent);
+    // The child fires at its parent's end, as the parent's result says: a
+    // result handled twice dispatches the same trigger at the same instant.
+    let (parent_end, child_fire) = eventually(
+        "the parent's and the child's log rows",
+        Duration::from_secs(15),
+        || async {
+            let (_, parent_log) = c.api.get(&format!("/api/v1/logs/{parent_trigger}")).await;
+            let (_, child_log) = c
+                .api
+                .get(&format!("/api/v1/logs/{}", child_runs[0].0))
+                .await;
+            let end = parent_log["log"]["handle_ms"].as_i64()?;
+            let fire = child_log["log"]["fire_ms"].as_i64()?;
+            Some((end, fire))
+        },
+    )
+    .await;
+    assert_eq!(child_fire, parent_end);
     let failed = c.api.trigger_now(failing_parent).await;
     reacted_with_nothing_pending(&c, &failed).await;
     // A child of the failed parent would have been dispatched before its

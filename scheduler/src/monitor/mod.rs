@@ -69,6 +69,9 @@ struct Ended<'a> {
     trigger_id: &'a str,
     job_id: u64,
     fire_ms: i64,
+    /// When the run ended (the executor's clock), or when the dispatcher
+    /// gave the trigger up.
+    end_ms: i64,
     code: i32,
     msg: &'a str,
     executor_id: &'a str,
@@ -320,7 +323,7 @@ impl Monitor {
     async fn react(&self, ended: Ended<'_>, job: &Job) -> Result<(), Error> {
         let decision = decide(job, ended.ending, clock::now_ms());
         for child in &decision.children {
-            self.trigger_child(*child, ended.trigger_id).await?;
+            self.trigger_child(*child, &ended).await?;
         }
         if let Some((retry_count, due_ms)) = decision.retry {
             let item = retry_item(job, &ended, retry_count);
@@ -354,7 +357,13 @@ impl Monitor {
         self.state.forget(ended.job_id, ended.trigger_id).await
     }
 
-    async fn trigger_child(&self, child_id: u64, parent_trigger_id: &str) -> Result<(), Error> {
+    /// Dispatches a child job after its parent's success. Its trigger id
+    /// and its fire instant (the parent's end) come from the parent's
+    /// result alone, so a result handled twice (the monitor stopped before
+    /// its handled mark) dispatches the same trigger: the executor runs it
+    /// once, and its handled mark and in-flight record agree on its minute.
+    async fn trigger_child(&self, child_id: u64, parent: &Ended<'_>) -> Result<(), Error> {
+        let parent_trigger_id = parent.trigger_id;
         if trigger_id::chain_depth(parent_trigger_id) >= trigger_id::MAX_CHAIN_DEPTH {
             tracing::warn!(
                 child_job = child_id,
@@ -378,7 +387,11 @@ impl Monitor {
         };
         let fire = Fire {
             job: Arc::new(child),
-            fire_ms: clock::now_ms(),
+            fire_ms: if parent.end_ms > 0 {
+                parent.end_ms
+            } else {
+                clock::now_ms()
+            },
             trigger_type: TriggerType::Parent,
             params: None,
             retry_count: 0,
@@ -424,6 +437,7 @@ fn ended(event: &Event) -> Option<Ended<'_>> {
             trigger_id: &r.trigger_id,
             job_id: r.job_id,
             fire_ms: r.fire_ms,
+            end_ms: r.end_ms,
             code: r.code,
             msg: &r.msg,
             executor_id: &r.executor_id,
@@ -442,6 +456,7 @@ fn ended(event: &Event) -> Option<Ended<'_>> {
                 trigger_id: &t.trigger_id,
                 job_id: t.job_id,
                 fire_ms: t.fire_ms,
+                end_ms: t.sent_ms,
                 code: rec.code,
                 msg: &rec.msg,
                 executor_id: &t.executor_id,
