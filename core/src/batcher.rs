@@ -11,14 +11,18 @@
 //! batches grow by themselves while earlier ones are in flight, which is
 //! what lifts the ceiling of one confirmed message per fire.
 //!
-//! A batch waits for company at most [`Limits::linger`] after the batching
-//! task took its first item (zero: it takes what is queued *now*; under
-//! load an item may first have waited for a batch slot), then sends what
-//! gathered (up to `max_items` per batch). At most `max_flushes` batches are
-//! in flight at once; when all are, items queue up and the next batch is
-//! larger. Under light load the linger is what batches: at 1,000 items a
-//! second a 5 ms linger puts about five in a message where there would be
-//! one, for at most 5 ms more on each item's wait.
+//! An item waits for company at most its linger after it was submitted
+//! ([`Limits::linger`], or what [`Batcher::submit_within`] asks for; zero:
+//! the batch takes what is queued *now*); a batch goes once the first of its
+//! items' lingers ends (or a full batch has gathered), with up to
+//! `max_items` items. At most `max_flushes` batches are in flight at once;
+//! when all are, items queue up, and the next batch is larger and goes at
+//! once if its first item's linger ended while it queued. Under light load
+//! the linger is what batches: at 1,000 items a second a 5 ms linger puts
+//! about five in a message where there would be one, for at most 5 ms more
+//! on each item's wait. A caller that cannot wait (one that sends items one
+//! after another) asks for a shorter linger, and its item ends the wait of
+//! the batch it joins.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -32,10 +36,19 @@ use crate::Error;
 
 type Waiter<R> = oneshot::Sender<Result<R, Error>>;
 
+/// One submitted item, with the instant its batch must go by.
+struct Queued<K, T, R> {
+    key: K,
+    item: T,
+    done: Waiter<R>,
+    send_by: Instant,
+}
+
 /// Submits items to be flushed in batches; cheap to clone.
 pub struct Batcher<K, T, R> {
-    tx: mpsc::UnboundedSender<(K, T, Waiter<R>)>,
+    tx: mpsc::UnboundedSender<Queued<K, T, R>>,
     name: &'static str,
+    linger: Duration,
 }
 
 impl<K, T, R> Clone for Batcher<K, T, R> {
@@ -43,6 +56,7 @@ impl<K, T, R> Clone for Batcher<K, T, R> {
         Batcher {
             tx: self.tx.clone(),
             name: self.name,
+            linger: self.linger,
         }
     }
 }
@@ -54,8 +68,9 @@ pub struct Limits {
     pub max_items: usize,
     /// Batches in flight at once at most (all keys together).
     pub max_flushes: usize,
-    /// How long the first item of a batch waits for others (zero: not at
-    /// all). Ends early once a full batch's worth has gathered.
+    /// How long an item waits for others after its submission (zero: not
+    /// at all), unless its caller asks for another linger. Ends early once a
+    /// full batch's worth has gathered.
     pub linger: Duration,
 }
 
@@ -77,14 +92,31 @@ where
         assert!(limits.max_items > 0 && limits.max_flushes > 0);
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(rx, limits, Arc::new(flush)));
-        Batcher { tx, name }
+        Batcher {
+            tx,
+            name,
+            linger: limits.linger,
+        }
     }
 
     /// Queues `item` under `key` and waits for the outcome of the batch it
     /// went out in.
     pub async fn submit(&self, key: K, item: T) -> Result<R, Error> {
+        self.submit_within(key, item, self.linger).await
+    }
+
+    /// [`Batcher::submit`] with the item's own linger: its batch goes at
+    /// most `linger` after this call (sooner if another item's linger ends
+    /// first or the batch is full).
+    pub async fn submit_within(&self, key: K, item: T, linger: Duration) -> Result<R, Error> {
         let (done, outcome) = oneshot::channel();
-        if self.tx.send((key, item, done)).is_err() {
+        let queued = Queued {
+            key,
+            item,
+            done,
+            send_by: Instant::now() + linger,
+        };
+        if self.tx.send(queued).is_err() {
             return Err(Error::unavailable(format!("{} batcher stopped", self.name)));
         }
         outcome
@@ -94,7 +126,7 @@ where
 }
 
 async fn run<K, T, R, F, Fut>(
-    mut rx: mpsc::UnboundedReceiver<(K, T, Waiter<R>)>,
+    mut rx: mpsc::UnboundedReceiver<Queued<K, T, R>>,
     limits: Limits,
     flush: Arc<F>,
 ) where
@@ -111,24 +143,25 @@ async fn run<K, T, R, F, Fut>(
         let Some(first) = rx.recv().await else { break };
         let mut pending: HashMap<K, Vec<(T, Waiter<R>)>> = HashMap::new();
         let mut order: Vec<K> = Vec::new();
-        let mut add = |(key, item, done): (K, T, Waiter<R>)| {
-            let list = pending.entry(key.clone()).or_default();
+        // The batch goes when the first of its items' lingers ends.
+        let mut deadline = first.send_by;
+        let mut add = |q: Queued<K, T, R>| {
+            let list = pending.entry(q.key.clone()).or_default();
             if list.is_empty() {
-                order.push(key);
+                order.push(q.key);
             }
-            list.push((item, done));
+            list.push((q.item, q.done));
         };
         add(first);
         // Everything queued now and, within the linger, what arrives: a
         // bounded amount so one burst cannot make a batch of unbounded size.
-        let deadline = Instant::now() + limits.linger;
         let mut budget = limits.max_items * limits.max_flushes;
         let (mut gathered, mut open) = (1, true);
         while budget > 0 && open {
             let next = match rx.try_recv() {
                 Ok(next) => next,
-                // A full batch's worth gathered: no reason to wait longer.
-                Err(_) if limits.linger.is_zero() || gathered >= limits.max_items => break,
+                // A full batch's worth gathered, or a linger ended.
+                Err(_) if gathered >= limits.max_items || Instant::now() >= deadline => break,
                 Err(_) => match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(next)) => next,
                     Ok(None) => {
@@ -138,6 +171,7 @@ async fn run<K, T, R, F, Fut>(
                     Err(_) => break,
                 },
             };
+            deadline = deadline.min(next.send_by);
             add(next);
             gathered += 1;
             budget -= 1;
@@ -277,6 +311,36 @@ mod tests {
             *log.lock().unwrap(),
             vec![(1, vec![0, 1, 2, 3]), (2, vec![9])]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_item_waits_its_own_linger_and_the_shortest_sends_the_batch() {
+        let limits = Limits {
+            max_items: 100,
+            max_flushes: 2,
+            linger: Duration::from_millis(25),
+        };
+        let (batcher, log) = recording(limits, 0);
+        // A patient item alone waits its own linger, not the default.
+        let started = tokio::time::Instant::now();
+        let within = Duration::from_millis(5);
+        assert_eq!(batcher.submit_within(1, 1, within).await.unwrap(), 1);
+        assert_eq!(started.elapsed(), within);
+        // An item of the default linger at 0 ms, one that waits 1 ms at 3 ms:
+        // both go at 4 ms, together.
+        let started = tokio::time::Instant::now();
+        let patient = batcher.submit(2, 2);
+        let hurried = async {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            batcher
+                .submit_within(2, 3, Duration::from_millis(1))
+                .await
+                .unwrap()
+        };
+        let (patient, hurried) = tokio::join!(patient, hurried);
+        assert_eq!((patient.unwrap(), hurried), (2, 2));
+        assert_eq!(started.elapsed(), Duration::from_millis(4));
+        assert_eq!(*log.lock().unwrap(), vec![(1, vec![1]), (2, vec![2, 3])]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -109,6 +109,41 @@ const TRIGGER_MESSAGES_IN_FLIGHT: usize = 2;
 /// what puts several triggers in one message.
 const TRIGGER_LINGER: Duration = Duration::from_millis(2);
 
+/// How long what follows a fire's confirm (its in-flight record, its
+/// trigger event) waits for other fires' company. Nobody awaits a fire off
+/// the wheel (scheduled, or a misfire) but its own slot among the fires in
+/// flight, so under light load it waits longer and many fires share one
+/// pipeline and one event message; its publish lateness is taken at the
+/// confirm, before these. A dispatch that someone makes one after another
+/// (a retry, a child job, a manual trigger, a moved or lost trigger) waits
+/// the batchers' short default. The in-flight record's stays well under the
+/// executors' result linger (10 ms), which a result spends before it can
+/// overtake its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lingers {
+    inflight: Duration,
+    events: Duration,
+}
+
+const WHEEL_LINGERS: Lingers = Lingers {
+    inflight: Duration::from_millis(5),
+    events: Duration::from_millis(25),
+};
+
+const PROMPT_LINGERS: Lingers = Lingers {
+    inflight: crate::inflight::LIMITS.linger,
+    events: crate::events::LIMITS.linger,
+};
+
+impl Lingers {
+    fn of(trigger_type: TriggerType) -> Lingers {
+        match trigger_type {
+            TriggerType::Cron | TriggerType::Misfire => WHEEL_LINGERS,
+            TriggerType::Manual | TriggerType::Retry | TriggerType::Parent => PROMPT_LINGERS,
+        }
+    }
+}
+
 /// Publishes triggers. Cheap to share (`Arc`); reconnects to the broker
 /// lazily after a connection loss.
 ///
@@ -343,8 +378,9 @@ impl Dispatcher {
             Routed::Refused(msg) => vec![failed(fire, msg)],
         };
         let confirmed_ms = clock::now_ms();
-        self.inflight.record(&records).await?;
-        self.record(&records).await?;
+        let lingers = Lingers::of(fire.trigger_type);
+        self.inflight.record(&records, lingers.inflight).await?;
+        self.record(&records, lingers.events).await?;
         count(&records);
         Ok(Dispatched {
             records,
@@ -390,7 +426,7 @@ impl Dispatcher {
 
     /// Publishes the trigger events (batched with other fires' events of
     /// the same routing key) and waits for their confirms.
-    async fn record(&self, records: &[TriggerRecord]) -> Result<(), Error> {
+    async fn record(&self, records: &[TriggerRecord], linger: Duration) -> Result<(), Error> {
         // The script stays with the trigger (and its in-flight record, which
         // a re-route sends again), not in the events: history has the job's.
         let events: Vec<Event> = records
@@ -401,7 +437,7 @@ impl Dispatcher {
                 Event::Triggered(record)
             })
             .collect();
-        self.events.publish(&events).await
+        self.events.publish_within(&events, linger).await
     }
 
     /// Sends an already-built trigger again, same id, to `executor_id`
@@ -437,8 +473,10 @@ impl Dispatcher {
             }
         };
         let records = [record];
-        self.inflight.record(&records).await?;
-        self.record(&records).await?;
+        self.inflight
+            .record(&records, PROMPT_LINGERS.inflight)
+            .await?;
+        self.record(&records, PROMPT_LINGERS.events).await?;
         let [record] = records;
         Ok(record)
     }
@@ -563,5 +601,17 @@ mod tests {
     fn dispatch_is_send(dispatcher: &Dispatcher, fire: &Fire) {
         fn send<T: Send>(_: T) {}
         send(dispatcher.dispatch(fire));
+    }
+
+    #[test]
+    fn only_fires_off_the_wheel_wait_longer_for_company() {
+        for wheel in [TriggerType::Cron, TriggerType::Misfire] {
+            assert_eq!(Lingers::of(wheel), WHEEL_LINGERS);
+        }
+        for awaited in [TriggerType::Manual, TriggerType::Retry, TriggerType::Parent] {
+            assert_eq!(Lingers::of(awaited), PROMPT_LINGERS);
+        }
+        assert!(WHEEL_LINGERS.inflight > PROMPT_LINGERS.inflight);
+        assert!(WHEEL_LINGERS.events > PROMPT_LINGERS.events);
     }
 }

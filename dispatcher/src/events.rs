@@ -6,6 +6,7 @@
 //! the confirm of the message that carries its events.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::try_join_all;
 use rondo_core::batcher::{Batcher, Limits};
@@ -15,7 +16,7 @@ use crate::link::Link;
 
 /// Events per AMQP message at most (all of one routing key), and messages
 /// awaiting their confirm at once.
-const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
     // Trigger events go to the history, not to the executor: gather more.
@@ -44,10 +45,20 @@ impl EventPublisher {
 
     /// Publishes `events` and waits until the broker confirmed every one.
     pub async fn publish(&self, events: &[Event]) -> Result<(), Error> {
+        self.publish_within(events, LIMITS.linger).await
+    }
+
+    /// [`EventPublisher::publish`], each event waiting at most `linger` for
+    /// others of its routing key.
+    pub(crate) async fn publish_within(
+        &self,
+        events: &[Event],
+        linger: Duration,
+    ) -> Result<(), Error> {
         let sends = events
             .iter()
             .cloned()
-            .map(|e| self.batcher.submit(e.routing_key(), e));
+            .map(|e| self.batcher.submit_within(e.routing_key(), e, linger));
         try_join_all(sends).await?;
         Ok(())
     }

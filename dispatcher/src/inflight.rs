@@ -7,6 +7,8 @@
 //! Records of concurrent fires in one partition share one pipeline (group
 //! commit, see [`Batcher`]); each fire still waits for its own record.
 
+use std::time::Duration;
+
 use futures_util::future::try_join_all;
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::event::TriggerRecord;
@@ -15,13 +17,14 @@ use rondo_core::trigger::code;
 use rondo_core::{Error, Names, Trigger, inflight};
 
 /// Triggers per pipeline at most, and pipelines in flight at once.
-const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     max_items: 1_000,
     max_flushes: 2,
     // Short: a result that overtakes its record leaves the record for the
     // reaper to tidy (see `reap_lost`), and a failed one is retried without
     // the record's shard and params. It is also on the way of every caller
-    // that dispatches one trigger after another (retries, child jobs).
+    // that dispatches one trigger after another (retries, child jobs);
+    // scheduled fires ask for longer (`Lingers::of`).
     linger: std::time::Duration::from_millis(1),
 };
 
@@ -41,12 +44,17 @@ impl Inflight {
         Inflight { names, batcher }
     }
 
-    /// Records the sent triggers among `records`.
-    pub(crate) async fn record(&self, records: &[TriggerRecord]) -> Result<(), Error> {
+    /// Records the sent triggers among `records`, each waiting at most
+    /// `linger` for other fires' records of its partition.
+    pub(crate) async fn record(
+        &self,
+        records: &[TriggerRecord],
+        linger: Duration,
+    ) -> Result<(), Error> {
         let sent = records.iter().filter(|r| r.code == code::SUCCESS);
         let writes = sent.map(|r| {
             let p = self.names.partition_of(r.trigger.job_id);
-            self.batcher.submit(p, r.trigger.clone())
+            self.batcher.submit_within(p, r.trigger.clone(), linger)
         });
         try_join_all(writes).await?;
         Ok(())
