@@ -174,9 +174,15 @@ pub(crate) struct Proc {
     killed: bool,
 }
 
+/// What the bench's own environment passes on to the processes it starts:
+/// tokio's `TOKIO_WORKER_THREADS`, to compare runtimes of other sizes.
+fn passed_through() -> impl Iterator<Item = (String, String)> {
+    std::env::vars().filter(|(k, _)| k == "TOKIO_WORKER_THREADS")
+}
+
 impl Proc {
-    /// Starts `binary` with exactly `env` (plus `RUST_LOG`), its stderr in
-    /// `log`.
+    /// Starts `binary` with exactly `env` (plus `RUST_LOG` and what
+    /// [`passed_through`] names), its stderr in `log`.
     pub async fn spawn(
         name: &str,
         binary: &Binary,
@@ -192,6 +198,7 @@ impl Proc {
             .arg(&binary.path)
             .env_clear()
             .envs(env)
+            .envs(passed_through())
             .env("RUST_LOG", rust_log)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
