@@ -175,9 +175,10 @@ pub(crate) struct Proc {
 }
 
 /// What the bench's own environment passes on to the processes it starts:
-/// tokio's `TOKIO_WORKER_THREADS`, to compare runtimes of other sizes.
+/// tokio's `TOKIO_WORKER_THREADS` and mimalloc's `MIMALLOC_*` options, to
+/// compare runtimes and allocators set up otherwise.
 fn passed_through() -> impl Iterator<Item = (String, String)> {
-    std::env::vars().filter(|(k, _)| k == "TOKIO_WORKER_THREADS")
+    std::env::vars().filter(|(k, _)| k == "TOKIO_WORKER_THREADS" || k.starts_with("MIMALLOC_"))
 }
 
 impl Proc {
