@@ -29,38 +29,48 @@ if [[ ${1:-} == --uprobes ]]; then
   shift
 fi
 if [[ $# -lt 3 ]]; then
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
   exit 2
 fi
-bin=$(cd "$1" && pwd)
+# The physical path: the bench finds the nodes' binaries next to its own
+# (symlinks resolved), and the processes are found by it below.
+bin=$(cd "$1" && pwd -P)
+export BENCH_BIN_DIR=$bin
 jobs=$2
 out=$3
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 # Probes are named after the binary's directory, so two builds can be
-# probed side by side.
-tag=$(basename "$bin" | tr -c 'a-zA-Z0-9\n' '_')
+# probed side by side (a letter first, and short: perf's names are at most
+# 64 characters).
+tag=b_$(basename "$bin" | tr -c 'a-zA-Z0-9\n' '_' | cut -c1-24)
 probe() { # probe PROCESS BINARY
   local name=$1 file=$2 text_delta i=0
   for sym in mi_malloc_aligned mi_zalloc_aligned mi_realloc_aligned; do
-    perf probe -q -x "$file" -a "${tag}_${name}_alloc_${sym#mi_}=$sym" 2>/dev/null || true
+    perf probe -q -x "$file" -a "${tag}_${name}_alloc_${sym#mi_}=$sym"
   done
   # bind_inner is generic (one copy per scheduler type); perf wants file
   # offsets, nm gives addresses: the executable segment's difference.
-  text_delta=$(readelf -lW "$file" | awk '$1 == "LOAD" && / R E / {print strtonum($3) - strtonum($2); exit}')
-  for addr in $(nm "$file" | awk '/bind_inner/ {print $1}' | sort -u); do
+  text_delta=$(readelf -lW "$file" | gawk '$1 == "LOAD" && / R E / {print strtonum($3) - strtonum($2); exit}')
+  for addr in $(nm "$file" | gawk '/bind_inner/ {print $1}' | sort -u); do
     i=$((i + 1))
-    perf probe -q -x "$file" -a "${tag}_${name}_task$i=$(printf '0x%x' $((0x$addr - text_delta)))" 2>/dev/null || true
+    perf probe -q -x "$file" -a "${tag}_${name}_task$i=$(printf '0x%x' $((0x$addr - text_delta)))"
   done
 }
+bench=
+cleanup() {
+  [[ -n $bench ]] && kill "$bench" 2>/dev/null
+  [[ $uprobes == 1 ]] && perf probe -q -d "probe_rondo*:${tag}_*" 2>/dev/null
+  return 0
+}
+trap cleanup EXIT
 if [[ $uprobes == 1 ]]; then
   command -v gawk >/dev/null || { echo "--uprobes needs gawk (strtonum)" >&2; exit 2; }
   perf probe -q -d "probe_rondo*:${tag}_*" 2>/dev/null || true
   probe scheduler "$bin/rondo-scheduler"
   probe bench "$bin/rondo-bench"
   probe persistworker "$bin/rondo-persist-worker"
-  trap 'perf probe -q -d "probe_rondo*:${tag}_*" 2>/dev/null || true' EXIT
 fi
 
 "$bin/rondo-bench" --scenario throughput --jobs "$jobs" --seconds 20 --out "$out" >"$out/bench.log" 2>&1 &
@@ -69,13 +79,18 @@ for _ in $(seq 1200); do
   grep -q "jobs created" "$out/bench.log" && break
   sleep 0.2
 done
-scheduler=$(pgrep -f "^$bin/rondo-scheduler" | head -1 || true)
+# The first process whose command line starts with this path (pgrep -f takes
+# a regex: the path is escaped).
+pid_of() { pgrep -f -- "^$(printf '%s' "$1" | sed 's/[.[\*^$()+?{|]/\\&/g')" | head -1 || true; }
+scheduler=$(pid_of "$bin/rondo-scheduler")
 [[ -n $scheduler ]] || { echo "no rondo-scheduler from $bin runs" >&2; exit 1; }
 sleep 6
-worker=$(pgrep -f "^$bin/rondo-persist-worker" | head -1 || true)
+worker=$(pid_of "$bin/rondo-persist-worker")
+redis=$(pgrep -x redis-server | head -1 || true)
+rabbitmq=$(pgrep -f beam.smp | head -1 || true)
+mysql=$( (pgrep -x mariadbd || pgrep -x mysqld) | head -1 || true)
 pids=("scheduler:$scheduler" "bench:$bench" "persistworker:$worker"
-  "redis:$(pgrep -x redis-server | head -1)" "rabbitmq:$(pgrep -f beam.smp | head -1)"
-  "mysql:$( (pgrep -x mariadbd || pgrep -x mysqld) | head -1)")
+  "redis:$redis" "rabbitmq:$rabbitmq" "mysql:$mysql")
 for entry in "${pids[@]}"; do
   name=${entry%%:*}
   pid=${entry#*:}
@@ -88,6 +103,7 @@ for entry in "${pids[@]}"; do
   perf stat -x, -e "$events" -p "$pid" -o "$out/$name.perf" -- sleep 10 &
 done
 wait
+bench=
 python3 - "$out" <<'EOF'
 import json, os, sys
 out = sys.argv[1]

@@ -27,7 +27,8 @@ use crate::route::{self, RouteContext, Routed, Target};
 #[derive(Debug, Clone)]
 pub struct Fire {
     pub job: Arc<Job>,
-    /// The scheduled instant (for manual triggers: the request time).
+    /// The scheduled instant (for manual triggers: the request time; for a
+    /// child job: its parent's end).
     pub fire_ms: i64,
     pub trigger_type: TriggerType,
     /// Replaces the job's params for this fire (manual trigger, retry).
@@ -115,10 +116,12 @@ const TRIGGER_LINGER: Duration = Duration::from_millis(2);
 /// flight, so under light load it waits longer and many fires share one
 /// pipeline and one event message; its publish lateness is taken at the
 /// confirm, before these. A dispatch that someone makes one after another
-/// (a retry, a child job, a manual trigger, a moved or lost trigger) waits
-/// the batchers' short default. The in-flight record's stays well under the
-/// executors' result linger (10 ms), which a result spends before it can
-/// overtake its record.
+/// (a retry, a child job, a manual trigger, a trigger moved off a dead
+/// executor) waits the batchers' short default. The in-flight record's
+/// stays under the executors' result linger (10 ms), which a result spends
+/// before it can overtake its record; a broadcast's shards keep the short
+/// one, since a failed shard whose result overtakes its record is retried
+/// without the record's shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Lingers {
     inflight: Duration,
@@ -136,8 +139,14 @@ const PROMPT_LINGERS: Lingers = Lingers {
 };
 
 impl Lingers {
-    fn of(trigger_type: TriggerType) -> Lingers {
+    fn of(trigger_type: TriggerType, routing: Routing) -> Lingers {
         match trigger_type {
+            TriggerType::Cron | TriggerType::Misfire if routing == Routing::ShardingBroadcast => {
+                Lingers {
+                    inflight: PROMPT_LINGERS.inflight,
+                    ..WHEEL_LINGERS
+                }
+            }
             TriggerType::Cron | TriggerType::Misfire => WHEEL_LINGERS,
             TriggerType::Manual | TriggerType::Retry | TriggerType::Parent => PROMPT_LINGERS,
         }
@@ -378,7 +387,7 @@ impl Dispatcher {
             Routed::Refused(msg) => vec![failed(fire, msg)],
         };
         let confirmed_ms = clock::now_ms();
-        let lingers = Lingers::of(fire.trigger_type);
+        let lingers = Lingers::of(fire.trigger_type, fire.job.routing);
         self.inflight.record(&records, lingers.inflight).await?;
         self.record(&records, lingers.events).await?;
         count(&records);
@@ -606,10 +615,16 @@ mod tests {
     #[test]
     fn only_fires_off_the_wheel_wait_longer_for_company() {
         for wheel in [TriggerType::Cron, TriggerType::Misfire] {
-            assert_eq!(Lingers::of(wheel), WHEEL_LINGERS);
+            assert_eq!(Lingers::of(wheel, Routing::First), WHEEL_LINGERS);
+            // A broadcast's shard records its flight at once.
+            let shards = Lingers::of(wheel, Routing::ShardingBroadcast);
+            assert_eq!(shards.inflight, PROMPT_LINGERS.inflight);
+            assert_eq!(shards.events, WHEEL_LINGERS.events);
         }
         for awaited in [TriggerType::Manual, TriggerType::Retry, TriggerType::Parent] {
-            assert_eq!(Lingers::of(awaited), PROMPT_LINGERS);
+            for routing in [Routing::First, Routing::ShardingBroadcast] {
+                assert_eq!(Lingers::of(awaited, routing), PROMPT_LINGERS);
+            }
         }
         assert!(WHEEL_LINGERS.inflight > PROMPT_LINGERS.inflight);
         assert!(WHEEL_LINGERS.events > PROMPT_LINGERS.events);

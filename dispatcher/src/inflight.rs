@@ -24,7 +24,7 @@ pub(crate) const LIMITS: Limits = Limits {
     // reaper to tidy (see `reap_lost`), and a failed one is retried without
     // the record's shard and params. It is also on the way of every caller
     // that dispatches one trigger after another (retries, child jobs);
-    // scheduled fires ask for longer (`Lingers::of`).
+    // scheduled fires but a broadcast's ask for longer (`Lingers::of`).
     linger: std::time::Duration::from_millis(1),
 };
 

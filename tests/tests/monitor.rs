@@ -217,24 +217,61 @@ async fn a_success_triggers_the_child_jobs() {
         rondo_core::trigger_id::child(child, &parent_trigger)
     );
     assert_eq!(child_runs[0].1, TriggerType::Parent);
-    // The child fires at its parent's end, as the parent's result says: a
-    // result handled twice dispatches the same trigger at the same instant.
-    let (parent_end, child_fire) = eventually(
+    // The child fires at its parent's end, as the parent's result says...
+    let child_id = child_runs[0].0.clone();
+    let (parent_log, child_log) = eventually(
         "the parent's and the child's log rows",
         Duration::from_secs(15),
         || async {
-            let (_, parent_log) = c.api.get(&format!("/api/v1/logs/{parent_trigger}")).await;
-            let (_, child_log) = c
-                .api
-                .get(&format!("/api/v1/logs/{}", child_runs[0].0))
-                .await;
-            let end = parent_log["log"]["handle_ms"].as_i64()?;
-            let fire = child_log["log"]["fire_ms"].as_i64()?;
-            Some((end, fire))
+            let (_, parent) = c.api.get(&format!("/api/v1/logs/{parent_trigger}")).await;
+            let (_, child) = c.api.get(&format!("/api/v1/logs/{child_id}")).await;
+            parent["log"]["handle_ms"].as_i64()?;
+            child["log"]["trigger_ms"].as_i64()?;
+            Some((parent["log"].clone(), child["log"].clone()))
         },
     )
     .await;
-    assert_eq!(child_fire, parent_end);
+    assert_eq!(child_log["fire_ms"], parent_log["handle_ms"]);
+    // ... so the parent's result handled again (redelivered after the
+    // monitor stopped before its handled mark) dispatches the same trigger
+    // at the same instant: its event updates the child's one row.
+    let config = c.cluster.config().clone();
+    let names = config.names();
+    let parent_fire = parent_log["fire_ms"].as_i64().unwrap();
+    let pool = rondo_core::redis::pool(&config.redis).unwrap();
+    let mut redis = pool.get().await.unwrap();
+    let mark = names.handled(names.partition_of(parent), parent_fire);
+    let removed: u32 = redis.srem(&mark, &parent_trigger).await.unwrap();
+    assert_eq!(removed, 1, "the parent's handled mark");
+    let again = rondo_core::Event::Result(rondo_core::ExecResult {
+        trigger_id: parent_trigger.clone(),
+        job_id: parent,
+        executor_id: parent_log["executor_id"].as_str().unwrap().to_owned(),
+        fire_ms: parent_fire,
+        start_ms: parent_log["handle_start_ms"].as_i64().unwrap(),
+        end_ms: parent_log["handle_ms"].as_i64().unwrap(),
+        code: rondo_core::trigger::code::SUCCESS,
+        msg: String::new(),
+        retryable: true,
+    });
+    let body = serde_json::to_vec(&[again]).unwrap();
+    rondo_testkit::publish_raw_event(&config.amqp.url, &config, "result.success", &body).await;
+    let first_sent = child_log["trigger_ms"].as_i64().unwrap();
+    eventually(
+        "the child's row updated by its second dispatch",
+        Duration::from_secs(15),
+        || async {
+            let (_, child) = c.api.get(&format!("/api/v1/logs/{child_id}")).await;
+            (child["log"]["trigger_ms"].as_i64()? > first_sent).then_some(())
+        },
+    )
+    .await;
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_log WHERE trigger_id = ?")
+        .bind(&child_id)
+        .fetch_one(c.cluster.db())
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "one row for the child's trigger");
     let failed = c.api.trigger_now(failing_parent).await;
     reacted_with_nothing_pending(&c, &failed).await;
     // A child of the failed parent would have been dispatched before its

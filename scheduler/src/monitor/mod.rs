@@ -387,11 +387,7 @@ impl Monitor {
         };
         let fire = Fire {
             job: Arc::new(child),
-            fire_ms: if parent.end_ms > 0 {
-                parent.end_ms
-            } else {
-                clock::now_ms()
-            },
+            fire_ms: child_fire_ms(parent, clock::now_ms()),
             trigger_type: TriggerType::Parent,
             params: None,
             retry_count: 0,
@@ -428,6 +424,29 @@ impl Monitor {
             .publish(&[Event::Alarm(record)])
             .await
     }
+}
+
+/// How far ahead of the monitor's clock an executor's `end_ms` may be and
+/// still be a child's fire instant.
+const MAX_END_SKEW_MS: i64 = 60_000;
+
+/// A child job's fire instant: its parent's end as the parent's result
+/// reports it, so a result handled twice gives the same instant. An end
+/// before the parent's fire or more than [`MAX_END_SKEW_MS`] ahead of `now`
+/// (an executor's clock far off) is not believed: the parent's fire
+/// instant is used, also the same on every handling.
+fn child_fire_ms(parent: &Ended<'_>, now_ms: i64) -> i64 {
+    let end = parent.end_ms;
+    if end >= parent.fire_ms && end <= now_ms.saturating_add(MAX_END_SKEW_MS) {
+        return end;
+    }
+    tracing::warn!(
+        parent = parent.trigger_id,
+        end_ms = end,
+        fire_ms = parent.fire_ms,
+        "the parent's reported end is before its fire or far ahead of this clock; the child fires at the parent's fire instant"
+    );
+    parent.fire_ms
 }
 
 /// The ending an event reports, if any.
@@ -511,5 +530,48 @@ fn retry_item(job: &Job, ended: &Ended<'_>, retry_count: u32) -> RetryItem {
         shard_index,
         shard_total,
         params,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(fire_ms: i64, end_ms: i64) -> Ended<'static> {
+        Ended {
+            trigger_id: "7-1000-0",
+            job_id: 7,
+            fire_ms,
+            end_ms,
+            code: code::SUCCESS,
+            msg: "",
+            executor_id: "e1",
+            ending: Ending {
+                success: true,
+                retryable: true,
+                retry_count: 0,
+                scheduled: true,
+            },
+            trigger: None,
+        }
+    }
+
+    #[test]
+    fn a_child_fires_at_its_parents_reported_end_when_that_is_believable() {
+        let now = 1_000_000;
+        assert_eq!(child_fire_ms(&ended(990_000, 995_000), now), 995_000);
+        // A little ahead of this clock: another host's clock.
+        assert_eq!(
+            child_fire_ms(&ended(990_000, now + 5_000), now),
+            now + 5_000
+        );
+        // Before the parent's fire, or far ahead: the parent's fire.
+        assert_eq!(child_fire_ms(&ended(990_000, 989_999), now), 990_000);
+        assert_eq!(child_fire_ms(&ended(990_000, 0), now), 990_000);
+        assert_eq!(
+            child_fire_ms(&ended(990_000, now + MAX_END_SKEW_MS + 1), now),
+            990_000
+        );
+        assert_eq!(child_fire_ms(&ended(990_000, i64::MAX), now), 990_000);
     }
 }
