@@ -86,9 +86,12 @@ scheduler=$(pid_of "$bin/rondo-scheduler")
 [[ -n $scheduler ]] || { echo "no rondo-scheduler from $bin runs" >&2; exit 1; }
 sleep 6
 worker=$(pid_of "$bin/rondo-persist-worker")
-redis=$(pgrep -x redis-server | head -1 || true)
-rabbitmq=$(pgrep -f beam.smp | head -1 || true)
-mysql=$( (pgrep -x mariadbd || pgrep -x mysqld) | head -1 || true)
+# The services of the usual config, by the port they listen on (the cluster
+# topology's members, when up, are other processes of the same names).
+listener() { ss -Hltnp "sport = :$1" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true; }
+redis=$(listener 6379)
+rabbitmq=$(listener 5672)
+mysql=$(listener 3306)
 pids=("scheduler:$scheduler" "bench:$bench" "persistworker:$worker"
   "redis:$redis" "rabbitmq:$rabbitmq" "mysql:$mysql")
 for entry in "${pids[@]}"; do
