@@ -22,6 +22,7 @@
 //! messages, all of which must be confirmed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures_util::future::try_join_all;
@@ -29,7 +30,7 @@ use lapin::Channel;
 use rondo_core::amqp::{self, Publish};
 use rondo_core::batcher::{Batcher, Limits};
 use rondo_core::{Error, Event, Names};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use rondo_core::backoff::Backoff;
@@ -43,6 +44,13 @@ pub(crate) const BATCH_LIMITS: Limits = Limits {
     // Results are not on the scheduling path: gather a few under light load.
     linger: std::time::Duration::from_millis(10),
 };
+/// Publishes refused (`nack`) in a row after which the session rebuilds its
+/// link. A RabbitMQ channel that published to a quorum queue whose leader
+/// died can go on refusing every publish although the queue has a new
+/// leader (seen for 90 s in the cluster topology test); a new channel
+/// publishes at once. The dispatcher reopens its connection likewise.
+const NACKS_BEFORE_RELINK: u32 = 3;
+
 /// A batch is split so that no message is much larger than this (one event
 /// larger than it goes alone).
 pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
@@ -52,6 +60,10 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
 struct Target {
     names: Names,
     channel: watch::Sender<Option<Channel>>,
+    /// Publishes refused in a row, and where the session hears that there
+    /// were [`NACKS_BEFORE_RELINK`].
+    nacks: AtomicU32,
+    relink: Notify,
 }
 
 #[derive(Clone)]
@@ -68,6 +80,8 @@ impl Publisher {
         let target = Arc::new(Target {
             names,
             channel: watch::Sender::new(None),
+            nacks: AtomicU32::new(0),
+            relink: Notify::new(),
         });
         let flusher = target.clone();
         let batches = Batcher::spawn("events", BATCH_LIMITS, move |_key, events: Vec<Event>| {
@@ -75,6 +89,12 @@ impl Publisher {
             async move { target.publish_once(&events).await }
         });
         Publisher { target, batches }
+    }
+
+    /// Resolves once publishes were refused [`NACKS_BEFORE_RELINK`] times in
+    /// a row while this was awaited: the link should be rebuilt.
+    pub(crate) async fn refused_repeatedly(&self) {
+        self.target.relink.notified().await;
     }
 
     /// Sets (or clears, while disconnected) the channel to publish on.
@@ -104,7 +124,16 @@ impl Publisher {
                 r = self.batches.submit(key, event.clone()) => r,
                 () = stop.cancelled() => return false,
             };
-            let Err(e) = attempt else { return true };
+            let Err(e) = attempt else {
+                self.target.nacks.store(0, Ordering::Relaxed);
+                return true;
+            };
+            if amqp::is_nack(&e)
+                && self.target.nacks.fetch_add(1, Ordering::Relaxed) + 1 >= NACKS_BEFORE_RELINK
+            {
+                self.target.nacks.store(0, Ordering::Relaxed);
+                self.target.relink.notify_waiters();
+            }
             tracing::warn!(error = %e, "publishing events failed; retrying");
             tokio::select! {
                 () = stop.cancelled() => return false,

@@ -224,6 +224,10 @@ impl Session {
                     }
                     Some(_) => {}
                 },
+                () = self.publisher.refused_repeatedly() => {
+                    tracing::warn!("the broker refused publishes several times in a row; rebuilding the link");
+                    break;
+                }
                 _ = liveness.tick() => {
                     if let Some(lost) = link.lost() {
                         tracing::warn!(lost, "broker link lost; reconnecting");
