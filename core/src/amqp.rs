@@ -216,6 +216,46 @@ pub fn is_nack(e: &Error) -> bool {
     e.message == NACKED
 }
 
+/// Publishes refused (`nack`) in a row on one connection's channel.
+///
+/// A RabbitMQ channel that published to a quorum queue whose leader died
+/// can go on refusing every publish although the queue has a new leader
+/// (seen for minutes by the dispatcher, and for 90 s by the executor in the
+/// cluster topology test), while a new connection's publishes are taken at
+/// once. So whoever publishes opens a new connection once
+/// [`RefusalStreak::note`] says the refusals came [`RefusalStreak::LIMIT`]
+/// times in a row.
+#[derive(Debug, Default)]
+pub struct RefusalStreak(std::sync::atomic::AtomicU32);
+
+impl RefusalStreak {
+    /// Refusals in a row after which the link should be rebuilt.
+    pub const LIMIT: u32 = 3;
+
+    /// Notes a publish's outcome; true when it completed a streak of
+    /// [`Self::LIMIT`] refusals, and the count starts again. A confirm ends
+    /// the streak; other errors (no connection, no confirm in time) leave
+    /// it as it was.
+    pub fn note<T>(&self, outcome: &Result<T, Error>) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match outcome {
+            Ok(_) => {
+                self.0.store(0, Relaxed);
+                false
+            }
+            Err(e) if is_nack(e) => {
+                if self.0.fetch_add(1, Relaxed) + 1 >= Self::LIMIT {
+                    self.0.store(0, Relaxed);
+                    true
+                } else {
+                    false
+                }
+            }
+            Err(_) => false,
+        }
+    }
+}
+
 /// Options of a publish.
 #[derive(Debug, Clone, Default)]
 pub struct Publish<'a> {
@@ -334,6 +374,26 @@ mod tests {
         assert_eq!(rotation(3, 0).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(rotation(3, 4).collect::<Vec<_>>(), [1, 2, 0]);
         assert_eq!(rotation(1, 7).collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn only_refusals_in_a_row_ask_for_a_new_link() {
+        let streak = RefusalStreak::default();
+        let nack: Result<(), Error> = Err(Error::unavailable(NACKED));
+        let timeout: Result<(), Error> = Err(Error::unavailable("no confirm in time"));
+        // Two refusals, a confirm: the streak starts again.
+        assert!(!streak.note(&nack));
+        assert!(!streak.note(&nack));
+        assert!(!streak.note(&Ok(())));
+        assert!(!streak.note(&nack));
+        assert!(!streak.note(&nack));
+        // Another error neither counts nor ends the streak.
+        assert!(!streak.note(&timeout));
+        assert!(streak.note(&nack), "the third refusal in a row");
+        // And the count starts again after it.
+        assert!(!streak.note(&nack));
+        assert!(!streak.note(&nack));
+        assert!(streak.note(&nack));
     }
 
     #[test]

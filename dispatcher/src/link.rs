@@ -12,14 +12,8 @@ pub(crate) struct Link {
     pub(crate) names: Names,
     open: Mutex<Option<(Connection, Channel)>>,
     /// Publishes refused (`nack`) in a row on the open channel.
-    nacks: std::sync::atomic::AtomicU32,
+    refusals: amqp::RefusalStreak,
 }
-
-/// Refusals in a row after which the connection is opened anew. A
-/// channel opened while a quorum queue elected its leader (a broker of the
-/// cluster just died) was seen to have every publish refused for minutes
-/// while a new channel's were taken.
-const NACKS_BEFORE_REOPEN: u32 = 3;
 
 impl Link {
     pub(crate) fn new(amqp_url: &str, names: Names) -> Link {
@@ -27,7 +21,7 @@ impl Link {
             amqp_url: amqp_url.to_owned(),
             names,
             open: Mutex::new(None),
-            nacks: std::sync::atomic::AtomicU32::new(0),
+            refusals: amqp::RefusalStreak::default(),
         }
     }
 
@@ -47,24 +41,17 @@ impl Link {
     }
 
     /// Notes a publish's outcome on the channel from [`Link::channel`]:
-    /// after [`NACKS_BEFORE_REOPEN`] refusals in a row, the next call opens
-    /// a new connection (to the next broker that answers).
+    /// after [`amqp::RefusalStreak::LIMIT`] refusals in a row, the next
+    /// call opens a new connection (to the next broker that answers).
     pub(crate) async fn note<T>(&self, outcome: &Result<T, Error>) {
-        use std::sync::atomic::Ordering::Relaxed;
-        match outcome {
-            Err(e) if amqp::is_nack(e) => {
-                if self.nacks.fetch_add(1, Relaxed) + 1 >= NACKS_BEFORE_REOPEN {
-                    self.nacks.store(0, Relaxed);
-                    if let Some((conn, _)) = self.open.lock().await.take() {
-                        tracing::warn!(
-                            "publishes refused {NACKS_BEFORE_REOPEN} times in a row; opening a new broker connection"
-                        );
-                        let _ = conn.close(200, "publishes refused".into()).await;
-                    }
-                }
-            }
-            Ok(_) => self.nacks.store(0, Relaxed),
-            Err(_) => {}
+        if self.refusals.note(outcome)
+            && let Some((conn, _)) = self.open.lock().await.take()
+        {
+            tracing::warn!(
+                refusals = amqp::RefusalStreak::LIMIT,
+                "publishes refused in a row; opening a new broker connection"
+            );
+            let _ = conn.close(200, "publishes refused".into()).await;
         }
     }
 

@@ -341,36 +341,159 @@ async fn redeliveries_follow_the_dedupe_mark_and_never_rerun() {
     h.stop().await;
 }
 
-/// Closes the executor's AMQP connection from the broker side with
-/// `rabbitmqctl`; false when the tool is not usable here.
-async fn close_executor_connection(executor_id: &str) -> bool {
-    let listed = tokio::process::Command::new("rabbitmqctl")
-        .args(["list_connections", "pid", "client_properties", "-q"])
+/// `rabbitmqctl args…`'s output; `None` when the tool is not usable here
+/// (another machine, no root) or the command failed.
+async fn rabbitmqctl(args: &[&str]) -> Option<String> {
+    let out = tokio::process::Command::new("rabbitmqctl")
+        .args(args)
+        .arg("-q")
         .output()
-        .await;
-    let Ok(listed) = listed else { return false };
-    if !listed.status.success() {
-        return false;
-    }
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The broker's pid of the executor's AMQP connection (it names itself
+/// `rondo-executor <id>`), if it has one.
+async fn executor_connection(executor_id: &str) -> Option<String> {
+    let listing = rabbitmqctl(&["list_connections", "pid", "client_properties"]).await?;
     let wanted = format!("\"rondo-executor {executor_id}\"");
-    let listing = String::from_utf8_lossy(&listed.stdout);
-    let Some(pid) = listing
+    listing
         .lines()
         .find(|line| line.contains(&wanted))
         .and_then(|line| line.split('\t').next())
-    else {
+        .map(str::to_owned)
+}
+
+/// Closes the executor's AMQP connection from the broker side with
+/// `rabbitmqctl`; false when the tool is not usable here.
+async fn close_executor_connection(executor_id: &str) -> bool {
+    let Some(pid) = executor_connection(executor_id).await else {
         return false;
     };
-    let closed = tokio::process::Command::new("rabbitmqctl")
-        .args([
-            "close_connection",
-            pid,
-            "rondo executor test: forced close",
-            "-q",
-        ])
-        .output()
-        .await;
-    closed.is_ok_and(|o| o.status.success())
+    rabbitmqctl(&[
+        "close_connection",
+        &pid,
+        "rondo executor test: forced close",
+    ])
+    .await
+    .is_some()
+}
+
+/// A broker policy under which one queue refuses (`nack`s) every publish
+/// routed to it: length 0, overflow `reject-publish`. Cleared by
+/// [`Refusing::clear`], or when dropped (a failed test too).
+struct Refusing {
+    name: String,
+}
+
+impl Refusing {
+    /// Sets the policy and waits until the queue has it; `None` when
+    /// `rabbitmqctl` is not usable here.
+    async fn set(queue: &str) -> Option<Refusing> {
+        let name = format!("refuse-{queue}");
+        let escaped: String = queue
+            .chars()
+            .flat_map(|c| {
+                let escape = (!c.is_ascii_alphanumeric()).then_some('\\');
+                escape.into_iter().chain([c])
+            })
+            .collect();
+        let pattern = format!("^{escaped}$");
+        let definition = r#"{"max-length":0,"overflow":"reject-publish"}"#;
+        let args = ["set_policy", "--apply-to", "queues", "--priority", "100"];
+        rabbitmqctl(&[&args[..], &[&name, &pattern, definition]].concat()).await?;
+        let refusing = Refusing { name };
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let listing = rabbitmqctl(&["list_queues", "name", "policy"]).await?;
+            let applied = listing.lines().any(|line| {
+                let mut cols = line.split('\t');
+                cols.next() == Some(queue) && cols.next() == Some(refusing.name.as_str())
+            });
+            if applied {
+                return Some(refusing);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the policy never applied to {queue}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn clear(self) {
+        assert!(
+            rabbitmqctl(&["clear_policy", &self.name]).await.is_some(),
+            "clearing {}",
+            self.name
+        );
+    }
+}
+
+impl Drop for Refusing {
+    fn drop(&mut self) {
+        // Cleared already after `clear`; this only matters on a panic.
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["clear_policy", &self.name, "-q"])
+            .output();
+    }
+}
+
+#[tokio::test]
+async fn publishes_refused_in_a_row_make_the_executor_open_a_new_connection() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut h = Harness::start("exec", counting(&runs)).await;
+    h.publish(vec![h.trigger("t-before", "count", "")]).await;
+    assert_eq!(h.result_for("t-before").await.0.code, code::SUCCESS);
+    let Some(first) = executor_connection(&h.executor_id).await else {
+        eprintln!("skipped: rabbitmqctl cannot list connections here");
+        h.stop().await;
+        return;
+    };
+    // Every result the executor publishes now reaches the persist queue's
+    // policy and is refused: the broker's answer on the stuck channel seen
+    // after a quorum queue's leader died, made on demand.
+    let refusing = Refusing::set(&h.names.persist_queue())
+        .await
+        .expect("rabbitmqctl sets policies where it lists connections");
+    h.publish(vec![h.trigger("t-refused", "count", "")]).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if executor_connection(&h.executor_id)
+            .await
+            .is_some_and(|pid| pid != first)
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "refused publishes did not make the executor open a new connection"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Once publishes are taken again, the result is confirmed (and marked
+    // so) although its delivery came back on each new connection; the
+    // trigger ran once.
+    refusing.clear().await;
+    let mut redis = h.redis().await;
+    let key = h.names.dedupe("t-refused");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let mark: Option<String> = redis.get(&key).await.unwrap();
+        if mark.is_some_and(|m| m.contains("\"confirmed\"")) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the result was never confirmed after the policy was cleared"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    h.stop().await;
 }
 
 #[tokio::test]

@@ -22,7 +22,6 @@
 //! messages, all of which must be confirmed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures_util::future::try_join_all;
@@ -44,12 +43,6 @@ pub(crate) const BATCH_LIMITS: Limits = Limits {
     // Results are not on the scheduling path: gather a few under light load.
     linger: std::time::Duration::from_millis(10),
 };
-/// Publishes refused (`nack`) in a row after which the session rebuilds its
-/// link. A RabbitMQ channel that published to a quorum queue whose leader
-/// died can go on refusing every publish although the queue has a new
-/// leader (seen for 90 s in the cluster topology test); a new channel
-/// publishes at once. The dispatcher reopens its connection likewise.
-const NACKS_BEFORE_RELINK: u32 = 3;
 
 /// A batch is split so that no message is much larger than this (one event
 /// larger than it goes alone).
@@ -60,9 +53,9 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
 struct Target {
     names: Names,
     channel: watch::Sender<Option<Channel>>,
-    /// Publishes refused in a row, and where the session hears that there
-    /// were [`NACKS_BEFORE_RELINK`].
-    nacks: AtomicU32,
+    /// Publishes refused in a row, and where the session hears that they
+    /// were too many ([`amqp::RefusalStreak`]): it rebuilds the link.
+    refusals: amqp::RefusalStreak,
     relink: Notify,
 }
 
@@ -80,7 +73,7 @@ impl Publisher {
         let target = Arc::new(Target {
             names,
             channel: watch::Sender::new(None),
-            nacks: AtomicU32::new(0),
+            refusals: amqp::RefusalStreak::default(),
             relink: Notify::new(),
         });
         let flusher = target.clone();
@@ -91,8 +84,8 @@ impl Publisher {
         Publisher { target, batches }
     }
 
-    /// Resolves once publishes were refused [`NACKS_BEFORE_RELINK`] times in
-    /// a row while this was awaited: the link should be rebuilt.
+    /// Resolves once publishes were refused [`amqp::RefusalStreak::LIMIT`]
+    /// times in a row while this was awaited: the link should be rebuilt.
     pub(crate) async fn refused_repeatedly(&self) {
         self.target.relink.notified().await;
     }
@@ -124,16 +117,12 @@ impl Publisher {
                 r = self.batches.submit(key, event.clone()) => r,
                 () = stop.cancelled() => return false,
             };
-            let Err(e) = attempt else {
-                self.target.nacks.store(0, Ordering::Relaxed);
-                return true;
-            };
-            if amqp::is_nack(&e)
-                && self.target.nacks.fetch_add(1, Ordering::Relaxed) + 1 >= NACKS_BEFORE_RELINK
-            {
-                self.target.nacks.store(0, Ordering::Relaxed);
+            if self.target.refusals.note(&attempt) {
                 self.target.relink.notify_waiters();
             }
+            let Err(e) = attempt else {
+                return true;
+            };
             tracing::warn!(error = %e, "publishing events failed; retrying");
             tokio::select! {
                 () = stop.cancelled() => return false,
