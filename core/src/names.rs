@@ -379,7 +379,15 @@ impl Names {
 /// A ring member: `<job>:<fire_ms>`, or `<job>:<fire_ms>:m` for a misfire
 /// fired now (`FIRE_ONCE_NOW`, trigger type `MISFIRE`).
 pub fn ring_member(job_id: u64, fire_ms: i64) -> String {
-    format!("{job_id}:{fire_ms}")
+    let mut member = String::new();
+    write_ring_member(&mut member, job_id, fire_ms);
+    member
+}
+
+/// Appends [`ring_member`]'s text to `out` (a buffer reused for many).
+pub fn write_ring_member(out: &mut String, job_id: u64, fire_ms: i64) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{job_id}:{fire_ms}");
 }
 
 /// The suffix of a misfire's ring member.

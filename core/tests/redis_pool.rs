@@ -54,3 +54,28 @@ async fn callers_share_a_connection_and_one_that_breaks_is_opened_anew() {
         .expect("a new connection answers");
     assert_ne!(*last, first, "a new connection");
 }
+
+#[tokio::test]
+async fn a_script_redis_does_not_know_yet_is_loaded_and_run() {
+    let config = testkit::config("script");
+    let pool = rondo_core::redis::pool(&config.redis).expect("a pool");
+    let mut conn = pool.get().await.expect("a connection");
+    // A source no test has loaded before: Redis answers NOSCRIPT first.
+    let script = redis::Script::new(&format!(
+        "-- {}\nreturn {{KEYS[1], ARGV[1], ARGV[2]}}",
+        config.namespace
+    ));
+    let mut exists = redis::cmd("SCRIPT");
+    exists.arg("EXISTS").arg(script.get_hash());
+    let known: Vec<bool> = exists.query_async(&mut conn).await.expect("SCRIPT EXISTS");
+    assert_eq!(known, [false]);
+    let key = format!("{}:k", config.namespace);
+    let mut cmd = rondo_core::redis::script_cmd(&script, 1, (3, 64));
+    cmd.arg(&key).arg("a").arg(2);
+    let got: Vec<String> = rondo_core::redis::run_script(&mut conn, &script, &cmd)
+        .await
+        .expect("loaded, then run");
+    assert_eq!(got, [key.as_str(), "a", "2"]);
+    let known: Vec<bool> = exists.query_async(&mut conn).await.expect("SCRIPT EXISTS");
+    assert_eq!(known, [true], "loaded once, run by its hash after");
+}

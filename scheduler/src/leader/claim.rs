@@ -327,14 +327,13 @@ fn plan_item(
         missed: None,
         awaited: None,
     };
-    let Some(def) = def.filter(|d| d.job.enabled) else {
+    let Some(def) = def.filter(|d| d.enabled) else {
         tracing::warn!(
             job_id = id,
             "due job has no definition or is stopped; removed from the due set"
         );
         return empty;
     };
-    let job = &def.job;
     let schedule = match &def.schedule {
         Ok(s) => s,
         Err(e) => {
@@ -342,8 +341,8 @@ fn plan_item(
             return empty;
         }
     };
-    let threshold = job.misfire_threshold();
-    let rule = job.misfire.rule();
+    let threshold = def.misfire_threshold;
+    let rule = def.misfire_rule();
     let plan = plans
         .entry((Arc::as_ptr(schedule) as usize, rule, threshold, score))
         .or_insert_with(|| plan_claim(schedule, rule, threshold, score, window))
@@ -359,7 +358,7 @@ fn plan_item(
             missed = m.count,
             skipped = m.skipped,
             misfire = m.misfire,
-            strategy = %job.misfire,
+            strategy = %def.misfire,
             "job found late"
         );
         let record = MissedRecord {
@@ -369,7 +368,7 @@ fn plan_item(
             count: m.count,
             skipped: m.skipped,
             cause: if m.misfire { "MISFIRE" } else { "LATE" }.to_owned(),
-            strategy: job.misfire.as_str().to_owned(),
+            strategy: def.misfire.as_str().to_owned(),
             threshold_ms: threshold.unwrap_or(window.misfire_threshold_ms),
             fired_ms: if m.misfire {
                 plan.misfire_fire

@@ -702,10 +702,9 @@ impl Store {
         let mut skipped = 0u64;
         let mut conn = self.conn().await?;
         while !items.is_empty() {
-            let reply: Vec<i64> = self
-                .claim_invocation(partition, term, nodes, &items)
-                .invoke_async(&mut conn)
-                .await?;
+            let cmd = claim_cmd(&self.names, &self.claim, partition, term, nodes, &items);
+            let reply: Vec<i64> =
+                rondo_core::redis::run_script(&mut conn, &self.claim, &cmd).await?;
             match reply.split_first() {
                 Some((&-1, moved)) => {
                     // Nothing was written: claim the others again.
@@ -724,90 +723,6 @@ impl Store {
             }
         }
         Ok((0, skipped))
-    }
-
-    /// The claim script's keys and arguments for `items` (see
-    /// `lua/claim.lua`): every write built here, so the script only checks
-    /// the due scores and applies them.
-    fn claim_invocation<'a>(
-        &'a self,
-        partition: u32,
-        term: u64,
-        nodes: &[String],
-        items: &[&ClaimItem],
-    ) -> redis::ScriptInvocation<'a> {
-        let mut inv = self.claim.prepare_invoke();
-        inv.key(self.names.term(partition))
-            .key(self.names.due(partition))
-            .key(self.names.ring_owners(partition))
-            .key(self.names.misfires(partition))
-            .key(self.names.delays(partition));
-        for node in nodes {
-            inv.key(self.names.ring(partition, node));
-        }
-        inv.arg(term);
-        for node in nodes {
-            inv.arg(node);
-        }
-        inv.arg(items.len());
-        for item in items {
-            inv.arg(item.job_id);
-        }
-        inv.arg(items.len());
-        for item in items {
-            inv.arg(item.expected_score);
-        }
-        let advance: Vec<(i64, u64)> = items
-            .iter()
-            .filter_map(|i| i.next.map(|next| (next, i.job_id)))
-            .collect();
-        inv.arg(2 * advance.len());
-        for (next, job_id) in advance {
-            inv.arg(next).arg(job_id);
-        }
-        let leave: Vec<u64> = items
-            .iter()
-            .filter(|i| i.next.is_none())
-            .map(|i| i.job_id)
-            .collect();
-        inv.arg(leave.len());
-        for job_id in leave {
-            inv.arg(job_id);
-        }
-        let mut rings: Vec<Vec<(i64, String)>> = vec![Vec::new(); nodes.len()];
-        for item in items {
-            debug_assert!(item.node < nodes.len());
-            for &fire in &item.fires {
-                let mut member = rondo_core::names::ring_member(item.job_id, fire);
-                if item.misfire_fire == Some(fire) {
-                    member.push_str(rondo_core::names::MISFIRE_SUFFIX);
-                }
-                rings[item.node].push((fire, member));
-            }
-        }
-        for members in rings {
-            inv.arg(2 * members.len());
-            for (fire, member) in members {
-                inv.arg(fire).arg(member);
-            }
-        }
-        let missed: Vec<(u64, &(u64, String))> = items
-            .iter()
-            .filter_map(|i| i.missed.as_ref().map(|m| (i.job_id, m)))
-            .collect();
-        inv.arg(3 * missed.len());
-        for (job_id, (skipped, record)) in missed {
-            inv.arg(job_id).arg(skipped).arg(record);
-        }
-        let awaited: Vec<(u64, i64)> = items
-            .iter()
-            .filter_map(|i| i.awaited.map(|f| (i.job_id, f)))
-            .collect();
-        inv.arg(2 * awaited.len());
-        for (job_id, fire) in awaited {
-            inv.arg(job_id).arg(fire);
-        }
-        inv
     }
 
     // ---- rings (every node) ----
@@ -975,5 +890,172 @@ impl Store {
         }
         let (moved, dropped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
         Ok((moved, dropped))
+    }
+}
+
+/// The claim script's call for `items` (see `lua/claim.lua`): every
+/// write built here, so the script only checks the due scores and
+/// applies them. Written straight into one command's buffer: a claim of
+/// 1,000 jobs has about 5,000 arguments, and a `ScriptInvocation` would
+/// allocate each of them and copy them all once more.
+fn claim_cmd(
+    names: &Names,
+    script: &Script,
+    partition: u32,
+    term: u64,
+    nodes: &[String],
+    items: &[&ClaimItem],
+) -> redis::Cmd {
+    let (capacity, missed, awaited) = claim_capacity(nodes, items);
+    let mut cmd = rondo_core::redis::script_cmd(script, 5 + nodes.len(), capacity);
+    cmd.arg(names.term(partition))
+        .arg(names.due(partition))
+        .arg(names.ring_owners(partition))
+        .arg(names.misfires(partition))
+        .arg(names.delays(partition));
+    for node in nodes {
+        cmd.arg(names.ring(partition, node));
+    }
+    cmd.arg(term);
+    for node in nodes {
+        cmd.arg(node);
+    }
+    cmd.arg(items.len());
+    for item in items {
+        cmd.arg(item.job_id);
+    }
+    cmd.arg(items.len());
+    for item in items {
+        cmd.arg(item.expected_score);
+    }
+    let advance = items.iter().filter(|i| i.next.is_some()).count();
+    cmd.arg(2 * advance);
+    for item in items {
+        if let Some(next) = item.next {
+            cmd.arg(next).arg(item.job_id);
+        }
+    }
+    cmd.arg(items.len() - advance);
+    for item in items.iter().filter(|i| i.next.is_none()) {
+        cmd.arg(item.job_id);
+    }
+    let mut member = String::new();
+    for node in 0..nodes.len() {
+        let on_node = || items.iter().filter(move |i| i.node == node);
+        cmd.arg(2 * on_node().map(|i| i.fires.len()).sum::<usize>());
+        for item in on_node() {
+            for &fire in &item.fires {
+                member.clear();
+                rondo_core::names::write_ring_member(&mut member, item.job_id, fire);
+                if item.misfire_fire == Some(fire) {
+                    member.push_str(rondo_core::names::MISFIRE_SUFFIX);
+                }
+                cmd.arg(fire).arg(member.as_str());
+            }
+        }
+    }
+    debug_assert!(items.iter().all(|i| i.node < nodes.len()));
+    cmd.arg(3 * missed.len());
+    for item in items {
+        if let Some((skipped, record)) = &item.missed {
+            cmd.arg(item.job_id).arg(skipped).arg(record);
+        }
+    }
+    cmd.arg(2 * awaited);
+    for item in items {
+        if let Some(fire) = item.awaited {
+            cmd.arg(item.job_id).arg(fire);
+        }
+    }
+    cmd
+}
+
+/// What [`claim_cmd`] will add to its command, (arguments, bytes), at
+/// most; and the missed records and awaited fires it counts on the way.
+fn claim_capacity<'a>(
+    nodes: &[String],
+    items: &[&'a ClaimItem],
+) -> ((usize, usize), Vec<&'a str>, usize) {
+    let fires: usize = items.iter().map(|i| i.fires.len()).sum();
+    let missed: Vec<&str> = items
+        .iter()
+        .filter_map(|i| i.missed.as_ref().map(|(_, record)| record.as_str()))
+        .collect();
+    let awaited = items.iter().filter(|i| i.awaited.is_some()).count();
+    let advance = items.iter().filter(|i| i.next.is_some()).count();
+    let leave = items.len() - advance;
+    // Keys, and node ids as arguments: up to 80 bytes each.
+    let names = 5 + 2 * nodes.len();
+    // Numbers, up to 20 bytes each: the term; the jobs and their scores;
+    // the advanced jobs' pairs and the ids that leave; each ring's fire
+    // instants; the missed jobs' ids and skipped counts; the awaited
+    // pairs; and the count before each section.
+    let numbers = 1
+        + 2 * items.len()
+        + 2 * advance
+        + leave
+        + fires
+        + 2 * missed.len()
+        + 2 * awaited
+        + 6
+        + nodes.len();
+    // Ring members ('<job>:<fire ms>:m', up to 41 bytes), the records.
+    let capacity = (
+        names + numbers + fires + missed.len(),
+        80 * names + 20 * numbers + 41 * fires + missed.iter().map(|r| r.len()).sum::<usize>(),
+    );
+    (capacity, missed, awaited)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command's buffers are sized once: what the claim of a varied
+    /// batch adds (several nodes, fires in the window, a misfire, a missed
+    /// record, a job that leaves, a fixed delay's awaited fire) fits in
+    /// what [`claim_capacity`] reserved.
+    #[test]
+    fn a_claim_command_fits_the_room_made_for_it() {
+        let names = Names::new("a-namespace-of-some-length-0123456789", 64);
+        let script = Script::new("return 1");
+        let nodes: Vec<String> = (0..3)
+            .map(|n| format!("node-{n}-host.example.org:8080"))
+            .collect();
+        let now = 1_800_000_000_000_i64;
+        let items: Vec<ClaimItem> = (0..500_u64)
+            .map(|k| ClaimItem {
+                job_id: u64::MAX - k,
+                expected_score: now,
+                next: (k % 7 != 0).then_some(now + 1_000),
+                node: (k % 3) as usize,
+                fires: (0..(k % 4) as i64).map(|f| now + f * 250).collect(),
+                misfire_fire: (k % 5 == 0 && k % 4 > 0).then_some(now),
+                missed: (k % 11 == 0).then(|| {
+                    (
+                        k,
+                        format!("{{\"detected_ms\":{now},\"cause\":\"MISFIRE\"}}"),
+                    )
+                }),
+                awaited: (k % 13 == 0).then_some(now),
+            })
+            .collect();
+        let items: Vec<&ClaimItem> = items.iter().collect();
+        let ((args, bytes), _, _) = claim_capacity(&nodes, &items);
+        let cmd = claim_cmd(&names, &script, 63, u64::MAX, &nodes, &items);
+        let written: Vec<usize> = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => b.len(),
+                _ => 0,
+            })
+            .collect();
+        // EVALSHA, the hash and the number of keys come on top.
+        assert_eq!(written.len(), args + 3, "the count of arguments is exact");
+        let data: usize = written.iter().sum();
+        assert!(
+            data <= bytes + 64,
+            "{data} bytes written, {bytes} + 64 reserved"
+        );
     }
 }
