@@ -387,13 +387,19 @@ async fn close_executor_connection(executor_id: &str) -> bool {
 /// [`Refusing::clear`], or when dropped (a failed test too).
 struct Refusing {
     name: String,
+    vhost: String,
+    cleared: bool,
 }
 
 impl Refusing {
     /// Sets the policy and waits until the queue has it; `None` when
     /// `rabbitmqctl` is not usable here.
-    async fn set(queue: &str) -> Option<Refusing> {
+    async fn set(amqp_url: &str, queue: &str) -> Option<Refusing> {
         let name = format!("refuse-{queue}");
+        let vhost = amqp_url
+            .parse::<lapin::uri::AMQPUri>()
+            .expect("the test's broker url")
+            .vhost;
         let escaped: String = queue
             .chars()
             .flat_map(|c| {
@@ -403,12 +409,25 @@ impl Refusing {
             .collect();
         let pattern = format!("^{escaped}$");
         let definition = r#"{"max-length":0,"overflow":"reject-publish"}"#;
-        let args = ["set_policy", "--apply-to", "queues", "--priority", "100"];
+        let args = [
+            "set_policy",
+            "-p",
+            &vhost,
+            "--apply-to",
+            "queues",
+            "--priority",
+            "100",
+        ];
         rabbitmqctl(&[&args[..], &[&name, &pattern, definition]].concat()).await?;
-        let refusing = Refusing { name };
+        let refusing = Refusing {
+            name,
+            vhost,
+            cleared: false,
+        };
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let listing = rabbitmqctl(&["list_queues", "name", "policy"]).await?;
+            let listing =
+                rabbitmqctl(&["list_queues", "-p", &refusing.vhost, "name", "policy"]).await?;
             let applied = listing.lines().any(|line| {
                 let mut cols = line.split('\t');
                 cols.next() == Some(queue) && cols.next() == Some(refusing.name.as_str())
@@ -424,21 +443,21 @@ impl Refusing {
         }
     }
 
-    async fn clear(self) {
-        assert!(
-            rabbitmqctl(&["clear_policy", &self.name]).await.is_some(),
-            "clearing {}",
-            self.name
-        );
+    async fn clear(mut self) {
+        let cleared = rabbitmqctl(&["clear_policy", "-p", &self.vhost, &self.name]).await;
+        assert!(cleared.is_some(), "clearing {}", self.name);
+        self.cleared = true;
     }
 }
 
 impl Drop for Refusing {
     fn drop(&mut self) {
-        // Cleared already after `clear`; this only matters on a panic.
-        let _ = std::process::Command::new("rabbitmqctl")
-            .args(["clear_policy", &self.name, "-q"])
-            .output();
+        // A test that failed before clearing it.
+        if !self.cleared {
+            let _ = std::process::Command::new("rabbitmqctl")
+                .args(["clear_policy", "-p", &self.vhost, &self.name, "-q"])
+                .output();
+        }
     }
 }
 
@@ -456,7 +475,7 @@ async fn publishes_refused_in_a_row_make_the_executor_open_a_new_connection() {
     // Every result the executor publishes now reaches the persist queue's
     // policy and is refused: the broker's answer on the stuck channel seen
     // after a quorum queue's leader died, made on demand.
-    let refusing = Refusing::set(&h.names.persist_queue())
+    let refusing = Refusing::set(&h.config.amqp.url, &h.names.persist_queue())
         .await
         .expect("rabbitmqctl sets policies where it lists connections");
     h.publish(vec![h.trigger("t-refused", "count", "")]).await;

@@ -279,7 +279,10 @@ async fn schemathesis_finds_nothing_wrong() {
     {
         // The generation is seeded: a finding about the API comes back
         // in the second run; a fault of the tool's own Python (seen once:
-        // a `SystemError` inside `ast.parse`) is not a finding.
+        // a `SystemError` inside `ast.parse`) is not a finding. The second
+        // run starts from what the first left on the server, so it is not
+        // a replay; it can only fail where the first passed, never hide a
+        // failed check (those are not retried).
         let _ = writeln!(
             std::io::stderr(),
             "schemathesis failed inside itself ({fault}), with no check failed; running it once more"

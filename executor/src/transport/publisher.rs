@@ -55,6 +55,9 @@ struct Target {
     channel: watch::Sender<Option<Channel>>,
     /// Publishes refused in a row, and where the session hears that they
     /// were too many ([`amqp::RefusalStreak`]): it rebuilds the link.
+    /// Each caller notes its own outcome, so one refused message that
+    /// carried three events is a streak on its own: the link is rebuilt
+    /// sooner under load, which costs a reconnect at most.
     refusals: amqp::RefusalStreak,
     relink: Notify,
 }

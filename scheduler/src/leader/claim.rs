@@ -305,8 +305,10 @@ impl Claimer {
 /// once: a cron expression's next fires cost microseconds each.
 type Plans = HashMap<(usize, MisfireRule, Option<i64>, i64), ClaimPlan>;
 
-/// Plans one due job. A job whose definition is gone or invalid leaves the
-/// due set (no fire) with a log line.
+/// Plans one due job. A job whose definition is gone, stopped, not even
+/// readable as the claim's view ([`rondo_core::model::JobSchedule`]) or
+/// whose schedule does not parse leaves the due set (no fire) with a log
+/// line.
 fn plan_item(
     id: u64,
     score: i64,

@@ -21,12 +21,11 @@
 //! ("every hour", "every five minutes"), so parsed schedules are also kept
 //! per expression and zone, up to [`MAX_SCHEDULES`].
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rondo_core::Misfire;
-use rondo_core::model::ScheduleType;
+use rondo_core::model::JobSchedule;
 use rondo_core::schedule::{MisfireRule, Schedule};
 
 /// Definitions kept per tick, at most (beyond, they are parsed every time).
@@ -34,28 +33,8 @@ const MAX_KEPT: usize = 262_144;
 /// Distinct schedules kept, at most (when full, they are forgotten at once).
 const MAX_SCHEDULES: usize = 16_384;
 
-/// What the claim reads of a stored definition ([`rondo_core::Job`]'s
-/// JSON): the decoder skips the other fields (handler, params, scripts,
-/// alarms…) without building them, and borrows the strings it can.
-#[derive(serde::Deserialize)]
-struct ClaimFields<'a> {
-    enabled: bool,
-    schedule_type: ScheduleType,
-    #[serde(borrow)]
-    schedule_conf: Cow<'a, str>,
-    /// Jobs stored before zones existed ran in UTC.
-    #[serde(borrow, default = "utc")]
-    zone: Cow<'a, str>,
-    misfire: Misfire,
-    #[serde(default)]
-    misfire_threshold_ms: Option<u64>,
-}
-
-fn utc() -> Cow<'static, str> {
-    Cow::Borrowed("UTC")
-}
-
-/// One job's definition as the claim needs it, its schedule parsed.
+/// One job's definition as the claim needs it ([`JobSchedule`]), its
+/// schedule parsed.
 #[derive(Debug)]
 pub(super) struct Parsed {
     /// The stored bytes it was parsed from.
@@ -187,13 +166,11 @@ impl Definitions {
         let parsed: Vec<(usize, u64, Arc<Parsed>)> = misses
             .into_iter()
             .filter_map(|(i, id, raw)| {
-                let parsed = match serde_json::from_str::<ClaimFields>(&raw) {
+                let parsed = match serde_json::from_str::<JobSchedule>(&raw) {
                     Ok(fields) => Parsed {
                         enabled: fields.enabled,
                         misfire: fields.misfire,
-                        misfire_threshold: fields
-                            .misfire_threshold_ms
-                            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+                        misfire_threshold: fields.misfire_threshold(),
                         schedule: self.schedule(&fields),
                         raw,
                     },
@@ -220,7 +197,7 @@ impl Definitions {
     }
 
     /// A job's schedule, parsed once per type, zone and expression.
-    fn schedule(&self, job: &ClaimFields) -> Result<Arc<Schedule>, String> {
+    fn schedule(&self, job: &JobSchedule) -> Result<Arc<Schedule>, String> {
         let key = format!(
             "{}\0{}\0{}",
             job.schedule_type.as_str(),
@@ -230,10 +207,7 @@ impl Definitions {
         if let Some(s) = self.schedules.lock().expect("schedules lock").get(&key) {
             return Ok(s.clone());
         }
-        let zone =
-            rondo_core::schedule::parse_zone("zone", &job.zone).map_err(|e| e.to_string())?;
-        let schedule = Schedule::parse(job.schedule_type.as_str(), &job.schedule_conf, zone)
-            .map_err(|e| e.to_string())?;
+        let schedule = job.schedule().map_err(|e| e.to_string())?;
         let schedule = Arc::new(schedule);
         let mut schedules = self.schedules.lock().expect("schedules lock");
         if schedules.len() >= MAX_SCHEDULES {
@@ -252,6 +226,10 @@ impl Definitions {
         let ticks = &mut *ticks;
         std::mem::swap(&mut ticks.this, &mut ticks.before);
         ticks.this.clear();
+        // Room for a tick like the one that ended; a crowd long gone is
+        // given back.
+        let last = ticks.before.len();
+        ticks.this.shrink_to(last + last / 2);
     }
 }
 

@@ -939,6 +939,12 @@ fn claim_cmd(
     for item in items.iter().filter(|i| i.next.is_none()) {
         cmd.arg(item.job_id);
     }
+    // Each fire goes to a ring of the list; a fire with no ring would be
+    // lost while its job advances.
+    assert!(
+        items.iter().all(|i| i.node < nodes.len()),
+        "a node out of the list"
+    );
     let mut member = String::new();
     for node in 0..nodes.len() {
         let on_node = || items.iter().filter(move |i| i.node == node);
@@ -954,7 +960,6 @@ fn claim_cmd(
             }
         }
     }
-    debug_assert!(items.iter().all(|i| i.node < nodes.len()));
     cmd.arg(3 * missed.len());
     for item in items {
         if let Some((skipped, record)) = &item.missed {
@@ -999,10 +1004,10 @@ fn claim_capacity<'a>(
         + 2 * awaited
         + 6
         + nodes.len();
-    // Ring members ('<job>:<fire ms>:m', up to 41 bytes), the records.
+    // Ring members ('<job>:<fire ms>:m', up to 43 bytes), the records.
     let capacity = (
         names + numbers + fires + missed.len(),
-        80 * names + 20 * numbers + 41 * fires + missed.iter().map(|r| r.len()).sum::<usize>(),
+        80 * names + 20 * numbers + 43 * fires + missed.iter().map(|r| r.len()).sum::<usize>(),
     );
     (capacity, missed, awaited)
 }
@@ -1010,6 +1015,101 @@ fn claim_capacity<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The claim script's arguments in the order `lua/claim.lua` reads
+    /// them, for a small batch with every section.
+    #[test]
+    fn a_claim_command_has_the_layout_the_script_reads() {
+        let names = Names::new("ns", 4);
+        let script = Script::new("return 1");
+        let nodes = ["a".to_owned(), "b".to_owned()];
+        let item = |job_id, next, node, fires: &[i64]| ClaimItem {
+            job_id,
+            expected_score: 1000 + job_id as i64,
+            next,
+            node,
+            fires: fires.to_vec(),
+            misfire_fire: None,
+            missed: None,
+            awaited: None,
+        };
+        let items = [
+            ClaimItem {
+                misfire_fire: Some(1000),
+                missed: Some((3, "{r}".to_owned())),
+                ..item(1, Some(2000), 1, &[1000, 1500])
+            },
+            item(2, None, 0, &[1200]),
+            ClaimItem {
+                awaited: Some(1300),
+                ..item(3, Some(5000), 1, &[1300])
+            },
+        ];
+        let items: Vec<&ClaimItem> = items.iter().collect();
+        let cmd = claim_cmd(&names, &script, 2, 9, &nodes, &items);
+        let args: Vec<String> = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "?".to_owned(),
+            })
+            .collect();
+        let hash = script.get_hash().to_owned();
+        let want = [
+            "EVALSHA",
+            &hash,
+            "7",
+            // keys: term, due, ring owners, misfires, delays, one ring per node
+            &names.term(2),
+            &names.due(2),
+            &names.ring_owners(2),
+            &names.misfires(2),
+            &names.delays(2),
+            &names.ring(2, "a"),
+            &names.ring(2, "b"),
+            // the term, the nodes
+            "9",
+            "a",
+            "b",
+            // the jobs, their expected scores
+            "3",
+            "1",
+            "2",
+            "3",
+            "3",
+            "1001",
+            "1002",
+            "1003",
+            // advance: (next, job) pairs; leave
+            "4",
+            "2000",
+            "1",
+            "5000",
+            "3",
+            "1",
+            "2",
+            // node a's ring, node b's (the misfire marked)
+            "2",
+            "1200",
+            "2:1200",
+            "6",
+            "1000",
+            "1:1000:m",
+            "1500",
+            "1:1500",
+            "1300",
+            "3:1300",
+            // missed triples, awaited pairs
+            "3",
+            "1",
+            "3",
+            "{r}",
+            "2",
+            "3",
+            "1300",
+        ];
+        assert_eq!(args, want);
+    }
 
     /// The command's buffers are sized once: what the claim of a varied
     /// batch adds (several nodes, fires in the window, a misfire, a missed
