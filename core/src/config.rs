@@ -341,6 +341,13 @@ pub struct MonitorConfig {
     /// Triggers in an offline executor's queue wait this long for a live
     /// executor of the group before they are failed.
     pub reroute_timeout_ms: i64,
+    /// How long a handled mark is kept after its minute's set was last
+    /// written (seconds; from an hour and twice `lost_after_ms`, to a
+    /// year): a result that comes again
+    /// within it (redelivered, or republished by an executor whose trigger
+    /// was redelivered) is not reacted to twice. Every fire keeps one
+    /// (about 85 B of Redis) this long.
+    pub handled_ttl_s: u64,
     /// Result *messages* unacked at once per node (AMQP prefetch). One
     /// message carries many results when executors batch; what has been
     /// delivered is handled as one group (at most 4,096 events).
@@ -353,6 +360,7 @@ impl Default for MonitorConfig {
             lost_after_ms: 600_000,
             scan_interval_ms: 5_000,
             reroute_timeout_ms: 60_000,
+            handled_ttl_s: 7 * 24 * 3600,
             prefetch: 256,
         }
     }
@@ -640,6 +648,17 @@ impl Config {
                     "scheduler.{name} must be 1 to 1000000000, got {value}"
                 )));
             }
+        }
+        // The reaper reads the handled mark of a record older than
+        // `lost_after_ms` (a crash between the mark and the record's
+        // removal): the mark must still be there, or a handled trigger
+        // would be reported lost.
+        let handled = self.monitor.handled_ttl_s;
+        let least = (self.monitor.lost_after_ms.max(0) as u64 / 1000 * 2).max(3_600);
+        if !(least..=31_536_000).contains(&handled) {
+            return Err(ConfigError::Invalid(format!(
+                "monitor.handled_ttl_s must be {least} (an hour, and twice monitor.lost_after_ms) to 31536000 (a year), got {handled}"
+            )));
         }
         let r = &self.registry;
         if r.lease_ms < 200 || r.lease_ms >= r.dead_after_ms || r.heartbeat_ms == 0 {
@@ -976,6 +995,17 @@ mod tests {
         let e = Config::load(huge, env(&[])).unwrap_err();
         assert!(e.to_string().contains("scheduler.max_fires_loaded"), "{e}");
         assert!(Config::load("[scheduler]\nmax_fires_in_flight = 0", env(&[])).is_err());
+        let brief = env(&[("RONDO_MONITOR_HANDLED_TTL_S", "60")]);
+        let e = Config::load("", brief).unwrap_err();
+        assert!(e.to_string().contains("monitor.handled_ttl_s"), "{e}");
+        let day = env(&[("RONDO_MONITOR_HANDLED_TTL_S", "86400")]);
+        assert_eq!(Config::load("", day).unwrap().monitor.handled_ttl_s, 86_400);
+        let shorter_than_lost = env(&[
+            ("RONDO_MONITOR_HANDLED_TTL_S", "7200"),
+            ("RONDO_MONITOR_LOST_AFTER_MS", "7200000"),
+        ]);
+        let e = Config::load("", shorter_than_lost).unwrap_err();
+        assert!(e.to_string().contains("monitor.lost_after_ms"), "{e}");
         assert!(Config::load("[auth]\nadmin_user = \"root\"", env(&[])).is_err());
         let short = "[auth]\nadmin_user = \"root\"\nadmin_password = \"short\"";
         assert!(Config::load(short, env(&[])).is_err());

@@ -116,7 +116,7 @@ impl Parts {
         let pool = rondo_core::redis::pool(&config.redis).context("redis pool")?;
         let store = Store::new(pool.clone(), names.clone());
         let redis = pool.clone();
-        let triggers = TriggerStore::new(pool.clone(), names.clone());
+        let triggers = TriggerStore::new(pool.clone(), names.clone(), config.monitor.handled_ttl_s);
         let dispatcher = Arc::new(
             Dispatcher::connect(&config, pool)
                 .await

@@ -87,7 +87,7 @@ async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
     let names = config.names();
     let pool = rondo_core::redis::pool(&config.redis).unwrap();
     let store = Store::new(pool.clone(), names.clone());
-    let triggers = TriggerStore::new(pool.clone(), names.clone());
+    let triggers = TriggerStore::new(pool.clone(), names.clone(), config.monitor.handled_ttl_s);
     let job = testkit::fixtures::job(7);
     let p = names.partition_of(job.id);
     let retry = RetryItem {

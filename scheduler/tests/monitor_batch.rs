@@ -111,7 +111,13 @@ struct Fixture {
 
 impl Fixture {
     async fn new(tag: &str) -> Fixture {
+        Fixture::configured(tag, |_| {}).await
+    }
+
+    /// A fixture whose config `adjust` changed first.
+    async fn configured(tag: &str, adjust: impl FnOnce(&mut Config)) -> Fixture {
         let mut config = testkit::config(tag);
+        adjust(&mut config);
         if let Some(prefetch) = std::env::var("MONITOR_BATCH_PREFETCH")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -254,7 +260,11 @@ impl Fixture {
         let dispatcher = Dispatcher::connect(&self.config, self.pool.clone())
             .await
             .expect("dispatcher");
-        let triggers = TriggerStore::new(self.pool.clone(), self.config.names());
+        let triggers = TriggerStore::new(
+            self.pool.clone(),
+            self.config.names(),
+            self.config.monitor.handled_ttl_s,
+        );
         let monitor = Monitor::new(
             &self.config,
             triggers,
@@ -336,6 +346,34 @@ async fn thousands_of_batched_successes_are_all_handled() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(f.monitor_queue_depth().await, 0, "every message acked");
     assert!(f.retries().await.is_empty(), "a success is not retried");
+    f.cleanup().await;
+}
+
+/// A handled mark lives `monitor.handled_ttl_s`, not a fixed week: an
+/// operator at a high rate sizes what every fire keeps in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handled_marks_expire_after_the_configured_time() {
+    const TTL_S: u64 = 7_200;
+    let f = Fixture::configured("monttl", |c| c.monitor.handled_ttl_s = TTL_S).await;
+    let j = job(6, 0);
+    f.save(&j).await;
+    let t = trigger(j.id, clock::now_ms());
+    f.record_inflight(std::slice::from_ref(&t)).await;
+    f.publish(&[result(&t, code::SUCCESS)]).await;
+    let shutdown = CancellationToken::new();
+    let monitor = f.start_monitor(&shutdown).await;
+    f.wait_inflight_gone("the result handled", Duration::from_secs(30))
+        .await;
+    assert_eq!(f.handled(&[&t]).await, 1, "marked handled");
+    let key = f.names.handled(f.names.partition_of(t.job_id), t.fire_ms);
+    let ttl: i64 = f.pool.get().await.unwrap().ttl(&key).await.unwrap();
+    let ttl = u64::try_from(ttl).expect("the set has an expiry");
+    assert!(
+        (TTL_S - 60..=TTL_S).contains(&ttl),
+        "{key} expires in {ttl} s, configured {TTL_S} s"
+    );
+    shutdown.cancel();
+    monitor.await.unwrap();
     f.cleanup().await;
 }
 
@@ -466,7 +504,11 @@ async fn a_stale_record_of_a_handled_trigger_is_forgotten_not_lost() {
         .set_ex(f.names.legacy_handled(&legacy.trigger_id), 1, 600)
         .await
         .unwrap();
-    let triggers = TriggerStore::new(f.pool.clone(), f.names.clone());
+    let triggers = TriggerStore::new(
+        f.pool.clone(),
+        f.names.clone(),
+        f.config.monitor.handled_ttl_s,
+    );
     triggers
         .mark_handled(HandledId {
             job_id: handled.job_id,

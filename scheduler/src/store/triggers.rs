@@ -20,11 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use super::fenced;
 
-/// How long a "handled" mark is kept at least after it was set (a
-/// duplicate result arrives within minutes, not days): every write to a
-/// minute's set ([`Names::handled`]) sets the set's expiry this far ahead.
-const HANDLED_TTL_S: i64 = 7 * 24 * 3600;
-
 /// A trigger whose handled mark is read or written: its mark lives in the
 /// set of its job's partition and of the minute of its `fire_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,13 +50,19 @@ pub struct TriggerStore {
     due_members: Arc<Script>,
     take_members: Arc<Script>,
     check_term: Arc<Script>,
+    /// `monitor.handled_ttl_s`: every write to a minute's handled set
+    /// ([`Names::handled`]) sets the set's expiry this far ahead.
+    handled_ttl_s: i64,
 }
 
 impl TriggerStore {
-    pub fn new(pool: Pool, names: Names) -> Self {
+    /// Handled marks are kept `handled_ttl_s` after their set was last
+    /// written (`monitor.handled_ttl_s`).
+    pub fn new(pool: Pool, names: Names, handled_ttl_s: u64) -> Self {
         TriggerStore {
             pool,
             names,
+            handled_ttl_s: i64::try_from(handled_ttl_s).unwrap_or(i64::MAX),
             due_members: Arc::new(fenced(include_str!("../../lua/due_members.lua"))),
             take_members: Arc::new(fenced(include_str!("../../lua/take_members.lua"))),
             check_term: Arc::new(fenced(include_str!("../../lua/check_term.lua"))),
@@ -127,7 +128,7 @@ impl TriggerStore {
         for (key, members) in sets {
             pipe.sadd(&key, members)
                 .ignore()
-                .expire(&key, HANDLED_TTL_S)
+                .expire(&key, self.handled_ttl_s)
                 .ignore();
         }
     }
