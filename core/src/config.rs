@@ -654,8 +654,17 @@ impl Config {
         // removal): the mark must still be there, or a handled trigger
         // would be reported lost.
         let handled = self.monitor.handled_ttl_s;
-        let least = (self.monitor.lost_after_ms.max(0) as u64 / 1000 * 2).max(3_600);
-        if !(least..=31_536_000).contains(&handled) {
+        const YEAR_S: u64 = 31_536_000;
+        let least = (self.monitor.lost_after_ms.max(0) as u64 * 2)
+            .div_ceil(1000)
+            .max(3_600);
+        if least > YEAR_S {
+            return Err(ConfigError::Invalid(format!(
+                "monitor.lost_after_ms must be at most half a year (monitor.handled_ttl_s, at most a year, keeps marks twice as long), got {}",
+                self.monitor.lost_after_ms
+            )));
+        }
+        if !(least..=YEAR_S).contains(&handled) {
             return Err(ConfigError::Invalid(format!(
                 "monitor.handled_ttl_s must be {least} (an hour, and twice monitor.lost_after_ms) to 31536000 (a year), got {handled}"
             )));
@@ -1006,6 +1015,12 @@ mod tests {
         ]);
         let e = Config::load("", shorter_than_lost).unwrap_err();
         assert!(e.to_string().contains("monitor.lost_after_ms"), "{e}");
+        let lost_for_a_year = env(&[("RONDO_MONITOR_LOST_AFTER_MS", "31536000000")]);
+        let e = Config::load("", lost_for_a_year).unwrap_err();
+        assert!(
+            e.to_string().contains("monitor.lost_after_ms must be"),
+            "{e}"
+        );
         assert!(Config::load("[auth]\nadmin_user = \"root\"", env(&[])).is_err());
         let short = "[auth]\nadmin_user = \"root\"\nadmin_password = \"short\"";
         assert!(Config::load(short, env(&[])).is_err());
