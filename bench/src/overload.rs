@@ -127,11 +127,11 @@ pub struct OverloadReport {
     /// Offered ÷ handlers started per second in the window: how many times
     /// what the node serves it was offered.
     pub overload_factor: f64,
-    /// The least time after the window that any node serving fires in
-    /// order needs to be on time again at the rate it drained with: the
-    /// window's backlog ÷ (draining rate − base load). `None` when it
-    /// drained no faster than the base load arrives.
-    pub recovery_floor_s: Option<f64>,
+    /// The draining rate (fires a second) a node firing in order needs to
+    /// be on time within the goal after the window: the base load plus the
+    /// window's backlog (offered − handlers started per second in it, times
+    /// its length) ÷ the goal. Compare with `executed_per_s_draining`.
+    pub drain_needed_per_s: f64,
     pub rss_mb_before: f64,
     pub rss_mb_max: f64,
     pub rss_mb_end: f64,
@@ -401,12 +401,12 @@ async fn measure(
         fires,
         recovered_after_s,
         overload_factor: offered_per_s / executed_per_s_in_window.max(1e-9),
-        recovery_floor_s: recovery_floor_s(
+        drain_needed_per_s: drain_needed_per_s(
             offered_per_s,
             executed_per_s_in_window,
-            executed_per_s_draining,
             params.base_jobs as f64,
             params.window_s as f64,
+            TARGET_RECOVERY_S,
         ),
         rss_mb_before: rss_at(from),
         rss_mb_max: samples.iter().map(|s| s.rss_mb).fold(0.0, f64::max),
@@ -483,24 +483,17 @@ fn recovered_at(seconds: &[Second], from_ms: i64) -> Option<i64> {
     }
 }
 
-/// The least time after a window of `window_s` at `offered` fires a second,
-/// of which the node served `served` a second, until a node that serves
-/// fires in order is on time again, draining at `draining` while `base`
-/// fires a second keep arriving: the backlog left at the window's end
-/// ÷ the rate it shrinks by. `None` when it does not shrink.
+/// The rate (fires a second) at which a node that fires in order must
+/// drain after a window of `window_s` at `offered` fires a second, of
+/// which it started `served` a second, to be on time `goal_s` after it
+/// while `base` fires a second keep arriving: the base plus the backlog the
+/// window left ÷ the goal.
 ///
-/// It bounds the recovery goal: offered twice what the node serves for
-/// 60 s, the backlog is 60 s of the node's work, and at the same rate it
-/// takes at least 60 s (more with a base load) to drain in order.
-fn recovery_floor_s(
-    offered: f64,
-    served: f64,
-    draining: f64,
-    base: f64,
-    window_s: f64,
-) -> Option<f64> {
-    let backlog = (offered - served).max(0.0) * window_s;
-    (draining > base).then(|| backlog / (draining - base))
+/// It says what the recovery goal asks: offered twice what the node serves
+/// for 60 s, the backlog is 60 s of its work, and a 30 s goal needs it to
+/// drain at twice the rate it served (plus the base load).
+fn drain_needed_per_s(offered: f64, served: f64, base: f64, window_s: f64, goal_s: f64) -> f64 {
+    base + (offered - served).max(0.0) * window_s / goal_s
 }
 
 impl Report for OverloadReport {
@@ -516,10 +509,6 @@ impl Report for OverloadReport {
         };
         let recovered = self.recovered_after_s.map_or_else(
             || format!("not within the {} s observed", self.after_s),
-            |s| format!("{s:.0} s"),
-        );
-        let floor = self.recovery_floor_s.map_or_else(
-            || "none: it did not drain".to_owned(),
             |s| format!("{s:.0} s"),
         );
         let goal = match self.recovered_after_s {
@@ -540,7 +529,7 @@ impl Report for OverloadReport {
              | latest start after its instant | {late_max} ms |\n\
              | offered ÷ handlers started per second in the window | {factor:.2} |\n\
              | **back on time after the window** (goal ≤ {target:.0} s: {goal}) | **{recovered}** |\n\
-             | least time to be on time in order at the draining rate (backlog ÷ (draining − base)) | {floor} |\n\
+             | draining rate the goal needs (base + backlog ÷ {target:.0} s) | {needed:.0} |\n\
              | node memory (RSS) before / max / end | {rss0:.0} / {rss_max:.0} / {rss_end:.0} MB |\n\
              | most fires on the wheel / in the ring (Redis) | {wheel} / {ring} |\n",
             started = self.started_at.format("%Y-%m-%d %H:%M:%S UTC"),
@@ -563,7 +552,7 @@ impl Report for OverloadReport {
             late_max = self.fires.handler_lateness_ms.max,
             target = TARGET_RECOVERY_S,
             factor = self.overload_factor,
-            floor = floor,
+            needed = self.drain_needed_per_s,
             rss0 = self.rss_mb_before,
             rss_max = self.rss_mb_max,
             rss_end = self.rss_mb_end,
@@ -578,23 +567,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_recovery_floor_is_the_backlog_over_the_rate_it_shrinks_by() {
-        // The sixth session's AMD run: 21 k offered, 8.29 k served, drained
-        // at 9.76 k with 1 k of base load: 762 k left, 87 s at least.
-        let floor = recovery_floor_s(21_000.0, 8_292.0, 9_760.0, 1_000.0, 60.0).unwrap();
-        assert!((floor - 87.05).abs() < 0.1, "{floor}");
-        // Twice what the node serves for a minute: at least the minute.
-        let twice = recovery_floor_s(20_000.0, 10_000.0, 10_000.0, 0.0, 60.0).unwrap();
-        assert_eq!(twice, 60.0);
-        // Served all it was offered: nothing to drain.
+    fn the_drain_the_goal_needs_is_the_base_plus_the_backlog_over_the_goal() {
+        // The sixth session's AMD run: 21 k offered, 8.29 k started a
+        // second, 1 k of base load: 762 k left, 26.4 k a second to be gone
+        // in 30 s (it drained at 9.76 k, and took 86 s).
+        let needed = drain_needed_per_s(21_000.0, 8_292.0, 1_000.0, 60.0, 30.0);
+        assert!((needed - 26_416.0).abs() < 1.0, "{needed}");
+        // Twice what the node serves for a minute: twice its rate.
         assert_eq!(
-            recovery_floor_s(5_000.0, 5_000.0, 5_000.0, 1_000.0, 60.0),
-            Some(0.0)
+            drain_needed_per_s(20_000.0, 10_000.0, 0.0, 60.0, 30.0),
+            20_000.0
         );
-        // Draining no faster than the base load arrives: never.
+        // Served all it was offered: only the base load.
         assert_eq!(
-            recovery_floor_s(21_000.0, 8_000.0, 900.0, 1_000.0, 60.0),
-            None
+            drain_needed_per_s(5_000.0, 5_000.0, 1_000.0, 60.0, 30.0),
+            1_000.0
         );
     }
 
