@@ -133,6 +133,10 @@ fn config_env(config: &Config) -> Vec<(String, String)> {
             config.monitor.lost_after_ms.to_string(),
         ),
         (
+            "RONDO_MONITOR_HANDLED_TTL_S".into(),
+            config.monitor.handled_ttl_s.to_string(),
+        ),
+        (
             "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS".into(),
             config.scheduler.shutdown_grace_ms.to_string(),
         ),

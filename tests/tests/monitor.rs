@@ -191,6 +191,44 @@ async fn failures_are_retried_with_their_count_and_backoff() {
     c.cluster.stop().await;
 }
 
+/// A node process keeps a handled mark `monitor.handled_ttl_s`, as its
+/// configuration says: what every fire leaves in Redis is the operator's to
+/// size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_keeps_handled_marks_as_long_as_configured() {
+    const TTL_S: i64 = 7_200;
+    let c = cluster("handledttl", &["mon-1"], |config| {
+        config.monitor.handled_ttl_s = TTL_S as u64;
+    })
+    .await;
+    let job = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok" }))
+        .await;
+    let trigger = c.api.trigger_now(job).await;
+    reacted_with_nothing_pending(&c, &trigger).await;
+    let config = c.cluster.config().clone();
+    let pool = rondo_core::redis::pool(&config.redis).unwrap();
+    let mut redis = pool.get().await.unwrap();
+    let sets: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}:*:handled:*", config.names().namespace()))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let mut marked = None;
+    for set in sets {
+        if redis.sismember(&set, &trigger).await.unwrap() {
+            marked = Some(set);
+        }
+    }
+    let set = marked.expect("the trigger's handled mark");
+    let ttl: i64 = redis.ttl(&set).await.unwrap();
+    assert!(
+        (TTL_S - 60..=TTL_S).contains(&ttl),
+        "{set} expires in {ttl} s, configured {TTL_S} s"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_success_triggers_the_child_jobs() {
     let c = cluster("child", &["mon-1"], |_| {}).await;
