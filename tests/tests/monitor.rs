@@ -83,18 +83,10 @@ async fn reacted_with_nothing_pending(c: &Mon, trigger_id: &str) {
             let names = config.names();
             let pool = rondo_core::redis::pool(&config.redis).ok()?;
             let mut redis = pool.get().await.ok()?;
-            // The mark is in its partition's set of the minute of its fire,
-            // which a manual trigger's id does not tell: any minute's set.
-            let sets: Vec<String> = redis::cmd("KEYS")
-                .arg(format!("{}:*:handled:*", names.namespace()))
-                .query_async(&mut redis)
+            let handled = handled_set(&mut redis, &names, trigger_id)
                 .await
-                .ok()?;
-            let mut handled = false;
-            for set in sets {
-                let member: bool = redis.sismember(&set, trigger_id).await.ok()?;
-                handled |= member;
-            }
+                .ok()?
+                .is_some();
             let mut waiting = 0;
             for p in 0..names.partitions() {
                 let n: usize = redis.zcard(names.retry(p)).await.ok()?;
@@ -104,6 +96,26 @@ async fn reacted_with_nothing_pending(c: &Mon, trigger_id: &str) {
         }
     })
     .await;
+}
+
+/// The handled set that holds `trigger_id`'s mark, if any. The mark is in
+/// its partition's set of the minute of its fire, which a manual trigger's
+/// id does not tell: every minute's set is looked at.
+async fn handled_set(
+    redis: &mut rondo_core::redis::Connection,
+    names: &rondo_core::Names,
+    trigger_id: &str,
+) -> redis::RedisResult<Option<String>> {
+    let sets: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}:*:handled:*", names.namespace()))
+        .query_async(redis)
+        .await?;
+    for set in sets {
+        if redis.sismember(&set, trigger_id).await? {
+            return Ok(Some(set));
+        }
+    }
+    Ok(None)
 }
 
 fn runs_of(seen: &Seen, prefix: &str) -> Vec<(String, TriggerType, u32, String, i64)> {
@@ -210,18 +222,10 @@ async fn a_node_keeps_handled_marks_as_long_as_configured() {
     let config = c.cluster.config().clone();
     let pool = rondo_core::redis::pool(&config.redis).unwrap();
     let mut redis = pool.get().await.unwrap();
-    let sets: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{}:*:handled:*", config.names().namespace()))
-        .query_async(&mut redis)
+    let set = handled_set(&mut redis, &config.names(), &trigger)
         .await
-        .unwrap();
-    let mut marked = None;
-    for set in sets {
-        if redis.sismember(&set, &trigger).await.unwrap() {
-            marked = Some(set);
-        }
-    }
-    let set = marked.expect("the trigger's handled mark");
+        .unwrap()
+        .expect("the trigger's handled mark");
     let ttl: i64 = redis.ttl(&set).await.unwrap();
     assert!(
         (TTL_S - 60..=TTL_S).contains(&ttl),
