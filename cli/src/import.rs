@@ -43,6 +43,9 @@ struct XxlGroup {
     id: i64,
     app: String,
     title: String,
+    /// Its executors' addresses when fed by hand (`address_type = 1`),
+    /// as rondo keeps them; empty for a group its executors register in.
+    addresses: Vec<String>,
 }
 
 /// A job as XXL-JOB has it (the columns the importer maps).
@@ -114,7 +117,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             anyhow::bail!("the MySQL URL names no database: add /<database> or --source")
         }
     };
-    let groups = read_groups(&mut conn).await?;
+    let (groups, group_problems) = manual_addresses(read_groups(&mut conn).await?);
     let jobs = read_jobs(&mut conn).await?;
     let _ = conn.close().await;
 
@@ -134,6 +137,11 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             });
         }
     }
+    problems.extend(
+        group_problems
+            .into_iter()
+            .filter(|p| used_groups.iter().any(|g| g.id == p.id)),
+    );
 
     let existing = existing_jobs(api, &source).await?;
     let mut report = Map::new();
@@ -154,23 +162,39 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     // Groups.
     let mut group_actions = Vec::new();
     for g in &used_groups {
-        let (status, _) = api
+        let (status, current) = api
             .call(
                 reqwest::Method::GET,
                 &format!("/api/v1/groups/{}", g.app),
                 None,
             )
             .await?;
+        let have: Vec<String> =
+            serde_json::from_value(current["xxl_addresses"].clone()).unwrap_or_default();
         let action = match status {
-            200 => "exists",
-            404 if args.dry_run => "create",
-            404 => {
+            200 if have == g.addresses => "exists",
+            200 if args.dry_run => "update",
+            200 => {
                 let (status, out) = api
                     .call(
-                        reqwest::Method::POST,
-                        "/api/v1/groups",
-                        Some(json!({ "app": g.app, "title": g.title })),
+                        reqwest::Method::PUT,
+                        &format!("/api/v1/groups/{}", g.app),
+                        Some(json!({ "xxl_addresses": g.addresses })),
                     )
+                    .await?;
+                if status != 200 {
+                    return Ok((status, json!({ "group": g.app, "error": out })));
+                }
+                "updated"
+            }
+            404 if args.dry_run => "create",
+            404 => {
+                let mut spec = json!({ "app": g.app, "title": g.title });
+                if !g.addresses.is_empty() {
+                    spec["xxl_addresses"] = json!(g.addresses);
+                }
+                let (status, out) = api
+                    .call(reqwest::Method::POST, "/api/v1/groups", Some(spec))
                     .await?;
                 if status != 201 {
                     return Ok((status, json!({ "group": g.app, "error": out })));
@@ -318,7 +342,8 @@ async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlGroup>
     let cols = columns(conn, "xxl_job_group").await?;
     let title = either(&cols, "name", "title")?;
     let sql = format!(
-        "SELECT id, CAST(app_name AS CHAR) AS app, CAST({title} AS CHAR) AS title \
+        "SELECT id, CAST(app_name AS CHAR) AS app, CAST({title} AS CHAR) AS title, \
+         address_type, CAST(address_list AS CHAR) AS address_list \
          FROM xxl_job_group ORDER BY id"
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -326,13 +351,70 @@ async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlGroup>
         .await?;
     rows.iter()
         .map(|r| {
+            let manual = int(r, "address_type")? == 1;
+            let list = text(r, "address_list")?;
             Ok(XxlGroup {
                 id: int(r, "id")?,
                 app: text(r, "app")?,
                 title: text(r, "title")?,
+                addresses: if manual {
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|a| !a.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                } else {
+                    Vec::new()
+                },
             })
         })
         .collect()
+}
+
+/// The groups with their manual addresses as rondo keeps them; an address
+/// rondo refuses (or too many) is a problem naming `address_list`.
+fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let groups = groups
+        .into_iter()
+        .map(|mut g| {
+            let mut kept: Vec<String> = Vec::new();
+            for address in &g.addresses {
+                // XXL-JOB before 2.1 listed `ip:port` (its own RPC); 2.1
+                // on, the executors' `http://ip:port/`.
+                let url = if address.contains("://") {
+                    address.clone()
+                } else {
+                    format!("http://{address}")
+                };
+                match rondo_core::model::normalize_xxl_address(&url) {
+                    Ok(a) if !kept.contains(&a) => kept.push(a),
+                    Ok(_) => {}
+                    Err(why) => problems.push(Problem {
+                        table: "xxl_job_group",
+                        id: g.id,
+                        column: "address_list".into(),
+                        reason: format!("{address:?}: {why}"),
+                    }),
+                }
+            }
+            if kept.len() > rondo_core::model::MAX_XXL_ADDRESSES {
+                problems.push(Problem {
+                    table: "xxl_job_group",
+                    id: g.id,
+                    column: "address_list".into(),
+                    reason: format!(
+                        "{} addresses; rondo keeps at most {}",
+                        kept.len(),
+                        rondo_core::model::MAX_XXL_ADDRESSES
+                    ),
+                });
+            }
+            g.addresses = kept;
+            g
+        })
+        .collect();
+    (groups, problems)
 }
 
 async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlJob>> {
@@ -744,13 +826,14 @@ mod tests {
             id: 1,
             app: "xxl-job-executor-sample".into(),
             title: "sample".into(),
+            addresses: Vec::new(),
         }]
     }
 
     #[test]
     fn rows_that_do_not_map_name_the_xxl_column_and_take_their_parents_along() {
         let mut groovy = xxl(2);
-        groovy.glue_type = "GLUE_GROOVY".into();
+        groovy.glue_type = "GLUE_BASIC".into();
         let mut py2 = xxl(3);
         py2.glue_type = "GLUE_PYTHON2".into();
         let mut cron = xxl(4);
@@ -794,5 +877,42 @@ mod tests {
             reasons,
             [(1, "child_jobid"), (2, "child_jobid"), (3, "child_jobid")]
         );
+    }
+
+    #[test]
+    fn groovy_jobs_map_for_xxl_jobs_own_executors() {
+        let mut groovy = xxl(1);
+        groovy.glue_type = "GLUE_GROOVY".into();
+        groovy.glue_source = "class DemoGlueJobHandler {}".into();
+        let (mapped, problems) = map_jobs(&groups(), &[groovy], None, "xxl");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(mapped[0].spec.glue_type.as_deref(), Some("GLUE_GROOVY"));
+    }
+
+    #[test]
+    fn manual_groups_keep_their_addresses_and_bad_ones_are_problems() {
+        let manual = XxlGroup {
+            addresses: vec![
+                "http://10.0.0.5:9999/".into(),
+                "http://10.0.0.6:9999".into(),
+                "http://10.0.0.6:9999/".into(),
+                "10.0.0.7:9999".into(),
+                "ftp://10.0.0.8/".into(),
+            ],
+            ..groups().remove(0)
+        };
+        let (groups, problems) = manual_addresses(vec![manual]);
+        assert_eq!(
+            groups[0].addresses,
+            [
+                "http://10.0.0.5:9999/",
+                "http://10.0.0.6:9999/",
+                "http://10.0.0.7:9999/"
+            ],
+            "an address of XXL-JOB before 2.1 (ip:port) is read as http://"
+        );
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].column, "address_list");
+        assert!(problems[0].reason.contains("ftp://10.0.0.8/"));
     }
 }

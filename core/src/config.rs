@@ -9,6 +9,9 @@
 
 use serde::Deserialize;
 
+mod xxl;
+pub use xxl::XxlConfig;
+
 /// Sections of the file; an env override `RONDO_<SECTION>_<KEY>` lands in one.
 const SECTIONS: &[&str] = &[
     "redis",
@@ -23,6 +26,7 @@ const SECTIONS: &[&str] = &[
     "alarm",
     "auth",
     "log",
+    "xxl",
 ];
 /// Variables that start with `RONDO_` but are not configuration keys: the
 /// config file path and the CLI's own (API address, token, credentials
@@ -72,6 +76,7 @@ pub struct Config {
     pub executor: ExecutorConfig,
     pub persist: PersistConfig,
     pub log: LogConfig,
+    pub xxl: XxlConfig,
 }
 
 impl Default for Config {
@@ -93,6 +98,7 @@ impl Default for Config {
             executor: ExecutorConfig::default(),
             persist: PersistConfig::default(),
             log: LogConfig::default(),
+            xxl: XxlConfig::default(),
         }
     }
 }
@@ -694,6 +700,7 @@ impl Config {
         }
         self.check_auth()?;
         self.check_default_secrets()?;
+        self.xxl.check()?;
         if !matches!(self.log.format.as_str(), "plain" | "json") {
             return Err(ConfigError::Invalid(
                 "log.format must be plain or json".into(),
@@ -895,9 +902,13 @@ fn list_or_csv<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 }
 
 /// Environment values are strings; numbers and booleans are read as such so
-/// `RONDO_PARTITIONS=8` fills an integer key.
+/// `RONDO_PARTITIONS=8` fills an integer key. Only a number written as
+/// TOML would print it is one: `0012` stays text, so a secret of digits
+/// keeps its leading zeros.
 fn parse_scalar(value: &str) -> toml::Value {
-    if let Ok(i) = value.parse::<i64>() {
+    if let Ok(i) = value.parse::<i64>()
+        && i.to_string() == value
+    {
         return toml::Value::Integer(i);
     }
     match value {

@@ -37,6 +37,7 @@ pub enum Process {
     Scheduler,
     Executor,
     Persist,
+    XxlGateway,
 }
 
 /// A metric's kind in the text format.
@@ -245,6 +246,69 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         Process::Persist,
         "",
         "messages waiting in the persist queue (read every 5 s)",
+    ),
+    (
+        "rondo_xxl_executors",
+        Kind::Gauge,
+        Process::XxlGateway,
+        "",
+        "XXL-JOB executors in the fleet this gateway serves",
+    ),
+    (
+        "rondo_xxl_triggers_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "outcome",
+        "triggers sent to XXL-JOB executors: sent, refused (by the executor), no_answer (or garbage), handed_back (executor unreachable)",
+    ),
+    (
+        "rondo_xxl_callbacks_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "outcome",
+        "callback entries: handled, late (the gateway had answered the run), unknown (no run has the log id)",
+    ),
+    (
+        "rondo_xxl_redelivered_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "outcome",
+        "triggers delivered again (a gateway or its link died while handing them off): sent (by this one), settled (sent or answered before), back (to the queue)",
+    ),
+    (
+        "rondo_xxl_probes_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "outcome",
+        "redelivered triggers whose sender died after recording them, by what the executor showed: there (it has their log), resent (it had not got them), unknown (it did not answer)",
+    ),
+    (
+        "rondo_xxl_lost_triggers_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "",
+        "runs failed as lost: their executor stopped answering, or forgot them",
+    ),
+    (
+        "rondo_xxl_token_refusals_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "call",
+        "calls to the admin API refused for a wrong or missing access token: registry, registry_remove, callback",
+    ),
+    (
+        "rondo_xxl_registrations_refused_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "",
+        "registrations refused because rondo has no group of that appname",
+    ),
+    (
+        "rondo_xxl_call_seconds",
+        Kind::Histogram,
+        Process::XxlGateway,
+        "call",
+        "calls to XXL-JOB executors: beat, idle_beat, trigger, kill, log",
     ),
 ];
 

@@ -114,8 +114,9 @@ named_enum!(
 
 named_enum!(
     /// What a job runs (XXL-JOB's `glue_type`): a handler of the executor
-    /// (`BEAN`), or a script kept with the job. XXL-JOB's `GLUE_GROOVY`
-    /// runs inside its Java executor and has no rondo equivalent.
+    /// (`BEAN`), or a script kept with the job. `GLUE_GROOVY` is Java code
+    /// that only XXL-JOB's own executor runs: its jobs belong in a group of
+    /// `xxl-job-core` executors behind the XXL-JOB gateway.
     #[derive(Default)]
     GlueType {
         #[default]
@@ -125,11 +126,13 @@ named_enum!(
         NodeJs = "GLUE_NODEJS",
         PowerShell = "GLUE_POWERSHELL",
         Php = "GLUE_PHP",
+        Groovy = "GLUE_GROOVY",
     }
 );
 
 impl GlueType {
-    /// The interpreter a script runs with, for a script type.
+    /// The interpreter a script runs with, for a script type (`groovy`
+    /// for `GLUE_GROOVY`, which runs inside XXL-JOB's executor).
     pub fn interpreter(self) -> Option<&'static str> {
         match self {
             GlueType::Bean => None,
@@ -138,6 +141,7 @@ impl GlueType {
             GlueType::NodeJs => Some("node"),
             GlueType::PowerShell => Some("pwsh"),
             GlueType::Php => Some("php"),
+            GlueType::Groovy => Some("groovy"),
         }
     }
 
@@ -147,11 +151,19 @@ impl GlueType {
         self.interpreter().map(|i| format!("script:{i}"))
     }
 
-    /// The script types, by interpreter name (`sh`, `python3`, …).
+    /// Whether a rondo executor can run it (`GLUE_GROOVY` runs only in
+    /// XXL-JOB's own executor, reached through the gateway).
+    pub fn runs_on_rondo_executors(self) -> bool {
+        self != GlueType::Groovy
+    }
+
+    /// The script types a rondo executor runs, by interpreter name (`sh`,
+    /// `python3`, …).
     pub fn by_interpreter(name: &str) -> Option<GlueType> {
         Self::NAMES
             .iter()
             .filter_map(|n| GlueType::parse("glue_type", n).ok())
+            .filter(|g| g.runs_on_rondo_executors())
             .find(|g| g.interpreter() == Some(name))
     }
 }
@@ -170,17 +182,26 @@ impl Misfire {
 }
 
 /// An executor group (XXL-JOB's `xxl_job_group`): the executors that share an
-/// app name. Their addresses come from the registry, never from the user.
+/// app name. Their addresses come from the registry, except for XXL-JOB
+/// executors fed by hand (XXL-JOB's `address_type = 1`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Group {
     #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub app: String,
     pub title: String,
     pub updated_ms: i64,
+    /// Addresses of XXL-JOB executors (`xxl-job-core`) that serve this group
+    /// without registering (XXL-JOB's manual address list): the XXL-JOB
+    /// gateway treats each as registered and probes it with `/beat`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xxl_addresses: Vec<String>,
 }
 
+/// The most addresses a group's `xxl_addresses` holds.
+pub const MAX_XXL_ADDRESSES: usize = 64;
+
 /// A group as the API receives it.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupSpec {
     /// Required to create; unchangeable (an update may repeat it).
@@ -189,6 +210,9 @@ pub struct GroupSpec {
     /// Defaults to `app`.
     #[schema(max_length = 255)]
     pub title: Option<String>,
+    /// XXL-JOB executor addresses fed by hand (`http://host:port/`, at
+    /// most 64); default none. Executors that register need none of this.
+    pub xxl_addresses: Option<Vec<String>>,
 }
 
 impl GroupSpec {
@@ -199,12 +223,74 @@ impl GroupSpec {
         validate_app_name("app", &app)?;
         let title = self.title.unwrap_or_else(|| app.clone());
         check_len("title", &title, MAX_TEXT)?;
+        let xxl_addresses = validate_xxl_addresses(self.xxl_addresses.unwrap_or_default())?;
         Ok(Group {
             app,
             title,
             updated_ms: now_ms,
+            xxl_addresses,
         })
     }
+
+    /// `self` as a change of `old`: a field left out keeps its value.
+    pub fn validate_update(self, old: &Group, now_ms: i64) -> Result<Group, Error> {
+        GroupSpec {
+            app: Some(old.app.clone()),
+            title: self.title.or_else(|| Some(old.title.clone())),
+            xxl_addresses: self
+                .xxl_addresses
+                .or_else(|| Some(old.xxl_addresses.clone())),
+        }
+        .validate(now_ms)
+    }
+}
+
+/// Checks a group's XXL-JOB executor addresses and writes each as kept
+/// (ending in `/`), without duplicates.
+fn validate_xxl_addresses(list: Vec<String>) -> Result<Vec<String>, Error> {
+    if list.len() > MAX_XXL_ADDRESSES {
+        return Err(Error::invalid(
+            "xxl_addresses",
+            format!("at most {MAX_XXL_ADDRESSES} addresses"),
+        ));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(list.len());
+    for (i, address) in list.iter().enumerate() {
+        let address = normalize_xxl_address(address)
+            .map_err(|why| Error::invalid(&format!("xxl_addresses[{i}]"), why))?;
+        if !kept.contains(&address) {
+            kept.push(address);
+        }
+    }
+    Ok(kept)
+}
+
+/// An XXL-JOB executor's address as the gateway keeps it:
+/// `http(s)://host[:port][/path]/`, without user, query or fragment.
+pub fn normalize_xxl_address(address: &str) -> Result<String, String> {
+    let text = address.trim();
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or("must be an http:// or https:// address")?;
+    if text.len() > 255 {
+        return Err("must be at most 255 characters".into());
+    }
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') {
+        return Err("has no host".into());
+    }
+    if let Some(bad) = rest
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '@' | '?' | '#' | '\\'))
+    {
+        return Err(format!("must not contain {bad:?}"));
+    }
+    let mut kept = text.to_owned();
+    if !kept.ends_with('/') {
+        kept.push('/');
+    }
+    Ok(kept)
 }
 
 /// Checks an app name: it becomes part of queue names and Redis keys.
@@ -739,14 +825,10 @@ fn validate_webhook(url: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Parses a `glue_type`; XXL-JOB's `GLUE_GROOVY` is refused saying why.
+/// Parses a `glue_type` (empty: `BEAN`).
 fn parse_glue_type(text: Option<&str>) -> Result<GlueType, Error> {
     match text {
         None | Some("") => Ok(GlueType::Bean),
-        Some("GLUE_GROOVY") => Err(Error::invalid(
-            "glue_type",
-            "GLUE_GROOVY runs Java code inside XXL-JOB's executor; rondo has no JVM: port it to a script type or a handler",
-        )),
         Some(other) => GlueType::parse("glue_type", other),
     }
 }
@@ -1019,6 +1101,49 @@ mod tests {
     }
 
     #[test]
+    fn a_groups_xxl_addresses_are_checked_and_kept_on_update() {
+        let spec = |list: &[&str]| GroupSpec {
+            app: Some("billing".into()),
+            xxl_addresses: Some(list.iter().map(|s| (*s).to_owned()).collect()),
+            ..GroupSpec::default()
+        };
+        let g = spec(&[
+            "http://10.0.0.5:9999",
+            "http://10.0.0.5:9999/",
+            "https://h/ctx",
+        ])
+        .validate(1)
+        .unwrap();
+        assert_eq!(g.xxl_addresses, ["http://10.0.0.5:9999/", "https://h/ctx/"]);
+        for (bad, why) in [
+            ("10.0.0.5:9999", "http"),
+            ("http://", "host"),
+            ("http://u:p@h/", "'@'"),
+            ("http://h/?x", "'?'"),
+        ] {
+            let e = spec(&["http://ok/", bad]).validate(1).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("xxl_addresses[1]"), "{bad}");
+            assert!(e.message.contains(why), "{bad}: {}", e.message);
+        }
+        let many: Vec<String> = (0..=MAX_XXL_ADDRESSES)
+            .map(|i| format!("http://h{i}/"))
+            .collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert!(spec(&many).validate(1).is_err());
+        // An update that leaves them out keeps them, and the title too.
+        let title_only = GroupSpec {
+            title: Some("Billing".into()),
+            ..GroupSpec::default()
+        };
+        let updated = title_only.validate_update(&g, 2).unwrap();
+        assert_eq!(updated.xxl_addresses, g.xxl_addresses);
+        assert_eq!(updated.title, "Billing");
+        let cleared = spec(&[]).validate_update(&updated, 3).unwrap();
+        assert!(cleared.xxl_addresses.is_empty());
+        assert_eq!(cleared.title, "Billing");
+    }
+
+    #[test]
     fn script_fields_are_checked_naming_the_field() {
         let field = |spec: JobSpec| spec.validate(1, 0, None).unwrap_err().field.unwrap();
         let glue = |ty: &str, source: &str| JobSpec {
@@ -1027,8 +1152,21 @@ mod tests {
             glue_source: Some(source.into()),
             ..spec()
         };
-        assert_eq!(field(glue("GLUE_GROOVY", "x")), "glue_type");
+        assert_eq!(field(glue("GLUE_PYTHON2", "x")), "glue_type");
         assert_eq!(field(glue("GLUE_SHELL", " ")), "glue_source");
+        let groovy = glue("GLUE_GROOVY", "class X {}")
+            .validate(1, 0, None)
+            .unwrap();
+        assert_eq!(
+            groovy.handler, "script:groovy",
+            "run by XXL-JOB's executors"
+        );
+        assert!(!groovy.glue_type.runs_on_rondo_executors());
+        assert_eq!(
+            GlueType::by_interpreter("groovy"),
+            None,
+            "no rondo executor runs it"
+        );
         assert_eq!(
             field(glue("GLUE_SHELL", &"x".repeat(MAX_SCRIPT_BYTES + 1))),
             "glue_source"

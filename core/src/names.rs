@@ -296,6 +296,55 @@ impl Names {
         format!("{}:lru:{job_id}", self.ns)
     }
 
+    // ---- the XXL-JOB gateway (`xxl-gateway/README.md`) ----
+
+    /// `ns:xxl:executors`: the rondo ids of the XXL-JOB executors the
+    /// gateways serve, scored by their last registration (ms).
+    pub fn xxl_executors(&self) -> String {
+        format!("{}:xxl:executors", self.ns)
+    }
+
+    /// `ns:xxl:executor:<id>`: one XXL-JOB executor's record (a hash: app,
+    /// address, incarnation, …).
+    pub fn xxl_executor(&self, executor_id: &str) -> String {
+        format!("{}:xxl:executor:{executor_id}", self.ns)
+    }
+
+    /// `ns:xxl:gateways`: gateway instances scored by their last sign of
+    /// life (ms): whose hand-offs are still in progress.
+    pub fn xxl_gateways(&self) -> String {
+        format!("{}:xxl:gateways", self.ns)
+    }
+
+    /// `ns:xxl:seq:log`: the sequence XXL-JOB log ids are taken from.
+    pub fn xxl_log_seq(&self) -> String {
+        format!("{}:xxl:seq:log", self.ns)
+    }
+
+    /// `ns:xxl:run:<log id>`: a trigger handed to an XXL-JOB executor
+    /// under that log id and not yet answered (JSON).
+    pub fn xxl_run(&self, log_id: i64) -> String {
+        format!("{}:xxl:run:{log_id}", self.ns)
+    }
+
+    /// `ns:xxl:tid:<trigger id>`: the log id a trigger was given.
+    pub fn xxl_trigger(&self, trigger_id: &str) -> String {
+        format!("{}:xxl:tid:{trigger_id}", self.ns)
+    }
+
+    /// `ns:xxl:inflight:<executor id>`: `<log id>:<job id>` of the triggers
+    /// handed to that XXL-JOB executor and not yet answered, scored by the
+    /// hand-off (ms).
+    pub fn xxl_inflight(&self, executor_id: &str) -> String {
+        format!("{}:xxl:inflight:{executor_id}", self.ns)
+    }
+
+    /// `ns:xxl:kill:<trigger id>`: the gateway instance that carries out a
+    /// kill of that trigger (every instance hears it).
+    pub fn xxl_kill(&self, trigger_id: &str) -> String {
+        format!("{}:xxl:kill:{trigger_id}", self.ns)
+    }
+
     // ---- RabbitMQ ----
 
     /// Direct exchange for triggers; routing key = executor id.

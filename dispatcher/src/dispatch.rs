@@ -556,6 +556,7 @@ fn build_trigger(fire: &Fire, target: &Target) -> Trigger {
             glue_type: job.glue_type.as_str().to_owned(),
             source: job.glue_source.clone(),
             version: job.glue_version,
+            updated_ms: job.glue_updated_ms,
         }),
     }
 }

@@ -30,7 +30,7 @@ pub struct EventPublisher {
 }
 
 impl EventPublisher {
-    pub(crate) fn new(link: Arc<Link>) -> EventPublisher {
+    pub fn new(link: Arc<Link>) -> EventPublisher {
         let batcher = Batcher::spawn("event", LIMITS, move |_key, events: Vec<Event>| {
             let link = link.clone();
             async move {

@@ -26,7 +26,7 @@
 //! * [`lanes`]: the fast and slow lanes and the sliding window of slow
 //!   dispatches per job.
 //! * `inflight`: the in-flight record of every confirmed trigger.
-//! * `link`: the one broker connection the node publishes on.
+//! * [`Link`]: the one broker connection the node publishes on.
 //! * [`events`]: [`EventPublisher`], the node's events (trigger events, and
 //!   the API's and the monitor's).
 //! * [`dispatch`]: [`Dispatcher`], which routes, publishes and records;
@@ -43,5 +43,6 @@ pub mod route;
 pub use dispatch::{Dispatched, Dispatcher, Fire};
 pub use events::EventPublisher;
 pub use lanes::{Lane, LaneConfig, LaneStats, Lanes};
+pub use link::Link;
 pub use registry::{LiveExecutor, Registry};
 pub use route::{RouteContext, Routed, Target};

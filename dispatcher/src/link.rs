@@ -1,13 +1,14 @@
 //! The broker connection and its confirm channel, opened on first use and
 //! reopened lazily after a connection loss; the topology is declared on
 //! every (re)open. Shared by the trigger path, the event publisher and
-//! control messages, so a scheduler node holds one publishing connection.
+//! control messages, so a scheduler node holds one publishing connection
+//! (the XXL-JOB gateway publishes its results and hand-backs on one too).
 
 use lapin::{Channel, Connection};
 use rondo_core::{Error, Names, amqp};
 use tokio::sync::Mutex;
 
-pub(crate) struct Link {
+pub struct Link {
     amqp_url: String,
     pub(crate) names: Names,
     open: Mutex<Option<(Connection, Channel)>>,
@@ -16,7 +17,7 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(amqp_url: &str, names: Names) -> Link {
+    pub fn new(amqp_url: &str, names: Names) -> Link {
         Link {
             amqp_url: amqp_url.to_owned(),
             names,
@@ -26,7 +27,7 @@ impl Link {
     }
 
     /// The confirm channel, reopened if the connection dropped.
-    pub(crate) async fn channel(&self) -> Result<Channel, Error> {
+    pub async fn channel(&self) -> Result<Channel, Error> {
         let mut open = self.open.lock().await;
         if let Some((_, ch)) = open.as_ref()
             && ch.status().connected()
@@ -43,7 +44,7 @@ impl Link {
     /// Notes a publish's outcome on the channel from [`Link::channel`]:
     /// after [`amqp::RefusalStreak::LIMIT`] refusals in a row, the next
     /// call opens a new connection (to the next broker that answers).
-    pub(crate) async fn note<T>(&self, outcome: &Result<T, Error>) {
+    pub async fn note<T>(&self, outcome: &Result<T, Error>) {
         if self.refusals.note(outcome)
             && let Some((conn, _)) = self.open.lock().await.take()
         {
@@ -56,7 +57,7 @@ impl Link {
     }
 
     /// Closes the connection (after the publishes in flight).
-    pub(crate) async fn close(&self) {
+    pub async fn close(&self) {
         if let Some((conn, _)) = self.open.lock().await.take() {
             let _ = conn.close(200, "shutdown".into()).await;
         }

@@ -99,6 +99,7 @@ impl TestRun {
             glue_type: glue_type.to_owned(),
             source: source.to_owned(),
             version,
+            updated_ms: 0,
         });
         self
     }

@@ -224,10 +224,22 @@ pub(crate) fn decode_job(row: &MySqlRow) -> Result<Job, BadRow> {
 /// Decodes one `executor_group` row.
 pub(crate) fn decode_group(row: &MySqlRow) -> Result<Group, Error> {
     let get = |e: sqlx::Error| Error::new(ErrorKind::Internal, format!("group row: {e}"));
+    let addresses: String = row.try_get("xxl_addresses").map_err(get)?;
+    let xxl_addresses = if addresses.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(&addresses).map_err(|e| {
+            Error::new(
+                ErrorKind::Internal,
+                format!("group row: xxl_addresses: {e}"),
+            )
+        })?
+    };
     Ok(Group {
         app: row.try_get("app").map_err(get)?,
         title: row.try_get("title").map_err(get)?,
         updated_ms: row.try_get("updated_ms").map_err(get)?,
+        xxl_addresses,
     })
 }
 

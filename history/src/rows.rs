@@ -20,6 +20,8 @@ const CLIPPED: &str = " …[truncated]";
 pub(crate) struct GroupRow {
     pub app: String,
     pub title: String,
+    /// `xxl_addresses` as a JSON array; empty when there are none.
+    pub xxl_addresses: String,
     pub updated_ms: i64,
     pub deleted: bool,
 }
@@ -163,6 +165,7 @@ impl Rows {
             Event::GroupDeleted { app, at_ms } => self.groups.push(GroupRow {
                 app: app.clone(),
                 title: String::new(),
+                xxl_addresses: String::new(),
                 updated_ms: *at_ms,
                 deleted: true,
             }),
@@ -210,6 +213,11 @@ fn group_row(group: &Group) -> GroupRow {
     GroupRow {
         app: group.app.clone(),
         title: group.title.clone(),
+        xxl_addresses: if group.xxl_addresses.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string(&group.xxl_addresses).unwrap_or_default()
+        },
         updated_ms: group.updated_ms,
         deleted: false,
     }

@@ -52,7 +52,8 @@ const SCALAR_BYTES: usize = 8;
 const NEWER_VERSION: &str = "(VALUES(updated_ms) > updated_ms \
      OR (VALUES(updated_ms) = updated_ms AND VALUES(deleted) >= deleted))";
 
-static GROUP_UPDATE: LazyLock<String> = LazyLock::new(|| versioned_update(&["title"]));
+static GROUP_UPDATE: LazyLock<String> =
+    LazyLock::new(|| versioned_update(&["title", "xxl_addresses"]));
 
 static JOB_UPDATE: LazyLock<String> = LazyLock::new(|| versioned_update(&job_data_columns()));
 
@@ -176,13 +177,16 @@ pub(crate) async fn write_rows(conn: &mut MySqlConnection, rows: &Rows) -> sqlx:
 }
 
 async fn upsert_groups(conn: &mut MySqlConnection, rows: &[GroupRow]) -> sqlx::Result<()> {
-    for chunk in chunks(rows, 4, |r| r.app.len() + r.title.len() + 2 * SCALAR_BYTES) {
+    let bytes =
+        |r: &GroupRow| r.app.len() + r.title.len() + r.xxl_addresses.len() + 2 * SCALAR_BYTES;
+    for chunk in chunks(rows, 5, bytes) {
         let mut qb = QueryBuilder::<MySql>::new(
-            "INSERT INTO executor_group (app, title, updated_ms, deleted) ",
+            "INSERT INTO executor_group (app, title, xxl_addresses, updated_ms, deleted) ",
         );
         qb.push_values(chunk, |mut b, r| {
             b.push_bind(&r.app)
                 .push_bind(&r.title)
+                .push_bind(&r.xxl_addresses)
                 .push_bind(r.updated_ms)
                 .push_bind(r.deleted);
         });

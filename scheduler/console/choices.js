@@ -42,6 +42,7 @@ export const GLUE = [
   ['GLUE_NODEJS', 'a Node.js script kept with the job'],
   ['GLUE_POWERSHELL', 'a PowerShell script kept with the job'],
   ['GLUE_PHP', 'a PHP script kept with the job'],
+  ['GLUE_GROOVY', "Groovy, run by XXL-JOB's own executors (behind the XXL-JOB gateway)"],
 ];
 
 export const ROLES = [

@@ -24,6 +24,8 @@
 //! * [`witness`]: a broker-side count of the triggers sent to executors.
 //! * [`topology`]: the cluster topology (`scripts/services-cluster.sh`):
 //!   a ZooKeeper ensemble and its members killed and restarted.
+//! * [`xxl`]: the XXL-JOB gateway and stand-in XXL-JOB executors as
+//!   processes.
 //!
 //! Also re-exported from `rondo_core::testkit`: [`eventually`] (wait for a
 //! positive signal, never sleep-then-assert), [`fixtures`], [`queue_depth`],
@@ -38,6 +40,7 @@ pub mod recorder;
 pub mod stats;
 pub mod topology;
 pub mod witness;
+pub mod xxl;
 
 use axum::body::Body;
 use reqwest::Method;

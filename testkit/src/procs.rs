@@ -28,6 +28,18 @@ pub fn binary(name: &str) -> PathBuf {
     bin
 }
 
+/// Runs the `rondo` CLI against the API at `api` (a URL) with `token`.
+pub fn rondo_cli(api: &str, token: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(binary("rondo"))
+        .env_clear()
+        .env("RONDO_API", api)
+        .env("RONDO_TOKEN", token)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rondo")
+}
+
 pub fn scheduler_binary() -> PathBuf {
     binary("rondo-scheduler")
 }
@@ -87,7 +99,7 @@ pub fn free_addr() -> SocketAddr {
 }
 
 /// The config as `RONDO_*` variables for a child.
-fn config_env(config: &Config) -> Vec<(String, String)> {
+pub(crate) fn config_env(config: &Config) -> Vec<(String, String)> {
     let z = &config.zookeeper;
     vec![
         ("RONDO_NAMESPACE".into(), config.namespace.clone()),

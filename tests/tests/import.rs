@@ -4,8 +4,11 @@
 //! and misfire strategy, each schedule type, a chain of child jobs, a
 //! stopped job), imported into a real node through the `rondo` binary.
 //!
-//! * a row that does not map (a Groovy job) is listed by `--dry-run` with
-//!   its reason and stops the real import before anything is written;
+//! * a row that does not map (a Python 2 job) is listed by `--dry-run`
+//!   with its reason and stops the real import before anything is written;
+//! * a Groovy job and a group fed by hand (`address_type = 1`) map: the
+//!   one runs on XXL-JOB's own executors behind the gateway, the other
+//!   keeps its addresses for it;
 //! * the import creates every group and job, and every field is checked;
 //! * the dry run's next fire matches XXL-JOB's `trigger_next_time`;
 //! * a second import changes nothing.
@@ -14,49 +17,8 @@ use std::process::Output;
 
 use chrono::TimeZone;
 use rondo_history::testing::TestDatabase;
-use rondo_testkit::procs::binary;
 use rondo_testkit::{Api, Cluster, World};
 use serde_json::{Value, json};
-
-/// XXL-JOB 2.4's DDL for the two tables the importer reads.
-const XXL_TABLES: [&str; 2] = [
-    "CREATE TABLE `xxl_job_group` (
-      `id` int(11) NOT NULL AUTO_INCREMENT,
-      `app_name` varchar(64) NOT NULL COMMENT '执行器AppName',
-      `title` varchar(12) NOT NULL COMMENT '执行器名称',
-      `address_type` tinyint(4) NOT NULL DEFAULT '0',
-      `address_list` text,
-      `update_time` datetime DEFAULT NULL,
-      PRIMARY KEY (`id`)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE `xxl_job_info` (
-      `id` int(11) NOT NULL AUTO_INCREMENT,
-      `job_group` int(11) NOT NULL COMMENT '执行器主键ID',
-      `job_desc` varchar(255) NOT NULL,
-      `add_time` datetime DEFAULT NULL,
-      `update_time` datetime DEFAULT NULL,
-      `author` varchar(64) DEFAULT NULL,
-      `alarm_email` varchar(255) DEFAULT NULL,
-      `schedule_type` varchar(50) NOT NULL DEFAULT 'NONE',
-      `schedule_conf` varchar(128) DEFAULT NULL,
-      `misfire_strategy` varchar(50) NOT NULL DEFAULT 'DO_NOTHING',
-      `executor_route_strategy` varchar(50) DEFAULT NULL,
-      `executor_handler` varchar(255) DEFAULT NULL,
-      `executor_param` varchar(512) DEFAULT NULL,
-      `executor_block_strategy` varchar(50) DEFAULT NULL,
-      `executor_timeout` int(11) NOT NULL DEFAULT '0',
-      `executor_fail_retry_count` int(11) NOT NULL DEFAULT '0',
-      `glue_type` varchar(50) NOT NULL,
-      `glue_source` mediumtext,
-      `glue_remark` varchar(128) DEFAULT NULL,
-      `glue_updatetime` datetime DEFAULT NULL,
-      `child_jobid` varchar(255) DEFAULT NULL,
-      `trigger_status` tinyint(4) NOT NULL DEFAULT '0',
-      `trigger_last_time` bigint(13) NOT NULL DEFAULT '0',
-      `trigger_next_time` bigint(13) NOT NULL DEFAULT '0',
-      PRIMARY KEY (`id`)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-];
 
 /// One `xxl_job_info` row, in the columns the test fills.
 struct Row {
@@ -174,6 +136,16 @@ fn rows() -> Vec<Row> {
             routing: "BUSYOVER",
             ..base(10)
         },
+        Row {
+            desc: "groovy",
+            handler: "",
+            glue: (
+                "GLUE_GROOVY",
+                "class DemoGlueJobHandler extends IJobHandler {}",
+                "groovy",
+            ),
+            ..base(11)
+        },
     ]
 }
 
@@ -211,14 +183,7 @@ async fn insert(db: &TestDatabase, row: &Row, next_ms: i64) {
 }
 
 fn rondo(api: &str, token: &str, args: &[&str]) -> Output {
-    std::process::Command::new(binary("rondo"))
-        .env_clear()
-        .env("RONDO_API", api)
-        .env("RONDO_TOKEN", token)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run rondo")
+    rondo_testkit::procs::rondo_cli(api, token, args)
 }
 
 /// The report: on stdout after a success, on stderr after a refusal.
@@ -258,18 +223,12 @@ async fn imported(api: &Api) -> std::collections::BTreeMap<String, Value> {
 async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
     let world = World::new("import").await;
     let token = world.admin.token.clone();
-    let xxl = TestDatabase::empty(&world.config.mysql.url).await;
+    let xxl = rondo_testkit::xxl::xxl_database(&world.config).await;
     let mut cluster = Cluster::new(world);
     let node = cluster.start_node().await;
     let api = cluster.api(node);
     let url = format!("http://{}", cluster.nodes[node].addr());
 
-    for ddl in XXL_TABLES {
-        sqlx::query(sqlx::AssertSqlSafe(ddl))
-            .execute(&xxl.pool)
-            .await
-            .expect("XXL-JOB's table");
-    }
     sqlx::query(
         "INSERT INTO xxl_job_group (id, app_name, title, address_type, address_list, update_time) VALUES \
          (1, 'xxl-job-executor-sample', '示例执行器', 0, NULL, NOW()), (2, 'billing', 'Billing', 1, '10.0.0.5:9999', NOW())",
@@ -303,14 +262,14 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
         };
         insert(&xxl, row, next).await;
     }
-    // A Groovy job does not map.
+    // A Python 2 job does not map.
     sqlx::query(
         "INSERT INTO xxl_job_info (id, job_group, job_desc, executor_route_strategy, executor_block_strategy, \
-         glue_type, glue_source) VALUES (20, 1, 'groovy', 'FIRST', 'SERIAL_EXECUTION', 'GLUE_GROOVY', 'class X {}')",
+         glue_type, glue_source) VALUES (20, 1, 'python 2', 'FIRST', 'SERIAL_EXECUTION', 'GLUE_PYTHON2', 'print 1')",
     )
     .execute(&xxl.pool)
     .await
-    .expect("groovy row");
+    .expect("python 2 row");
 
     let import = [
         "import",
@@ -335,10 +294,10 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
         problems[0]["reason"]
             .as_str()
             .unwrap()
-            .contains("GLUE_GROOVY"),
+            .contains("GLUE_PYTHON2"),
         "{plan}"
     );
-    assert_eq!(plan["summary"]["created"].as_u64(), Some(10), "{plan}");
+    assert_eq!(plan["summary"]["created"].as_u64(), Some(11), "{plan}");
     let first = plan["jobs"]
         .as_array()
         .unwrap()
@@ -370,18 +329,23 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
     let out = rondo(&url, &token, &import);
     assert!(out.status.success(), "{out:?}");
     let done = report(&out);
-    assert_eq!(done["summary"]["created"].as_u64(), Some(10), "{done}");
+    assert_eq!(done["summary"]["created"].as_u64(), Some(11), "{done}");
 
     // Groups.
     let (_, group) = api.get("/api/v1/groups/xxl-job-executor-sample").await;
     assert_eq!(group["title"], "示例执行器");
     let (_, group) = api.get("/api/v1/groups/billing").await;
     assert_eq!(group["title"], "Billing");
+    assert_eq!(
+        group["xxl_addresses"],
+        json!(["http://10.0.0.5:9999/"]),
+        "a group fed by hand keeps its addresses"
+    );
 
     // Every field of every job.
     let source = xxl.name.clone();
     let jobs = imported(&api).await;
-    assert_eq!(jobs.len(), 10);
+    assert_eq!(jobs.len(), 11);
     let id_of =
         |xxl_id: &str| -> Value { jobs[&format!("xxl-job/{source}#{xxl_id}")]["id"].clone() };
     for row in &rows {
@@ -448,7 +412,7 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
             again["summary"]["updated"].as_u64(),
             again["summary"]["unchanged"].as_u64()
         ),
-        (Some(0), Some(0), Some(10)),
+        (Some(0), Some(0), Some(11)),
         "{again}"
     );
     let after: Vec<Value> = imported(&api)

@@ -243,7 +243,7 @@ async fn bad_scripts_are_refused_naming_the_field() {
     let big = "x".repeat(64 * 1024 + 1);
     for (body, field) in [
         (
-            json!({ "group": "sc", "glue_type": "GLUE_GROOVY", "glue_source": "x" }),
+            json!({ "group": "sc", "glue_type": "GLUE_PYTHON2", "glue_source": "x" }),
             "glue_type",
         ),
         (

@@ -16,6 +16,7 @@ pub fn group(app: &str) -> Group {
         app: app.into(),
         title: format!("{app} executors"),
         updated_ms: T0,
+        xxl_addresses: Vec::new(),
     }
 }
 

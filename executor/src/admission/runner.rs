@@ -181,6 +181,14 @@ impl Runner {
                         trigger.handler, self.executor_id
                     ))
                 }
+            } else if trigger.handler == "script:groovy" {
+                Outcome {
+                    retryable: false,
+                    ..Outcome::fail(format!(
+                        "GLUE_GROOVY jobs run only on XXL-JOB's own executors (xxl-job-core behind rondo-xxl-gateway), not on rondo executor {}: put the job in such a group",
+                        self.executor_id
+                    ))
+                }
             } else if let Some(interpreter) = trigger.handler.strip_prefix("script:") {
                 Outcome {
                     retryable: false,

@@ -106,6 +106,7 @@ impl ScriptFile {
             GlueType::NodeJs => "js",
             GlueType::PowerShell => "ps1",
             GlueType::Php => "php",
+            GlueType::Groovy => "groovy",
             GlueType::Bean => "txt",
         };
         let name = format!("job{}-{:016x}.{ext}", ctx.job_id(), rand::random::<u64>());

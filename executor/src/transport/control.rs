@@ -39,7 +39,6 @@ use rondo_core::{Error, Names};
 
 use crate::admission::runner::Runner;
 use crate::admission::slots::Kill;
-use crate::transport::delivery::probe_version;
 
 /// Control messages taken at once (they are handled in microseconds).
 const CONTROL_PREFETCH: u16 = 16;
@@ -68,16 +67,8 @@ pub async fn send_kill(
 
 /// The control message that kills `trigger_id` of job `job_id`.
 pub fn kill_message(trigger_id: &str, job_id: u64) -> Control {
-    Control {
-        v: CONTROL_VERSION,
-        action: ControlAction::Kill,
-        trigger_id: trigger_id.to_owned(),
-        job_id,
-    }
+    Control::kill(trigger_id, job_id)
 }
-
-/// The control schema this executor reads.
-const CONTROL_VERSION: u8 = 1;
 
 /// The executor's control queue and its consumer on a channel of its own
 /// (a broker error on it never takes the trigger consumer down).
@@ -133,7 +124,7 @@ pub(crate) async fn listen(
 
 /// Handles one control message: acts on it and acks it, or dead-letters it.
 pub(crate) async fn handle(runner: &Runner, link: &ControlLink, names: &Names, delivery: Delivery) {
-    let control = match decode(&delivery.data) {
+    let control = match Control::decode(&delivery.data) {
         Ok(control) => control,
         Err(reason) => {
             let moved =
@@ -172,71 +163,5 @@ fn kill(runner: &Runner, control: &Control) {
             actual_job_id = actual,
             "kill: the trigger belongs to another job; ignored"
         ),
-    }
-}
-
-/// Decodes a control body; the error is the dead-letter reason.
-pub(crate) fn decode(body: &[u8]) -> Result<Control, String> {
-    let control = match serde_json::from_slice::<Control>(body) {
-        Ok(control) => control,
-        Err(e) => {
-            return Err(match probe_version(body) {
-                Some(v) if v != u64::from(CONTROL_VERSION) => unsupported(v),
-                _ => format!("malformed control message: {e}"),
-            });
-        }
-    };
-    if control.v != CONTROL_VERSION {
-        return Err(unsupported(u64::from(control.v)));
-    }
-    if control.trigger_id.is_empty() {
-        return Err("control message with an empty trigger_id".into());
-    }
-    Ok(control)
-}
-
-fn unsupported(v: u64) -> String {
-    format!(
-        "unsupported control message version {v} (this executor reads version {CONTROL_VERSION})"
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kill_round_trips_in_the_documented_shape() {
-        let kill = kill_message("7-1000-0", 7);
-        let json = serde_json::to_value(&kill).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"v": 1, "action": "kill", "trigger_id": "7-1000-0", "job_id": 7})
-        );
-        assert_eq!(decode(json.to_string().as_bytes()).unwrap(), kill);
-    }
-
-    #[test]
-    fn bad_control_messages_say_what_is_wrong() {
-        assert!(
-            decode(b"nope")
-                .unwrap_err()
-                .starts_with("malformed control message")
-        );
-        let unknown = br#"{"v":1,"action":"pause","trigger_id":"t","job_id":1}"#;
-        assert!(
-            decode(unknown)
-                .unwrap_err()
-                .contains("unknown variant `pause`")
-        );
-        let v2 = br#"{"v":2,"action":"kill","trigger_id":"t","job_id":1}"#;
-        assert!(decode(v2).unwrap_err().contains("version 2"));
-        let v3 = br#"{"v":3,"other":true}"#;
-        assert!(decode(v3).unwrap_err().contains("version 3"));
-        let empty = br#"{"v":1,"action":"kill","trigger_id":"","job_id":1}"#;
-        assert_eq!(
-            decode(empty).unwrap_err(),
-            "control message with an empty trigger_id"
-        );
     }
 }

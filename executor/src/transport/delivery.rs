@@ -11,15 +11,12 @@ use lapin::Channel;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use rondo_core::{Names, TriggerBatch};
-use serde::Deserialize;
 use tracing::Instrument;
 
 use crate::admission::runner::Runner;
 use crate::admission::slots::Settled;
 use crate::lifecycle::Lifecycle;
 
-/// The longest trigger id accepted (it becomes part of a Redis key).
-const MAX_TRIGGER_ID_BYTES: usize = 512;
 /// How long a delivery waits before going back to the queue after a
 /// transient failure, so an outage does not turn into a redelivery storm.
 const REQUEUE_DELAY: Duration = Duration::from_secs(1);
@@ -37,7 +34,7 @@ impl Deliveries {
     /// Handles one delivery to the end. `channel` is the consuming channel
     /// (confirms on), used to dead-letter.
     pub(crate) async fn handle(self: Arc<Self>, channel: Channel, delivery: Delivery) {
-        let batch = match decode(&delivery.data) {
+        let batch = match TriggerBatch::decode(&delivery.data) {
             Ok(batch) => batch,
             Err(reason) => return self.dead_letter(&channel, &delivery, &reason).await,
         };
@@ -163,125 +160,9 @@ fn combine(settled: &[Settled]) -> Settled {
     }
 }
 
-/// Decodes a message body; the error is the dead-letter reason.
-pub(crate) fn decode(body: &[u8]) -> Result<TriggerBatch, String> {
-    let batch = match serde_json::from_slice::<TriggerBatch>(body) {
-        Ok(batch) => batch,
-        Err(e) => {
-            return Err(match probe_version(body) {
-                Some(v) if v != u64::from(TriggerBatch::VERSION) => unsupported(v),
-                _ => format!("malformed trigger batch: {e}"),
-            });
-        }
-    };
-    if batch.v != TriggerBatch::VERSION {
-        return Err(unsupported(u64::from(batch.v)));
-    }
-    if batch.triggers.is_empty() {
-        return Err("empty trigger list".into());
-    }
-    for (i, trigger) in batch.triggers.iter().enumerate() {
-        if trigger.trigger_id.is_empty() {
-            return Err(format!("trigger {i} has an empty trigger_id"));
-        }
-        if trigger.trigger_id.len() > MAX_TRIGGER_ID_BYTES {
-            return Err(format!(
-                "trigger {i} has a trigger_id longer than {MAX_TRIGGER_ID_BYTES} bytes"
-            ));
-        }
-    }
-    Ok(batch)
-}
-
-fn unsupported(v: u64) -> String {
-    format!(
-        "unsupported trigger batch version {v} (this executor reads version {})",
-        TriggerBatch::VERSION
-    )
-}
-
-/// The `v` of a body that did not decode as a whole, if it has one (a
-/// trigger batch or a control message).
-pub(crate) fn probe_version(body: &[u8]) -> Option<u64> {
-    #[derive(Deserialize)]
-    struct Probe {
-        v: u64,
-    }
-    serde_json::from_slice::<Probe>(body).ok().map(|p| p.v)
-}
-
 #[cfg(test)]
 mod tests {
-    use rondo_core::{BlockStrategy, Trigger, TriggerType};
-
     use super::*;
-
-    fn trigger(id: &str) -> Trigger {
-        Trigger {
-            trigger_id: id.into(),
-            job_id: 1,
-            group: "g".into(),
-            executor_id: "e".into(),
-            handler: "demo".into(),
-            params: String::new(),
-            trigger_type: TriggerType::Cron,
-            fire_ms: 1,
-            sent_ms: 1,
-            shard_index: 0,
-            shard_total: 1,
-            timeout_s: 0,
-            block: BlockStrategy::SerialExecution,
-            retry_count: 0,
-            script: None,
-        }
-    }
-
-    fn body(batch: &TriggerBatch) -> Vec<u8> {
-        serde_json::to_vec(batch).unwrap()
-    }
-
-    #[test]
-    fn a_valid_batch_decodes() {
-        let batch = TriggerBatch::new(vec![trigger("a"), trigger("b")]);
-        assert_eq!(decode(&body(&batch)).unwrap(), batch);
-    }
-
-    #[test]
-    fn bad_messages_say_what_is_wrong() {
-        assert!(
-            decode(b"garbage")
-                .unwrap_err()
-                .starts_with("malformed trigger batch")
-        );
-        assert!(
-            decode(b"{\"v\":1}")
-                .unwrap_err()
-                .starts_with("malformed trigger batch")
-        );
-        let mut v2 = TriggerBatch::new(vec![trigger("a")]);
-        v2.v = 2;
-        assert!(
-            decode(&body(&v2))
-                .unwrap_err()
-                .contains("unsupported trigger batch version 2")
-        );
-        assert!(
-            decode(b"{\"v\":7,\"jobs\":[]}")
-                .unwrap_err()
-                .contains("version 7")
-        );
-        assert_eq!(
-            decode(&body(&TriggerBatch::new(vec![]))).unwrap_err(),
-            "empty trigger list"
-        );
-        let no_id = TriggerBatch::new(vec![trigger("a"), trigger("")]);
-        assert_eq!(
-            decode(&body(&no_id)).unwrap_err(),
-            "trigger 1 has an empty trigger_id"
-        );
-        let long = TriggerBatch::new(vec![trigger(&"x".repeat(600))]);
-        assert!(decode(&body(&long)).unwrap_err().contains("longer than"));
-    }
 
     #[test]
     fn a_delivery_is_as_settled_as_its_least_settled_trigger() {

@@ -81,6 +81,7 @@ fn events_are_grouped_by_table_and_sorted_by_key() {
                 app: "z".into(),
                 title: "Z".into(),
                 updated_ms: 1,
+                xxl_addresses: Vec::new(),
             },
         },
         Event::JobDeleted { id: 3, at_ms: 7 },

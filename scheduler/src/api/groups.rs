@@ -73,8 +73,8 @@ pub(super) async fn get_group(
     Ok(Json(s.store.get_group(&app).await?))
 }
 
-/// Changes a group's title (a group cannot be renamed). Operators of the
-/// group.
+/// Changes a group's title or XXL-JOB executor addresses; a field left out
+/// keeps its value (a group cannot be renamed). Operators of the group.
 #[utoipa::path(put, path = "/api/v1/groups/{app}", tag = "groups",
     params(AppParam), request_body(content = Option<GroupSpec>, description = "The fields to change (`app`, if given, must be the group's); no body changes nothing."),
     responses((status = 200, description = "The group, changed.", body = Group), ApiErrors))]
@@ -86,15 +86,18 @@ pub(super) async fn update_group(
 ) -> ApiResult<Json<Group>> {
     validate_app_name("app", &app)?;
     caller.require(Access::OperateGroup(&app), "app")?;
-    let mut spec = parse_body::<GroupSpec>(&body)?;
+    let spec = parse_body::<GroupSpec>(&body)?;
     if spec.app.as_deref().is_some_and(|a| a != app) {
         return Err(Error::invalid("app", "cannot rename a group").into());
     }
-    spec.app = Some(app);
-    let group = spec.validate(clock::now_ms())?;
+    let old = s.store.get_group(&app).await?;
+    let group = spec.validate_update(&old, clock::now_ms())?;
     s.store.update_group(&group).await?;
     let target = format!("group:{}", group.app);
-    let detail = format!("title {:?}", group.title);
+    let detail = format!(
+        "title {:?}, xxl_addresses {:?}",
+        group.title, group.xxl_addresses
+    );
     let audit = caller.audit("group.update", target, Some(&group.app), Some(detail));
     s.events
         .publish(&[

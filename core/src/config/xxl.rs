@@ -1,0 +1,185 @@
+//! `[xxl]`: the XXL-JOB gateway (`rondo-xxl-gateway`), the admin of
+//! unchanged `xxl-job-core` executors and one rondo executor for each.
+//! Its other settings are the cluster's: `registry.*` (the lease it renews
+//! while an executor answers `/beat`), `executor.dedupe_ttl_s` (the marks
+//! it keeps on the executors' behalf) and `executor.log_flush_ms`.
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct XxlConfig {
+    /// Where the gateway serves XXL-JOB's admin API (`<context>/api/registry`,
+    /// `/api/registryRemove`, `/api/callback`, under any context path): the
+    /// address executors name in `xxl.job.admin.addresses`.
+    pub listen_addr: String,
+    /// `XXL-JOB-ACCESS-TOKEN`, checked on every call both ways (the
+    /// executors' `xxl.job.accessToken`). No default: a gateway without
+    /// one refuses to start unless `allow_no_token` is set and it listens
+    /// on loopback only.
+    #[serde(deserialize_with = "string_or_integer")]
+    pub access_token: String,
+    /// Lets a gateway listening on loopback run without an access token
+    /// (a developer machine). Ignored, and the start refused, for any
+    /// other listen address.
+    pub allow_no_token: bool,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (open, so keep
+    /// it on loopback or a private network); empty: not served.
+    pub metrics_addr: String,
+    /// How long a call to an executor (`/beat`, `/run`, `/log`, …) waits for
+    /// its answer (XXL-JOB's admin waits 3 s).
+    pub request_timeout_ms: u64,
+    /// Trigger messages of one executor's queue delivered to this gateway
+    /// and not yet handed to the executor (AMQP prefetch, per executor).
+    pub prefetch: u16,
+    /// A trigger handed to an executor whose outcome cannot come any more
+    /// is failed as lost (retryable, as for rondo's own executors) when its
+    /// executor has not answered `/beat` for this long, or answers but
+    /// `/idleBeat` has shown its job neither running nor queued there for
+    /// this long (a callback xxl-job-core failed to deliver is retried every
+    /// 30 s, so keep this well above that).
+    pub lost_after_ms: u64,
+    /// While a trigger runs, its log is read from the executor (`/log`) and
+    /// shipped this often; once more after its callback.
+    pub log_poll_ms: u64,
+}
+
+impl Default for XxlConfig {
+    fn default() -> Self {
+        XxlConfig {
+            listen_addr: "127.0.0.1:8680".into(),
+            access_token: String::new(),
+            allow_no_token: false,
+            metrics_addr: String::new(),
+            request_timeout_ms: 3_000,
+            prefetch: 64,
+            lost_after_ms: 60_000,
+            log_poll_ms: 1_000,
+        }
+    }
+}
+
+impl std::fmt::Debug for XxlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XxlConfig")
+            .field("listen_addr", &self.listen_addr)
+            .field("access_token", &crate::redact::secret(&self.access_token))
+            .field("allow_no_token", &self.allow_no_token)
+            .field("metrics_addr", &self.metrics_addr)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("prefetch", &self.prefetch)
+            .field("lost_after_ms", &self.lost_after_ms)
+            .field("log_poll_ms", &self.log_poll_ms)
+            .finish()
+    }
+}
+
+impl XxlConfig {
+    /// Checks what can be checked without starting the gateway (its own
+    /// start also refuses a missing token, see [`XxlConfig::check_token`]).
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        let bounded = [
+            ("request_timeout_ms", self.request_timeout_ms, 100, 600_000),
+            ("lost_after_ms", self.lost_after_ms, 1_000, 86_400_000),
+            ("log_poll_ms", self.log_poll_ms, 50, 600_000),
+            ("prefetch", u64::from(self.prefetch), 1, 65_535),
+        ];
+        for (key, value, least, most) in bounded {
+            if !(least..=most).contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "xxl.{key} must be {least} to {most}, got {value}"
+                )));
+            }
+        }
+        if self.access_token.len() > 255 || self.access_token.chars().any(char::is_control) {
+            return Err(ConfigError::Invalid(
+                "xxl.access_token must be at most 255 bytes without control characters".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The gateway's start: no token is allowed only when asked for
+    /// explicitly and every address it listens on is loopback.
+    pub fn check_token(&self) -> Result<(), ConfigError> {
+        if !self.access_token.is_empty() {
+            return Ok(());
+        }
+        if !self.allow_no_token {
+            return Err(ConfigError::Invalid(
+                "xxl.access_token is empty: set the token your executors send (xxl.job.accessToken), or, on a developer machine listening on loopback only, xxl.allow_no_token = true".into(),
+            ));
+        }
+        if !super::is_loopback(&self.listen_addr) {
+            return Err(ConfigError::Invalid(format!(
+                "xxl.allow_no_token is only for a gateway listening on loopback; xxl.listen_addr is {}: set xxl.access_token",
+                self.listen_addr
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A secret given in the environment may be all digits, which the
+/// environment reader turns into a TOML integer.
+fn string_or_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Str(String),
+        Int(i64),
+    }
+    Ok(match Text::deserialize(d)? {
+        Text::Str(s) => s,
+        Text::Int(i) => i.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, super::ConfigError> {
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        Config::load(text, env)
+    }
+
+    #[test]
+    fn a_gateway_without_a_token_starts_only_on_loopback_when_told_so() {
+        let c = load("", &[]).unwrap();
+        assert!(c.xxl.check_token().is_err(), "no token, not allowed");
+        let c = load("[xxl]\nallow_no_token = true\n", &[]).unwrap();
+        c.xxl.check_token().expect("loopback, allowed");
+        let c = load(
+            "[xxl]\nallow_no_token = true\nlisten_addr = \"0.0.0.0:8680\"\n",
+            &[],
+        )
+        .unwrap();
+        let e = c.xxl.check_token().unwrap_err().to_string();
+        assert!(e.contains("xxl.access_token"), "{e}");
+        let c = load("[xxl]\nlisten_addr = \"0.0.0.0:8680\"\n", &[]).unwrap();
+        assert!(c.xxl.check_token().is_err());
+        let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", "s3cret")]).unwrap();
+        c.xxl.check_token().expect("a token");
+    }
+
+    #[test]
+    fn an_all_digit_token_from_the_environment_stays_a_token() {
+        for token in ["12345", "0012345", "-7"] {
+            let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", token)]).unwrap();
+            assert_eq!(c.xxl.access_token, token);
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_key_and_the_token_is_never_shown() {
+        let e = load("[xxl]\nlost_after_ms = 5\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("xxl.lost_after_ms"), "{e}");
+        let c = load("[xxl]\naccess_token = \"hunter2\"\n", &[]).unwrap();
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,277 @@
+//! Calls to an executor's embedded server: `/beat`, `/idleBeat`, `/run` or
+//! `/trigger`, `/kill`, `/log`, each a JSON `POST` with the access token
+//! (and, for 3.5, the appname) in its headers.
+//!
+//! A call ends in one of four ways, and callers branch on which, because
+//! they mean different things for a trigger:
+//! * an [`Reply`]: the executor answered (success or its refusal);
+//! * [`CallError::Unreachable`]: no connection was made, so the request
+//!   certainly did not reach it (the trigger can go elsewhere);
+//! * [`CallError::NoAnswer`]: sent, but no answer in time or the
+//!   connection broke: whether it was taken is unknown;
+//! * [`CallError::Garbage`]: it answered something that is not XXL-JOB's
+//!   JSON (the first bytes are kept for the message).
+
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde::Serialize;
+
+use crate::wire::{self, Generation, LogPage, LogParam, Reply, TriggerParam};
+
+/// The first bytes of a garbage answer kept for the trigger's message.
+const GARBAGE_BYTES: usize = 200;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("cannot reach {address}: {detail}")]
+    Unreachable { address: String, detail: String },
+    #[error("no answer from {address}: {detail}")]
+    NoAnswer { address: String, detail: String },
+    #[error("{address} answered what is not XXL-JOB's JSON (HTTP {status}): {first_bytes:?}")]
+    Garbage {
+        address: String,
+        status: u16,
+        first_bytes: String,
+    },
+}
+
+/// Where an executor is and what it speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Its address as registered, ending in `/` (`http://10.0.0.5:9999/`).
+    pub address: String,
+    pub app: String,
+    pub generation: Generation,
+}
+
+/// The HTTP client every call goes through (one connection pool).
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    token: String,
+    timeout: Duration,
+}
+
+impl Client {
+    pub fn new(token: &str, timeout: Duration) -> Result<Client, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(3)))
+            // An executor's answer is small; one that talks without end
+            // is cut by the timeout.
+            .pool_idle_timeout(Duration::from_secs(50))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Client {
+            http,
+            token: token.to_owned(),
+            timeout,
+        })
+    }
+
+    /// How long a call waits for its answer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub async fn beat(&self, target: &Target, timeout: Duration) -> Result<Reply, CallError> {
+        self.call_within(target, "beat", &serde_json::json!({}), timeout)
+            .await
+    }
+
+    pub async fn idle_beat(&self, target: &Target, job_id: i32) -> Result<Reply, CallError> {
+        self.call(target, "idleBeat", &wire::JobIdParam { job_id })
+            .await
+    }
+
+    /// Posts a trigger to the path of the target's generation.
+    pub async fn trigger(&self, target: &Target, param: &TriggerParam) -> Result<Reply, CallError> {
+        self.call(target, target.generation.trigger_path(), param)
+            .await
+    }
+
+    pub async fn kill(&self, target: &Target, job_id: i32) -> Result<Reply, CallError> {
+        self.call(target, "kill", &wire::JobIdParam { job_id })
+            .await
+    }
+
+    /// A page of a run's log from line `from` (1-based); `Ok(None)` when
+    /// the executor answered without a page (it has no such log).
+    pub async fn log(
+        &self,
+        target: &Target,
+        log_id: i64,
+        log_date_ms: i64,
+        from: i32,
+    ) -> Result<Option<LogPage>, CallError> {
+        let reply = self
+            .call(target, "log", &LogParam::new(log_id, log_date_ms, from))
+            .await?;
+        Ok(reply
+            .payload()
+            .and_then(|p| serde_json::from_value::<LogPage>(p.clone()).ok()))
+    }
+
+    async fn call(
+        &self,
+        target: &Target,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<Reply, CallError> {
+        self.call_within(target, path, body, self.timeout).await
+    }
+
+    async fn call_within(
+        &self,
+        target: &Target,
+        path: &str,
+        body: &impl Serialize,
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let url = format!("{}{path}", target.address);
+        let started = std::time::Instant::now();
+        let sent = self
+            .http
+            .post(&url)
+            .headers(self.headers(&target.app))
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await;
+        let outcome = match sent {
+            Ok(response) => read(&target.address, response).await,
+            Err(e) => Err(classify(&target.address, &e)),
+        };
+        metrics::histogram!("rondo_xxl_call_seconds", "call" => call_label(path))
+            .record(started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    fn headers(&self, app: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/json;charset=UTF-8"),
+        );
+        if let Ok(token) = HeaderValue::from_str(&self.token)
+            && !self.token.is_empty()
+        {
+            headers.insert(wire::TOKEN_HEADER, token);
+        }
+        if let Ok(app) = HeaderValue::from_str(app) {
+            headers.insert(wire::APPNAME_HEADER, app);
+        }
+        headers
+    }
+}
+
+/// The metric label of a path (bounded: the five calls).
+fn call_label(path: &str) -> &'static str {
+    match path {
+        "beat" => "beat",
+        "idleBeat" => "idle_beat",
+        "run" | "trigger" => "trigger",
+        "kill" => "kill",
+        _ => "log",
+    }
+}
+
+async fn read(address: &str, response: reqwest::Response) -> Result<Reply, CallError> {
+    let status = response.status().as_u16();
+    let body = response.bytes().await.map_err(|e| CallError::NoAnswer {
+        address: address.to_owned(),
+        detail: format!("the answer broke off: {e}"),
+    })?;
+    match serde_json::from_slice::<Reply>(&body) {
+        Ok(reply) if status == 200 => Ok(reply),
+        _ => Err(CallError::Garbage {
+            address: address.to_owned(),
+            status,
+            first_bytes: first_bytes(&body),
+        }),
+    }
+}
+
+/// Up to [`GARBAGE_BYTES`] of `body`, cut at a character boundary.
+fn first_bytes(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(GARBAGE_BYTES + 4)]);
+    let mut end = text.len().min(GARBAGE_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+fn classify(address: &str, e: &reqwest::Error) -> CallError {
+    let detail = error_chain(e);
+    if e.is_connect() {
+        CallError::Unreachable {
+            address: address.to_owned(),
+            detail,
+        }
+    } else {
+        CallError::NoAnswer {
+            address: address.to_owned(),
+            detail,
+        }
+    }
+}
+
+/// An error with its causes (reqwest's own text says only "error sending
+/// request").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_is_cut_at_a_character_boundary() {
+        let body = "é".repeat(300);
+        let cut = first_bytes(body.as_bytes());
+        assert!(cut.len() <= GARBAGE_BYTES);
+        assert!(cut.chars().all(|c| c == 'é'));
+        assert_eq!(first_bytes(b"<html>"), "<html>");
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable_and_garbage_is_kept() {
+        let client = Client::new("t", Duration::from_secs(2)).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let target = Target {
+            address: format!("http://127.0.0.1:{port}/"),
+            app: "a".into(),
+            generation: Generation::Two,
+        };
+        let e = client
+            .beat(&target, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, CallError::Unreachable { .. }), "{e:?}");
+
+        let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}/", server.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async { "<html>busy</html>" });
+        tokio::spawn(async move { axum::serve(server, app).await });
+        let target = Target { address, ..target };
+        let e = client
+            .beat(&target, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        match e {
+            CallError::Garbage { first_bytes, .. } => assert_eq!(first_bytes, "<html>busy</html>"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

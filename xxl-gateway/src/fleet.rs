@@ -1,0 +1,210 @@
+//! The fleet: every XXL-JOB executor in Redis (registered, or listed in
+//! its group's `xxl_addresses`), each served by this instance ([`Served`]),
+//! and the broker connection their queues are consumed on.
+//!
+//! Every [`RECONCILE`] the fleet is read again: new executors are served,
+//! removed ones stop, registrations older than `registry.dead_after_ms`
+//! are removed (XXL-JOB's 90 s), and the groups' address lists are made
+//! records (and unmade when an address leaves its list).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use lapin::Connection;
+use rondo_core::backoff::Backoff;
+use rondo_core::{Error, amqp, clock};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::ctx::Ctx;
+use crate::executors::{Record, executor_id};
+use crate::served::Served;
+
+/// How often the fleet is read again (and at once after a local change).
+const RECONCILE: Duration = Duration::from_millis(500);
+/// How often the consuming connection is checked.
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+
+pub(crate) struct Fleet {
+    served: RwLock<HashMap<String, Arc<Served>>>,
+    /// The connection queues are consumed on (`None` while there is none).
+    connection: watch::Sender<Option<Arc<Connection>>>,
+    changed: Notify,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Fleet {
+            served: RwLock::default(),
+            connection: watch::Sender::new(None),
+            changed: Notify::new(),
+        }
+    }
+}
+
+impl Fleet {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Served>> {
+        self.served.read().expect("fleet lock").get(id).cloned()
+    }
+
+    pub(crate) fn all(&self) -> Vec<Arc<Served>> {
+        self.served
+            .read()
+            .expect("fleet lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn connection(&self) -> watch::Receiver<Option<Arc<Connection>>> {
+        self.connection.subscribe()
+    }
+
+    /// Reads the fleet again now (a registration or removal came here).
+    pub(crate) fn changed(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Serves the fleet until `stop`, then stops serving (without retiring
+    /// anyone: the other instances go on) and waits for the hand-offs.
+    pub(crate) async fn run(ctx: Arc<Ctx>, stop: CancellationToken) {
+        let tasks = TaskTracker::new();
+        tasks.spawn(connect(ctx.clone(), stop.clone()).in_current_span());
+        let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(5));
+        loop {
+            match reconcile(&ctx, &stop, &tasks).await {
+                Ok(()) => backoff.reset(),
+                Err(e) => tracing::warn!(error = %e, "cannot read the XXL-JOB executors"),
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(RECONCILE) => {}
+                () = ctx.fleet.changed.notified() => {}
+            }
+        }
+        tasks.close();
+        tasks.wait().await;
+        let conn = ctx.fleet.connection.send_replace(None);
+        if let Some(conn) = conn {
+            let _ = conn.close(200, "shutdown".into()).await;
+        }
+    }
+}
+
+/// One pass: the records in Redis made the served set.
+async fn reconcile(
+    ctx: &Arc<Ctx>,
+    stop: &CancellationToken,
+    tasks: &TaskTracker,
+) -> Result<(), Error> {
+    sync_manual_lists(ctx).await?;
+    let now = clock::now_ms();
+    let dead_after = ctx.registry.dead_after_ms as i64;
+    let mut live = HashMap::new();
+    for record in ctx.executors.load().await? {
+        if !record.manual && record.registered_ms < now - dead_after {
+            tracing::info!(executor_id = %record.id, address = %record.address, "no registration for {} s: the executor leaves the fleet", dead_after / 1000);
+            ctx.executors.remove(&record.id).await?;
+            continue;
+        }
+        live.insert(record.id.clone(), record);
+    }
+    let mut served = ctx.fleet.served.write().expect("fleet lock");
+    served.retain(|id, s| {
+        let keep = live.contains_key(id);
+        if !keep {
+            s.remove();
+        }
+        keep
+    });
+    for (id, record) in live {
+        match served.get(&id) {
+            Some(s) => s.update(record),
+            None => {
+                tracing::info!(executor_id = %id, address = %record.address, app = %record.app, "serving an XXL-JOB executor");
+                let s = Arc::new(Served::new(record, stop.child_token()));
+                tasks.spawn(s.clone().run(ctx.clone()));
+                served.insert(id, s);
+            }
+        }
+    }
+    metrics::gauge!("rondo_xxl_executors").set(served.len() as f64);
+    Ok(())
+}
+
+/// Makes the groups' `xxl_addresses` records (renewed at every pass, so
+/// they never expire), and removes the manual records no list holds.
+async fn sync_manual_lists(ctx: &Ctx) -> Result<(), Error> {
+    let lists = ctx.executors.manual_lists().await?;
+    let now = clock::now_ms();
+    let mut listed = HashSet::new();
+    for (app, addresses) in &lists {
+        for address in addresses {
+            listed.insert(executor_id(app, address));
+            if let Err(refusal) = ctx.executors.register(app, address, true, now).await? {
+                tracing::warn!(
+                    app,
+                    address,
+                    ?refusal,
+                    "a listed executor address cannot be served"
+                );
+            }
+        }
+    }
+    for record in ctx.executors.load().await? {
+        if record.manual && !listed.contains(&record.id) {
+            remove_manual(ctx, &record).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn remove_manual(ctx: &Ctx, record: &Record) -> Result<(), Error> {
+    tracing::info!(executor_id = %record.id, address = %record.address, "no longer in its group's address list");
+    ctx.executors.remove(&record.id).await
+}
+
+/// Keeps a broker connection for consuming, reconnecting with backoff,
+/// until `stop`.
+async fn connect(ctx: Arc<Ctx>, stop: CancellationToken) {
+    let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(10));
+    let name = format!("rondo-xxl-gateway {}", ctx.me());
+    while !stop.is_cancelled() {
+        let opened = tokio::select! {
+            () = stop.cancelled() => break,
+            opened = open(&ctx, &name) => opened,
+        };
+        match opened {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                backoff.reset();
+                ctx.fleet.connection.send_replace(Some(conn.clone()));
+                while conn.status().connected() && !stop.is_cancelled() {
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = tokio::time::sleep(LIVENESS_CHECK) => {}
+                    }
+                }
+                if !stop.is_cancelled() {
+                    tracing::warn!("the consuming broker connection dropped; reconnecting");
+                    ctx.fleet.connection.send_replace(None);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot connect to the broker; retrying"),
+        }
+        if !backoff.wait(&stop).await {
+            break;
+        }
+    }
+}
+
+async fn open(ctx: &Ctx, name: &str) -> Result<Connection, Error> {
+    let conn = amqp::connect(&ctx.amqp_url, name).await?;
+    let channel = conn.create_channel().await?;
+    amqp::declare_topology(&channel, &ctx.names).await?;
+    let _ = channel.close(200, "declared".into()).await;
+    Ok(conn)
+}
