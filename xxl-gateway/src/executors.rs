@@ -6,7 +6,7 @@
 //! An executor gets here by registering (`/api/registry`, every 30 s from
 //! `xxl-job-core`) or by being listed in its group's `xxl_addresses`
 //! (XXL-JOB's manual address list). It leaves by `/api/registryRemove`, by
-//! not registering for `registry.dead_after_ms` (XXL-JOB's 90 s), or by
+//! not registering for `xxl.registration_ttl_ms` (XXL-JOB's 90 s), or by
 //! leaving its group's list.
 
 use std::collections::HashMap;

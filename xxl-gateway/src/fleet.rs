@@ -3,7 +3,7 @@
 //! and the broker connection their queues are consumed on.
 //!
 //! Every [`RECONCILE`] the fleet is read again: new executors are served,
-//! removed ones stop, registrations older than `registry.dead_after_ms`
+//! removed ones stop, registrations older than `xxl.registration_ttl_ms`
 //! are removed (XXL-JOB's 90 s), and the groups' address lists are made
 //! records (and unmade when an address leaves its list).
 
@@ -102,11 +102,11 @@ async fn reconcile(
 ) -> Result<(), Error> {
     sync_manual_lists(ctx).await?;
     let now = clock::now_ms();
-    let dead_after = ctx.registry.dead_after_ms as i64;
+    let ttl = ctx.xxl.registration_ttl_ms as i64;
     let mut live = HashMap::new();
     for record in ctx.executors.load().await? {
-        if !record.manual && record.registered_ms < now - dead_after {
-            tracing::info!(executor_id = %record.id, address = %record.address, "no registration for {} s: the executor leaves the fleet", dead_after / 1000);
+        if !record.manual && record.registered_ms < now - ttl {
+            tracing::info!(executor_id = %record.id, address = %record.address, "no registration for {} s: the executor leaves the fleet", ttl / 1000);
             ctx.executors.remove(&record.id).await?;
             continue;
         }

@@ -16,7 +16,7 @@
 //!   once its lease ran out the leader moves them to a live executor.
 //!
 //! Removed from the fleet (`/api/registryRemove`, no registration for
-//! `registry.dead_after_ms`, dropped from its group's list) it retires at
+//! `xxl.registration_ttl_ms`, dropped from its group's list) it retires at
 //! once (routing stops) and leaves once this instance stopped consuming.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

@@ -28,6 +28,11 @@ pub struct XxlConfig {
     /// Where `/metrics`, `/healthz` and `/readyz` are served (open, so keep
     /// it on loopback or a private network); empty: not served.
     pub metrics_addr: String,
+    /// An executor that has not registered for this long leaves the fleet
+    /// (XXL-JOB's 90 s: `xxl-job-core` registers every 30 s, so keep it
+    /// well above that). Executors listed in a group's `xxl_addresses`
+    /// never expire.
+    pub registration_ttl_ms: u64,
     /// How long a call to an executor (`/beat`, `/run`, `/log`, …) waits for
     /// its answer (XXL-JOB's admin waits 3 s).
     pub request_timeout_ms: u64,
@@ -53,6 +58,7 @@ impl Default for XxlConfig {
             access_token: String::new(),
             allow_no_token: false,
             metrics_addr: String::new(),
+            registration_ttl_ms: 90_000,
             request_timeout_ms: 3_000,
             prefetch: 64,
             lost_after_ms: 60_000,
@@ -68,6 +74,7 @@ impl std::fmt::Debug for XxlConfig {
             .field("access_token", &crate::redact::secret(&self.access_token))
             .field("allow_no_token", &self.allow_no_token)
             .field("metrics_addr", &self.metrics_addr)
+            .field("registration_ttl_ms", &self.registration_ttl_ms)
             .field("request_timeout_ms", &self.request_timeout_ms)
             .field("prefetch", &self.prefetch)
             .field("lost_after_ms", &self.lost_after_ms)
@@ -82,6 +89,7 @@ impl XxlConfig {
     pub(super) fn check(&self) -> Result<(), ConfigError> {
         let bounded = [
             ("request_timeout_ms", self.request_timeout_ms, 100, 600_000),
+            ("registration_ttl_ms", self.registration_ttl_ms, 1_000, 86_400_000),
             ("lost_after_ms", self.lost_after_ms, 1_000, 86_400_000),
             ("log_poll_ms", self.log_poll_ms, 50, 600_000),
             ("prefetch", u64::from(self.prefetch), 1, 65_535),
