@@ -269,6 +269,13 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         "callback entries: handled, late (the gateway had answered the run), unknown (no run has the log id)",
     ),
     (
+        "rondo_xxl_handoffs_total",
+        Kind::Counter,
+        Process::XxlGateway,
+        "outcome",
+        "triggers of executor queue messages, by how they were settled: sent (to the executor now), settled (sent or answered before, someone else's, or answered by the gateway), back (to the queue)",
+    ),
+    (
         "rondo_xxl_redelivered_total",
         Kind::Counter,
         Process::XxlGateway,

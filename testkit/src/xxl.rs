@@ -110,7 +110,10 @@ impl Gateway {
                 x.request_timeout_ms.to_string(),
             )
             .env("RONDO_XXL_LOST_AFTER_MS", x.lost_after_ms.to_string())
-            .env("RONDO_XXL_REGISTRATION_TTL_MS", x.registration_ttl_ms.to_string())
+            .env(
+                "RONDO_XXL_REGISTRATION_TTL_MS",
+                x.registration_ttl_ms.to_string(),
+            )
             .env("RONDO_XXL_LOG_POLL_MS", x.log_poll_ms.to_string())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

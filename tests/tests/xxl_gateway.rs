@@ -913,3 +913,206 @@ async fn publish_raw(config: &rondo_core::Config, id: &str, body: &[u8]) {
             .expect("published")
     );
 }
+
+/// The state a gateway killed at one step of a hand-off leaves, as Redis
+/// holds it: the trigger's mark, and (`recorded`) its log id, run and
+/// in-flight member, written by instance `by`.
+async fn leave_cut_short(
+    c: &Cluster,
+    s: &Standin,
+    trigger: &rondo_core::Trigger,
+    log_id: Option<i64>,
+    by: &str,
+) {
+    let names = c.config().names();
+    let mut conn = redis_conn(c).await;
+    let incarnation: String = conn
+        .hget(names.xxl_executor(&s.executor_id), "incarnation")
+        .await
+        .expect("the executor's record");
+    let since = rondo_core::clock::now_ms();
+    let mark = rondo_core::dedupe::Mark::Running {
+        executor: s.executor_id.clone(),
+        incarnation,
+        since_ms: since,
+    };
+    let _: () = conn
+        .set(
+            names.dedupe(&trigger.trigger_id),
+            serde_json::to_string(&mark).unwrap(),
+        )
+        .await
+        .expect("the mark");
+    let Some(log_id) = log_id else { return };
+    let run = json!({
+        "trigger_id": trigger.trigger_id, "job_id": trigger.job_id, "fire_ms": trigger.fire_ms,
+        "executor_id": s.executor_id, "log_id": log_id, "log_date_ms": trigger.fire_ms,
+        "instance": by, "since_ms": since,
+    });
+    let _: () = redis::pipe()
+        .set(names.xxl_trigger(&trigger.trigger_id), log_id)
+        .set(names.xxl_run(log_id), run.to_string())
+        .zadd(
+            names.xxl_inflight(&s.executor_id),
+            format!("{log_id}:{}", trigger.job_id),
+            since,
+        )
+        .query_async(&mut conn)
+        .await
+        .expect("the records");
+}
+
+/// Sends a trigger to a stand-in as a gateway would have (`/run`).
+async fn send_directly(s: &Standin, trigger: &rondo_core::Trigger, log_id: i64) {
+    let body = json!({
+        "jobId": trigger.job_id, "executorHandler": trigger.handler, "executorParams": trigger.params,
+        "executorBlockStrategy": "SERIAL_EXECUTION", "executorTimeout": 0, "logId": log_id,
+        "logDateTime": trigger.fire_ms, "glueType": "BEAN", "glueSource": "", "glueUpdatetime": 0,
+        "broadcastIndex": 0, "broadcastTotal": 1,
+    });
+    let reply: Value = reqwest::Client::new()
+        .post(format!("{}run", s.address))
+        .header("XXL-JOB-ACCESS-TOKEN", TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("an answer");
+    assert_eq!(reply["code"], 200, "{reply}");
+}
+
+/// A trigger of job `job_id` on the stand-in, as the dispatcher makes it.
+fn trigger_for(s: &Standin, job_id: u64, params: &str) -> rondo_core::Trigger {
+    let now = rondo_core::clock::now_ms();
+    rondo_core::Trigger {
+        trigger_id: format!("{job_id}-{now}-0-cut{params}"),
+        job_id,
+        group: s.spec.app.clone(),
+        executor_id: s.executor_id.clone(),
+        handler: "sleepJobHandler".into(),
+        params: params.into(),
+        trigger_type: rondo_core::TriggerType::Manual,
+        fire_ms: now,
+        sent_ms: now,
+        shard_index: 0,
+        shard_total: 1,
+        timeout_s: 0,
+        block: rondo_core::BlockStrategy::SerialExecution,
+        retry_count: 0,
+        script: None,
+    }
+}
+
+/// Hand-offs left cut short at each step by a gateway that died, delivered
+/// again to the living one: each trigger runs exactly once on the executor
+/// (counted by it), and its result comes back.
+/// * claimed only: sent;
+/// * claimed and recorded, not sent: the executor has no log of it: sent;
+/// * sent and running there: it has a log: not sent again;
+/// * sent and waiting in the job's queue there (behind another run): sent
+///   again, refused as a repeat: runs once;
+/// * recorded by an instance still alive (which sent it): not sent, once
+///   that instance outlived any send it could have had in progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
+    let (c, api, gateways) = cluster("xxl_cut", 1, |_| {}).await;
+    let db = c.db().clone();
+    group(&api, "cut").await;
+    let s = standin(&c, &api, "2", "cut", &[&gateways[0]]).await;
+    let dead = "xxl-gateway-dead-00000000";
+    let mut cases = Vec::new();
+
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let claimed = trigger_for(&s, j, "10");
+    leave_cut_short(&c, &s, &claimed, None, dead).await;
+    cases.push(claimed);
+
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let recorded = trigger_for(&s, j, "11");
+    leave_cut_short(&c, &s, &recorded, Some(9_000_002), dead).await;
+    cases.push(recorded);
+
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let running = trigger_for(&s, j, "3000");
+    leave_cut_short(&c, &s, &running, Some(9_000_003), dead).await;
+    send_directly(&s, &running, 9_000_003).await;
+    until_started(&s, j, "3000").await;
+    cases.push(running);
+
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let ahead = trigger_for(&s, j, "3001");
+    send_directly(&s, &ahead, 9_000_004).await;
+    until_started(&s, j, "3001").await;
+    let queued = trigger_for(&s, j, "12");
+    leave_cut_short(&c, &s, &queued, Some(9_000_005), dead).await;
+    send_directly(&s, &queued, 9_000_005).await;
+    cases.push(queued);
+
+    // An instance that lives on (its lease renewed) and sent it.
+    let alive = "xxl-gateway-alive-00000000";
+    let lease = {
+        let c_names = c.config().names();
+        let mut conn = redis_conn(&c).await;
+        tokio::spawn(async move {
+            loop {
+                let now = rondo_core::clock::now_ms();
+                let _: Result<(), _> = conn.zadd(c_names.xxl_gateways(), alive, now).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let theirs = trigger_for(&s, j, "13");
+    leave_cut_short(&c, &s, &theirs, Some(9_000_006), alive).await;
+    send_directly(&s, &theirs, 9_000_006).await;
+    cases.push(theirs);
+
+    for t in &cases {
+        let body = serde_json::to_vec(&rondo_core::TriggerBatch::new(vec![t.clone()])).unwrap();
+        publish_raw(c.config(), &s.executor_id, &body).await;
+    }
+    // The gateway settled each delivery: two sent now, three not.
+    let scrape = eventually("every delivery settled", PATIENCE, || async {
+        let scrape = gateways[0].scrape().await;
+        let count = |o: &str| {
+            sample(
+                &scrape,
+                &format!("rondo_xxl_handoffs_total{{outcome=\"{o}\"}}"),
+            )
+        };
+        (count("sent") == Some(2.0) && count("settled") == Some(3.0)).then_some(scrape)
+    })
+    .await;
+    assert_eq!(
+        sample(&scrape, "rondo_xxl_probes_total{outcome=\"there\"}"),
+        Some(1.0),
+        "{scrape}"
+    );
+    assert_eq!(
+        sample(&scrape, "rondo_xxl_probes_total{outcome=\"resent\"}"),
+        Some(2.0),
+        "{scrape}"
+    );
+    // Each one's result comes back (from its callback), and it ran once.
+    for t in &cases {
+        let r = result_of(&db, &t.trigger_id).await;
+        assert_eq!(r.code, 200, "{}: {r:?}", t.trigger_id);
+    }
+    let runs = s.runs();
+    for t in &cases {
+        let starts = runs
+            .iter()
+            .filter(|r| {
+                r.event == "start"
+                    && r.job_id == t.job_id as i64
+                    && r.params.as_deref() == Some(t.params.as_str())
+            })
+            .count();
+        assert_eq!(starts, 1, "{} (params {}) ran once", t.trigger_id, t.params);
+    }
+    lease.abort();
+    drop(gateways);
+    c.stop().await;
+}

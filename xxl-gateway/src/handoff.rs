@@ -72,13 +72,14 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, served: Arc<Served>, delivery: Deliver
         Err(reason) => return dead_letter(&ctx, &served, &delivery, &reason).await,
     };
     let settled = join_all(batch.triggers.iter().map(|t| settle(&ctx, &served, t))).await;
-    if delivery.redelivered {
-        for s in &settled {
-            let outcome = match s {
-                Settled::Sent => "sent",
-                Settled::Done => "settled",
-                Settled::HandBack | Settled::Requeue => "back",
-            };
+    for s in &settled {
+        let outcome = match s {
+            Settled::Sent => "sent",
+            Settled::Done => "settled",
+            Settled::HandBack | Settled::Requeue => "back",
+        };
+        metrics::counter!("rondo_xxl_handoffs_total", "outcome" => outcome).increment(1);
+        if delivery.redelivered {
             metrics::counter!("rondo_xxl_redelivered_total", "outcome" => outcome).increment(1);
         }
     }

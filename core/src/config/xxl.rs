@@ -89,7 +89,12 @@ impl XxlConfig {
     pub(super) fn check(&self) -> Result<(), ConfigError> {
         let bounded = [
             ("request_timeout_ms", self.request_timeout_ms, 100, 600_000),
-            ("registration_ttl_ms", self.registration_ttl_ms, 1_000, 86_400_000),
+            (
+                "registration_ttl_ms",
+                self.registration_ttl_ms,
+                1_000,
+                86_400_000,
+            ),
             ("lost_after_ms", self.lost_after_ms, 1_000, 86_400_000),
             ("log_poll_ms", self.log_poll_ms, 50, 600_000),
             ("prefetch", u64::from(self.prefetch), 1, 65_535),
