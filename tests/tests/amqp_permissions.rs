@@ -1,14 +1,15 @@
 //! The least RabbitMQ rights the README gives each process are enough: a
-//! scheduler node, an executor and the persistence worker, each with its
-//! own broker user holding exactly the README's `set_permissions`, on a
-//! vhost of their own (no guest), fire, run, store and dead-letter as
-//! usual.
+//! scheduler node, an executor, the XXL-JOB gateway and the persistence
+//! worker, each with its own broker user holding exactly the README's
+//! `set_permissions`, on a vhost of their own (no guest), fire, run, store
+//! and dead-letter as usual.
 
 use std::process::Command;
 use std::time::Duration;
 
 use rondo_testkit::procs::free_addr;
 use rondo_testkit::recorder::Recorder;
+use rondo_testkit::xxl::{Gateway, Standin, StandinSpec, TOKEN};
 use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
 
@@ -87,7 +88,11 @@ async fn each_process_works_with_only_the_readme_rights() {
     let app = "perm";
     world.config.executor.app = app.into();
     let perms = readme_permissions(&ns, app);
-    assert_eq!(perms.len(), 3, "scheduler, executor, persistence worker");
+    assert_eq!(
+        perms.len(),
+        4,
+        "scheduler, executor, XXL-JOB gateway, persistence worker"
+    );
 
     let mut vhost = Vhost {
         name: ns.clone(),
@@ -151,6 +156,66 @@ async fn each_process_works_with_only_the_readme_rights() {
     )
     .await;
     assert!(recorder.runs().len() >= 3);
+
+    // The gateway serves an XXL-JOB executor with its own rights: the
+    // executor's queue, its control queue, results and log lines.
+    let xxl_app = "permxxl";
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": xxl_app }))
+            .await
+            .0,
+        201
+    );
+    let mut gateway_config = cluster.config().clone();
+    gateway_config.amqp.url = of("rondo-xxl-gateway").1.clone();
+    gateway_config.xxl.access_token = TOKEN.into();
+    let gateway = Gateway::spawn(&gateway_config, "gateway", &cluster.log_dir);
+    gateway.until_ready().await;
+    let standin = Standin::spawn(
+        StandinSpec::new("2", xxl_app, vec![gateway.admin_url()]),
+        "standin",
+        &cluster.log_dir,
+    );
+    cluster.world.executor_queue(xxl_app, &standin.executor_id);
+    api.until_executors(xxl_app, &[&standin.executor_id]).await;
+    let xxl_job = api
+        .create_job(json!({ "group": xxl_app, "handler": "demoJobHandler" }))
+        .await;
+    api.trigger_now(xxl_job).await;
+    eventually(
+        "the XXL-JOB run stored",
+        Duration::from_secs(30),
+        || async {
+            let codes = stored_codes(cluster.db(), xxl_job).await;
+            codes.iter().any(|c| c.1 == Some(200)).then_some(())
+        },
+    )
+    .await;
+    let long = api
+        .create_job(json!({ "group": xxl_app, "handler": "sleepJobHandler", "params": "30000" }))
+        .await;
+    let tid = api.trigger_now(long).await;
+    eventually("the long run started", Duration::from_secs(30), || async {
+        standin
+            .starts()
+            .iter()
+            .any(|r| r.job_id == long as i64)
+            .then_some(())
+    })
+    .await;
+    let (killed, out) = api
+        .post(&format!("/api/v1/logs/{tid}/kill"), json!({}))
+        .await;
+    assert_eq!(
+        (killed, out["kill"].as_str()),
+        (202, Some("sent")),
+        "the kill reaches the gateway's control queue: {out}"
+    );
+    eventually("the killed run stored", Duration::from_secs(30), || async {
+        let codes = stored_codes(cluster.db(), long).await;
+        codes.iter().any(|c| c.1 == Some(500)).then_some(())
+    })
+    .await;
 
     // A malformed event is dead-lettered by the worker with its own rights.
     let config = cluster.config().clone();
