@@ -24,6 +24,8 @@
 //!   and the leader's claim per tick.
 //! * [`failover`]: `kill -9` of the leader: time to the next claim, lost
 //!   and duplicate fires.
+//! * [`xxl`]: the same load through the XXL-JOB gateway to stand-in XXL-JOB
+//!   executors and through `rondo-executor`: what the gateway adds.
 //! * `cluster`: scheduler nodes as child processes, recording executors,
 //!   the persistence worker, job creation through the admin API, and the
 //!   counting of lost and duplicate fires.
@@ -53,6 +55,7 @@ mod sandbox;
 pub mod scale;
 pub mod scaling;
 pub mod throughput;
+pub mod xxl;
 
 use std::path::PathBuf;
 
@@ -120,6 +123,12 @@ pub async fn run(options: &Options, config: &Config) -> anyhow::Result<Vec<(Stri
             Scenario::Overload => {
                 let params = overload::Params::new(options);
                 let report = overload::run(config, &params).await?;
+                let path = write_report(&report, &options.out)?;
+                written.push((report.markdown(), path));
+            }
+            Scenario::Xxl => {
+                let params = xxl::Params::new(options);
+                let report = xxl::run(config, &params).await?;
                 let path = write_report(&report, &options.out)?;
                 written.push((report.markdown(), path));
             }

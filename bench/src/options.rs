@@ -321,6 +321,10 @@ pub enum Scenario {
     /// One node offered about twice what it publishes for a minute:
     /// nothing lost, its memory, how long until it is on time again.
     Overload,
+    /// The same load through the XXL-JOB gateway to stand-in XXL-JOB
+    /// executors and through `rondo-executor`, in the same run: what the
+    /// gateway adds to lateness, and its CPU per fire.
+    Xxl,
     /// Every scenario, one after the other.
     All,
 }
@@ -338,6 +342,7 @@ impl Scenario {
                 Scenario::Pages,
                 Scenario::Scaling,
                 Scenario::Overload,
+                Scenario::Xxl,
             ],
             single => vec![single],
         }
@@ -352,6 +357,9 @@ pub enum ExecutorKind {
     Bench,
     /// `rondo-executor` processes with the built-in handlers.
     Real,
+    /// Stand-in XXL-JOB executors (`xxl-standin`, handler
+    /// `demoJobHandler`) behind a `rondo-xxl-gateway` process.
+    Xxl,
 }
 
 /// Where the scaling scenario runs.

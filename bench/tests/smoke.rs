@@ -258,6 +258,25 @@ async fn the_throughput_scenario_runs_real_executor_processes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_xxl_scenario_runs_the_same_load_through_the_gateway_and_rondo_executor() {
+    let (markdown, json, _scratch) = smoke(Scenario::Xxl, "xxl").await;
+    assert!(markdown.contains("gateway + stand-ins"), "{markdown}");
+    for side in ["rondo", "gateway"] {
+        let step = &json[side];
+        assert_eq!(step["kept_up"], true, "{side}: {step}");
+        assert_eq!(step["fires"]["lost"], 0, "{side}: {step}");
+        assert_eq!(step["fires"]["duplicates"], 0, "{side}: {step}");
+        assert_removed(step["namespace"].as_str().expect("namespace")).await;
+    }
+    // The gateway is its own process, measured as one, and so is the
+    // exchange that is its floor.
+    positive(&json["gateway"]["cpu_us_per_fire"], "xxl_gateway");
+    positive(&json, "gateway_cpu_us_per_fire");
+    positive(&json["exchange"], "caller_cpu_us");
+    positive(&json["exchange"], "per_s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overload_scenario_runs_every_fire_once_within_the_nodes_bounds() {
     let (markdown, json, _scratch) = smoke(Scenario::Overload, "overload").await;
     assert!(

@@ -48,6 +48,9 @@ pub struct Ready {
     pub grace: Duration,
     /// The daemon itself: runs until the token is cancelled, then drains.
     pub run: Box<dyn FnOnce(CancellationToken) -> RunFuture + Send>,
+    /// The runtime's worker threads, unless `TOKIO_WORKER_THREADS` says
+    /// otherwise; `None`: one per core.
+    pub workers: Option<usize>,
 }
 
 /// The daemon's run: `Err` (or a panic) is a failure.
@@ -62,7 +65,15 @@ impl Ready {
         Ready {
             grace,
             run: Box::new(move |token| Box::pin(run(token))),
+            workers: None,
         }
+    }
+
+    /// Runs on `workers` worker threads (unless `TOKIO_WORKER_THREADS`
+    /// names another number).
+    pub fn with_workers(mut self, workers: usize) -> Ready {
+        self.workers = Some(workers.max(1));
+        self
     }
 }
 
@@ -96,10 +107,13 @@ pub fn main(spec: Spec, prepare: impl FnOnce(Config) -> Result<Ready, String>) -
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = ready.workers
+        && std::env::var_os("TOKIO_WORKER_THREADS").is_none()
     {
+        builder.worker_threads(workers);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("{}: cannot start the runtime: {e}", spec.name);

@@ -36,7 +36,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, entries: Vec<CallbackEntry>) -> Resul
             metrics::counter!("rondo_xxl_callbacks_total", "outcome" => "unknown").increment(1);
             tracing::warn!(
                 log_id = entry.log_id,
-                code = entry.handle_code,
+                code = entry.code(),
                 "a callback for a log id no trigger has; acknowledged"
             );
             continue;
@@ -86,12 +86,12 @@ async fn publish_all(ctx: &Ctx, events: &[Event]) -> Result<(), Error> {
 
 /// The result a callback entry makes of `run`.
 pub(crate) fn result_of(run: &Run, entry: &CallbackEntry, now_ms: i64) -> ExecResult {
-    let code = match entry.handle_code {
+    let code = match entry.code() {
         wire::code::SUCCESS => code::SUCCESS,
         wire::code::TIMEOUT => code::TIMEOUT,
         _ => code::FAIL,
     };
-    let text = entry.handle_msg.as_deref().map(plain).unwrap_or_default();
+    let text = entry.msg().map(plain).unwrap_or_default();
     let (msg, retryable) = match (&run.covered_by, run.killed) {
         _ if code == code::SUCCESS => (text, false),
         (Some(by), _) => (
@@ -143,8 +143,9 @@ mod tests {
     fn entry(code: i32, msg: Option<&str>) -> CallbackEntry {
         CallbackEntry {
             log_id: 3,
-            handle_code: code,
+            handle_code: Some(code),
             handle_msg: msg.map(str::to_owned),
+            execute_result: None,
         }
     }
 

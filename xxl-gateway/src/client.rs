@@ -45,10 +45,12 @@ pub struct Target {
     pub generation: Generation,
 }
 
-/// The HTTP client every call goes through (one connection pool).
+/// The HTTP client every call goes through: kept-alive connections of its
+/// own for `http://` executors (`http1`), reqwest for `https://` ones.
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
+    plain: std::sync::Arc<crate::http1::Pool>,
     token: String,
     timeout: Duration,
 }
@@ -57,6 +59,10 @@ impl Client {
     pub fn new(token: &str, timeout: Duration) -> Result<Client, reqwest::Error> {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(3)))
+            // Small requests and answers, one after another on a kept-alive
+            // connection: no waiting for Nagle's algorithm.
+            .tcp_nodelay(true)
+            .http1_only()
             // An executor's answer is small; one that talks without end
             // is cut by the timeout.
             .pool_idle_timeout(Duration::from_secs(50))
@@ -64,6 +70,7 @@ impl Client {
             .build()?;
         Ok(Client {
             http,
+            plain: std::sync::Arc::default(),
             token: token.to_owned(),
             timeout,
         })
@@ -130,21 +137,80 @@ impl Client {
     ) -> Result<Reply, CallError> {
         let url = format!("{}{path}", target.address);
         let started = std::time::Instant::now();
-        let sent = self
-            .http
-            .post(&url)
-            .headers(self.headers(&target.app))
-            .json(body)
-            .timeout(timeout)
-            .send()
-            .await;
-        let outcome = match sent {
-            Ok(response) => read(&target.address, response).await,
-            Err(e) => Err(classify(&target.address, &e)),
+        let outcome = match crate::http1::split_http(&url) {
+            Some((authority, path)) => {
+                let body = serde_json::to_vec(body).unwrap_or_default();
+                self.call_plain(
+                    &target.address,
+                    &target.app,
+                    authority,
+                    path,
+                    &body,
+                    timeout,
+                )
+                .await
+            }
+            None => {
+                let sent = self
+                    .http
+                    .post(&url)
+                    .headers(self.headers(&target.app))
+                    .json(body)
+                    .timeout(timeout)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(response) => read(&target.address, response).await,
+                    Err(e) => Err(classify(&target.address, &e)),
+                }
+            }
         };
         metrics::histogram!("rondo_xxl_call_seconds", "call" => call_label(path))
             .record(started.elapsed().as_secs_f64());
         outcome
+    }
+
+    async fn call_plain(
+        &self,
+        address: &str,
+        app: &str,
+        authority: &str,
+        path: &str,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let mut headers = Vec::with_capacity(2);
+        if !self.token.is_empty() {
+            headers.push((wire::TOKEN_HEADER, self.token.as_str()));
+        }
+        headers.push((wire::APPNAME_HEADER, app));
+        let answer = self
+            .plain
+            .post(authority, path, &headers, body, timeout)
+            .await
+            .map_err(|failure| match failure {
+                crate::http1::Failure::Connect(e) => CallError::Unreachable {
+                    address: address.to_owned(),
+                    detail: e.to_string(),
+                },
+                crate::http1::Failure::Lost(e) => CallError::NoAnswer {
+                    address: address.to_owned(),
+                    detail: e.to_string(),
+                },
+                crate::http1::Failure::Malformed(why) => CallError::Garbage {
+                    address: address.to_owned(),
+                    status: 0,
+                    first_bytes: why,
+                },
+            })?;
+        match serde_json::from_slice::<Reply>(&answer.body) {
+            Ok(reply) if answer.status == 200 => Ok(reply),
+            _ => Err(CallError::Garbage {
+                address: address.to_owned(),
+                status: answer.status,
+                first_bytes: first_bytes(&answer.body),
+            }),
+        }
     }
 
     fn headers(&self, app: &str) -> HeaderMap {

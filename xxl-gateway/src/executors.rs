@@ -155,6 +155,17 @@ impl Executors {
         })
     }
 
+    /// One executor's record, if it is in the fleet.
+    pub async fn get(&self, id: &str) -> Result<Option<Record>, Error> {
+        let hash: HashMap<String, String> = self
+            .pool
+            .get()
+            .await?
+            .hgetall(self.names.xxl_executor(id))
+            .await?;
+        Ok(Record::from_hash(id, &hash))
+    }
+
     /// Removes an executor from the fleet (every gateway stops serving it).
     pub async fn remove(&self, id: &str) -> Result<(), Error> {
         let mut pipe = redis::pipe();

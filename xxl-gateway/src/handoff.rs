@@ -199,17 +199,9 @@ async fn try_settle(
             incarnation: record.incarnation.clone(),
             since_ms: clock::now_ms(),
         };
-        let claim = ctx
-            .runs
-            .claim(&[&trigger.trigger_id], &running)
-            .await?
-            .pop()
-            .ok_or_else(|| rondo_core::Error::internal("claim without an answer"))?;
-        let found = match claim {
-            Claim::Won => {
-                let log_id = ctx.runs.log_ids(1).await?[0];
-                return send_new(ctx, served, trigger, log_id, true).await;
-            }
+        let run = new_run(ctx, served, trigger, ctx.runs.log_ids(1).await?[0]);
+        let found = match ctx.runs.claim(&running, &run).await? {
+            Claim::Won => return send_recorded(ctx, served, trigger, run).await,
             Claim::Found(f) => {
                 let crate::runs::Found { mark, log_id, run } = *f;
                 found(ctx, served, trigger, &record.incarnation, mark, log_id, run).await?
@@ -395,15 +387,9 @@ async fn probe(
     send(ctx, served, trigger, run).await
 }
 
-/// Records and sends a trigger under `log_id`.
-async fn send_new(
-    ctx: &Ctx,
-    served: &Served,
-    trigger: &Trigger,
-    log_id: i64,
-    with_log_id: bool,
-) -> Result<Settled, rondo_core::Error> {
-    let run = Run {
+/// The run of `trigger` handed off now by this instance under `log_id`.
+fn new_run(ctx: &Ctx, served: &Served, trigger: &Trigger, log_id: i64) -> Run {
+    Run {
         trigger_id: trigger.trigger_id.clone(),
         job_id: trigger.job_id,
         fire_ms: trigger.fire_ms,
@@ -415,14 +401,39 @@ async fn send_new(
         killed: false,
         covered_by: None,
         answered: false,
-    };
+    }
+}
+
+/// Records and sends a trigger whose mark is this hand-off's, under
+/// `log_id` (`with_log_id`: its log id is not written yet).
+async fn send_new(
+    ctx: &Ctx,
+    served: &Served,
+    trigger: &Trigger,
+    log_id: i64,
+    with_log_id: bool,
+) -> Result<Settled, rondo_core::Error> {
+    let run = new_run(ctx, served, trigger, log_id);
+    ctx.runs.record(&[&run], with_log_id).await?;
+    send_recorded(ctx, served, trigger, run).await
+}
+
+/// Sends a recorded trigger; a COVER_EARLY one first marks the runs of its
+/// job it replaces there.
+async fn send_recorded(
+    ctx: &Ctx,
+    served: &Served,
+    trigger: &Trigger,
+    run: Run,
+) -> Result<Settled, rondo_core::Error> {
     if trigger.block == BlockStrategy::CoverEarly {
         crate::kill::mark_job(ctx, &served.id, trigger.job_id, |r| {
-            r.covered_by = Some(trigger.trigger_id.clone());
+            if r.trigger_id != trigger.trigger_id {
+                r.covered_by = Some(trigger.trigger_id.clone());
+            }
         })
         .await?;
     }
-    ctx.runs.record(&[&run], with_log_id).await?;
     served.jobs_changed();
     send(ctx, served, trigger, run).await
 }

@@ -20,7 +20,8 @@
 //!
 //! * [`run`]: the gateway (its tasks, in the daemon shape's drain).
 //! * `wire`: XXL-JOB's JSON, both generations; `client`: the calls to an
-//!   executor and how each can fail.
+//!   executor and how each can fail; `http1`: the kept-alive HTTP/1.1
+//!   connections they go over.
 //! * `admin`: the admin API the executors call (registry, callback).
 //! * `executors`: the fleet's records in Redis; `fleet`: serving them (and
 //!   the consuming broker connection); `served`: one executor's beat,
@@ -40,6 +41,7 @@ mod ctx;
 mod executors;
 mod fleet;
 mod handoff;
+pub mod http1;
 mod instances;
 mod kill;
 mod local;

@@ -143,10 +143,18 @@ async fn tail_once(ctx: &Ctx, due: Vec<Tail>) -> Result<(), Error> {
 /// Reads `run`'s log from line `from` to its end and publishes it; the next
 /// line to read.
 async fn ship(ctx: &Ctx, run: &Run, mut from: i32) -> Result<i32, Error> {
-    let Some(served) = ctx.fleet.get(&run.executor_id) else {
-        return Ok(from);
+    let target = match ctx.fleet.get(&run.executor_id) {
+        Some(served) => served.target(),
+        // Not served here (yet, or any more): its record says where it is.
+        None => match ctx.executors.get(&run.executor_id).await? {
+            Some(record) => crate::client::Target {
+                address: record.address,
+                app: record.app,
+                generation: record.generation.unwrap_or(crate::wire::Generation::Two),
+            },
+            None => return Ok(from),
+        },
     };
-    let target = served.target();
     for _ in 0..MAX_PAGES {
         let page = ctx
             .client

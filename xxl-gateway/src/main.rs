@@ -25,8 +25,10 @@ fn main() -> ExitCode {
     daemon::main(spec, |config| {
         config.xxl.check_token().map_err(|e| e.to_string())?;
         let grace = Duration::from_millis(config.xxl.request_timeout_ms) + DRAIN_MARGIN;
+        let workers = config.xxl.worker_threads;
         Ok(Ready::new(grace, move |shutdown| async move {
             Ok(rondo_xxl_gateway::run(config, shutdown).await?)
-        }))
+        })
+        .with_workers(workers))
     })
 }

@@ -27,6 +27,9 @@ use tokio::sync::Mutex;
 /// Log ids taken from the sequence at a time.
 const LOG_ID_BLOCK: i64 = 256;
 
+static FORGET_LOG_ID: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("../lua/forget_log_id.lua")));
+
 /// A trigger handed to an XXL-JOB executor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
@@ -127,30 +130,58 @@ impl Runs {
         Ok(out)
     }
 
-    /// Sets each trigger's `running` mark unless it has one; the triggers
-    /// whose mark was there come back as [`Claim::Found`] with what Redis
-    /// holds about them.
-    pub async fn claim(&self, trigger_ids: &[&str], mark: &Mark) -> Result<Vec<Claim>, Error> {
-        let value = serde_json::to_string(mark)?;
+    /// Sets the trigger's `running` mark unless it has one, and in the same
+    /// round trip writes `run`'s records (its log id, the run, its
+    /// in-flight member) as [`Runs::record`] does. Won: the trigger is this
+    /// hand-off's, recorded. Found: the records written are undone (the
+    /// log id only if it is still this one's) and what Redis holds comes
+    /// back.
+    ///
+    /// Two claimers of one trigger may interleave: the one whose mark won
+    /// may find the log id already set by the other, which undoes it; the
+    /// winner then writes its own over it, so whichever order the two take,
+    /// the winner's log id stays.
+    pub async fn claim(&self, mark: &Mark, run: &Run) -> Result<Claim, Error> {
+        let tid = self.names.xxl_trigger(&run.trigger_id);
         let mut pipe = redis::pipe();
-        for id in trigger_ids {
-            pipe.cmd("SET")
-                .arg(self.names.dedupe(id))
-                .arg(&value)
-                .arg("NX")
-                .arg("EX")
-                .arg(self.ttl_s);
-        }
+        pipe.cmd("SET")
+            .arg(self.names.dedupe(&run.trigger_id))
+            .arg(serde_json::to_string(mark)?)
+            .arg("NX")
+            .arg("EX")
+            .arg(self.ttl_s)
+            .cmd("SET")
+            .arg(&tid)
+            .arg(run.log_id)
+            .arg("NX")
+            .arg("EX")
+            .arg(self.ttl_s);
+        self.put_run(&mut pipe, run)?;
+        pipe.zadd(
+            self.names.xxl_inflight(&run.executor_id),
+            run.inflight_member(),
+            run.since_ms,
+        )
+        .ignore();
         let mut conn = self.pool.get().await?;
-        let set: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
-        let mut claims = Vec::with_capacity(set.len());
-        for (id, won) in trigger_ids.iter().zip(set) {
-            claims.push(match won {
-                Some(_) => Claim::Won,
-                None => self.found(id).await?,
-            });
+        let (marked, logged): (Option<String>, Option<String>) =
+            pipe.query_async(&mut conn).await?;
+        if marked.is_some() {
+            if logged.is_none() {
+                let () = conn.set_ex(&tid, run.log_id, self.ttl_s).await?;
+            }
+            return Ok(Claim::Won);
         }
-        Ok(claims)
+        let mut undo = redis::pipe();
+        undo.del(self.names.xxl_run(run.log_id)).ignore();
+        self.leave_inflight(&mut undo, run);
+        let () = undo.query_async(&mut conn).await?;
+        if logged.is_some() {
+            let mut cmd = rondo_core::redis::script_cmd(&FORGET_LOG_ID, 1, (2, 64));
+            cmd.arg(&tid).arg(run.log_id);
+            let _: i64 = rondo_core::redis::run_script(&mut conn, &FORGET_LOG_ID, &cmd).await?;
+        }
+        self.found(&run.trigger_id).await
     }
 
     /// What Redis holds about a trigger whose mark was already there.

@@ -208,6 +208,9 @@ impl Served {
                 _ = reachable.changed() => written = None,
             }
             if !self.is_reachable() {
+                // Nothing is written for an executor that does not answer:
+                // the next write is the first once it does.
+                next_beat = tokio::time::Instant::now() + heartbeat;
                 continue;
             }
             match self.write_entry(&ctx, written.as_deref()).await {

@@ -160,15 +160,43 @@ pub struct RegistryParam {
 }
 
 /// One run's outcome in a callback (`HandleCallbackParam`, 3.x's
-/// `CallbackRequest` / `CallbackData`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `CallbackRequest` / `CallbackData`): `handleCode` and `handleMsg`, or
+/// in 2.2 an `executeResult` (`ReturnT`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallbackEntry {
     pub log_id: i64,
     #[serde(default)]
-    pub handle_code: i32,
+    pub handle_code: Option<i32>,
     #[serde(default)]
     pub handle_msg: Option<String>,
+    #[serde(default)]
+    pub execute_result: Option<ExecuteResult>,
+}
+
+/// 2.2's outcome of a run inside a callback entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ExecuteResult {
+    #[serde(default)]
+    pub code: i32,
+    #[serde(default)]
+    pub msg: Option<String>,
+}
+
+impl CallbackEntry {
+    /// The run's code, whichever generation sent it (0 when none did).
+    pub fn code(&self) -> i32 {
+        self.handle_code
+            .or_else(|| self.execute_result.as_ref().map(|r| r.code))
+            .unwrap_or_default()
+    }
+
+    /// The run's message, whichever generation sent it.
+    pub fn msg(&self) -> Option<&str> {
+        self.handle_msg
+            .as_deref()
+            .or_else(|| self.execute_result.as_ref()?.msg.as_deref())
+    }
 }
 
 /// A callback's body: a list (2.x to 3.4), or `{callbackList: [...]}`
@@ -320,8 +348,17 @@ mod tests {
             .unwrap()
             .entries();
         assert_eq!(a[0].log_id, 7);
-        assert_eq!(a[0].handle_msg, None);
-        assert_eq!(b[0].handle_code, 500);
+        assert_eq!((a[0].code(), a[0].msg()), (200, None));
+        assert_eq!((b[0].code(), b[0].msg()), (500, Some("x")));
+        let two_two = r#"[{"logId":7,"logDateTim":1,"executeResult":{"code":500,"msg":"boom"}}]"#;
+        let c = serde_json::from_str::<CallbackBody>(two_two)
+            .unwrap()
+            .entries();
+        assert_eq!(
+            (c[0].code(), c[0].msg()),
+            (500, Some("boom")),
+            "2.2's shape"
+        );
         assert!(serde_json::from_str::<CallbackBody>(r#"{"x":1}"#).is_err());
     }
 

@@ -61,8 +61,11 @@ pub struct Binaries {
     pub scheduler: Binary,
     /// `None`: the worker ran inside the bench process.
     pub persist_worker: Option<Binary>,
-    /// `Some` when the executors were `rondo-executor` processes.
+    /// `Some` when the executors were `rondo-executor` processes (or
+    /// stand-in XXL-JOB executors).
     pub executor: Option<Binary>,
+    /// `Some` when they were behind the XXL-JOB gateway.
+    pub gateway: Option<Binary>,
 }
 
 pub(crate) struct Cluster {
@@ -74,8 +77,13 @@ pub(crate) struct Cluster {
     pub queues: Vec<String>,
     pub log_dir: PathBuf,
     executors: Vec<JoinHandle<Result<(), rondo_executor::ExecutorError>>>,
-    /// `rondo-executor` processes (`--executor real`).
+    /// `rondo-executor` processes (`--executor real`), or stand-in XXL-JOB
+    /// executors (`--executor xxl`).
     executor_procs: Vec<(String, Proc)>,
+    /// The XXL-JOB gateway (`--executor xxl`).
+    gateway: Option<Proc>,
+    /// The stand-in XXL-JOB executors' runs files (`--executor xxl`).
+    standin_runs: Vec<PathBuf>,
     executor_shutdown: CancellationToken,
     _executors_stop_on_drop: DropGuard,
     worker: Option<Worker>,
@@ -97,7 +105,12 @@ impl Cluster {
         };
         let executor_binary = match spec.executor {
             ExecutorKind::Real => Some(procs::binary("rondo-executor")?),
+            ExecutorKind::Xxl => Some(procs::binary("xxl-standin")?),
             ExecutorKind::Bench => None,
+        };
+        let gateway_binary = match spec.executor {
+            ExecutorKind::Xxl => Some(procs::binary("rondo-xxl-gateway")?),
+            _ => None,
         };
         let log_dir = procs::log_dir(&config.namespace)?;
         let mut config = config.clone();
@@ -115,6 +128,7 @@ impl Cluster {
                 scheduler,
                 persist_worker: worker_binary.clone(),
                 executor: executor_binary.clone(),
+                gateway: gateway_binary.clone(),
             },
             nodes: Vec::new(),
             recorder: Recorder::default(),
@@ -122,6 +136,8 @@ impl Cluster {
             log_dir,
             executors: Vec::new(),
             executor_procs: Vec::new(),
+            gateway: None,
+            standin_runs: Vec::new(),
             _executors_stop_on_drop: executor_shutdown.clone().drop_guard(),
             executor_shutdown,
             worker: None,
@@ -139,9 +155,13 @@ impl Cluster {
         if status != 201 {
             bail!("creating the group: {status} {body}");
         }
+        if let (Some(gateway), Some(standin)) = (&gateway_binary, &executor_binary) {
+            cluster.start_xxl(gateway, standin, spec.executors).await?;
+        }
         for i in 1..=spec.executors {
             let id = format!("{APP}-e{i}");
             match &executor_binary {
+                Some(_) if gateway_binary.is_some() => {}
                 None => {
                     let (task, queue) = cluster.recorder.start_executor(
                         &cluster.config,
@@ -320,6 +340,9 @@ impl Cluster {
         for (id, proc) in &self.executor_procs {
             sources.push((format!("executor {id}"), Source::Pid(proc.pid)));
         }
+        if let Some(gateway) = &self.gateway {
+            sources.push((XXL_GATEWAY.into(), Source::Pid(gateway.pid)));
+        }
         let in_process = match (self.executor_procs.is_empty(), &self.worker) {
             (true, Some(Worker::InProcess { .. })) => "executors + persist worker",
             (true, _) => "executors",
@@ -354,6 +377,9 @@ impl Cluster {
         for (_, mut proc) in self.executor_procs.drain(..) {
             proc.terminate(Duration::from_secs(10)).await;
         }
+        if let Some(mut gateway) = self.gateway.take() {
+            gateway.terminate(Duration::from_secs(10)).await;
+        }
         match self.worker.take() {
             Some(Worker::Proc(mut p)) => p.terminate(Duration::from_secs(10)).await,
             Some(Worker::InProcess { task, shutdown }) => {
@@ -375,6 +401,119 @@ impl Cluster {
 /// pipeline (only its own polling): left out of the cost per fire.
 pub(crate) const BENCH_ITSELF: &str = "bench (polling only)";
 
+/// The CPU label of the XXL-JOB gateway.
+pub(crate) const XXL_GATEWAY: &str = "xxl_gateway";
+
+/// The access token the bench's gateway and stand-ins share.
+const XXL_TOKEN: &str = "rondo-bench";
+
+impl Cluster {
+    /// Starts the XXL-JOB gateway and `executors` stand-in XXL-JOB
+    /// executors registered with it (as XXL-JOB's executors register every
+    /// 30 s, but at once).
+    async fn start_xxl(
+        &mut self,
+        gateway: &Binary,
+        standin: &Binary,
+        executors: usize,
+    ) -> anyhow::Result<()> {
+        let listen = procs::free_addr()?;
+        let mut env = procs::config_env(&self.config);
+        env.extend([
+            ("RONDO_XXL_LISTEN_ADDR".to_owned(), listen.to_string()),
+            ("RONDO_XXL_ACCESS_TOKEN".to_owned(), XXL_TOKEN.to_owned()),
+            (
+                "RONDO_XXL_PREFETCH".to_owned(),
+                self.config.executor.prefetch.to_string(),
+            ),
+        ]);
+        let proc = Proc::spawn(
+            "xxl-gateway",
+            gateway,
+            env,
+            "warn,rondo_xxl_gateway=info",
+            self.log_dir.join("xxl-gateway.log"),
+        )
+        .await?;
+        self.gateway = Some(proc);
+        let admin = format!("http://{listen}/xxl-job-admin");
+        for i in 1..=executors {
+            let port = procs::free_addr()?.port();
+            let address = format!("http://127.0.0.1:{port}/");
+            let id = rondo_xxl_gateway::executor_id(APP, &address);
+            self.queues
+                .push(self.config.names().executor_queue(APP, &id));
+            let dir = self.log_dir.join(format!("standin-{i}"));
+            let runs = self.log_dir.join(format!("standin-{i}.runs.jsonl"));
+            let args: Vec<String> = [
+                "--port",
+                &port.to_string(),
+                "--address",
+                &address,
+                "--admin-addresses",
+                &admin,
+                "--access-token",
+                XXL_TOKEN,
+                "--appname",
+                APP,
+                "--log-path",
+                &dir.to_string_lossy(),
+                "--runs-file",
+                &runs.to_string_lossy(),
+                "--registry-interval-ms",
+                "1000",
+            ]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+            let proc = Proc::spawn_with_args(
+                &id,
+                standin,
+                &args,
+                Vec::new(),
+                "warn",
+                self.log_dir.join(format!("standin-{i}.log")),
+            )
+            .await?;
+            self.executor_procs.push((id, proc));
+            self.standin_runs.push(runs);
+        }
+        Ok(())
+    }
+
+    /// The handler starts the stand-in XXL-JOB executors wrote down (their
+    /// runs files: the log id, the `logDateTime` rondo sends, which is the
+    /// fire instant, and the start), of fires in `[from_ms, to_ms)`.
+    pub fn standin_runs_between(&self, from_ms: i64, to_ms: i64) -> Vec<recorder::Run> {
+        #[derive(serde::Deserialize)]
+        struct Line {
+            event: String,
+            log_id: i64,
+            log_date_time: i64,
+            job_id: u64,
+            ms: i64,
+        }
+        let mut runs = Vec::new();
+        for path in &self.standin_runs {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for line in text.lines() {
+                let Ok(l) = serde_json::from_str::<Line>(line) else {
+                    continue;
+                };
+                if l.event == "start" && (from_ms..to_ms).contains(&l.log_date_time) {
+                    runs.push(recorder::Run {
+                        trigger_id: format!("{}-{}-log{}", l.job_id, l.log_date_time, l.log_id),
+                        job_id: l.job_id,
+                        fire_ms: l.log_date_time,
+                        start_ms: l.ms,
+                    });
+                }
+            }
+        }
+        runs
+    }
+}
+
 /// The bench's job: `schedule_type`/`schedule_conf`, the `record` handler.
 pub(crate) fn job_spec(schedule_type: &str, conf: &str, routing: &str) -> Value {
     job_spec_for(schedule_type, conf, routing, ExecutorKind::Bench)
@@ -392,6 +531,7 @@ pub(crate) fn job_spec_for(
     let handler = match executor {
         ExecutorKind::Bench => recorder::HANDLER,
         ExecutorKind::Real => "demo",
+        ExecutorKind::Xxl => "demoJobHandler",
     };
     json!({
         "group": APP,

@@ -178,7 +178,9 @@ pub(crate) struct Proc {
 /// tokio's `TOKIO_WORKER_THREADS` and mimalloc's `MIMALLOC_*` options, to
 /// compare runtimes and allocators set up otherwise.
 fn passed_through() -> impl Iterator<Item = (String, String)> {
-    std::env::vars().filter(|(k, _)| k == "TOKIO_WORKER_THREADS" || k.starts_with("MIMALLOC_"))
+    std::env::vars().filter(|(k, _)| {
+        k == "TOKIO_WORKER_THREADS" || k.starts_with("MIMALLOC_") || k.starts_with("XXL_EXPERIMENT")
+    })
 }
 
 impl Proc {
@@ -191,12 +193,25 @@ impl Proc {
         rust_log: &str,
         log: PathBuf,
     ) -> anyhow::Result<Proc> {
+        Self::spawn_with_args(name, binary, &[], env, rust_log, log).await
+    }
+
+    /// [`Proc::spawn`] with command-line arguments.
+    pub async fn spawn_with_args(
+        name: &str,
+        binary: &Binary,
+        args: &[String],
+        env: Vec<(String, String)>,
+        rust_log: &str,
+        log: PathBuf,
+    ) -> anyhow::Result<Proc> {
         let file =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut wrapper = Command::new("/bin/sh")
             .arg("-c")
             .arg(WATCHDOG)
             .arg(&binary.path)
+            .args(args)
             .env_clear()
             .envs(env)
             .envs(passed_through())

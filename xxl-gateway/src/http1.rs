@@ -1,0 +1,482 @@
+//! A small HTTP/1.1 client for the executors' embedded servers: a `POST` of
+//! JSON on a kept-alive connection, its answer read in the calling task.
+//!
+//! Every trigger costs the gateway two calls (`/run`, `/log`); a general
+//! client (hyper's, under reqwest) hands each request to a connection task
+//! and back, two task wake-ups and their thread hand-offs a call, which at
+//! 1,000 fires/s were a large part of the gateway's CPU. Here the caller
+//! writes the request and reads the answer on the socket itself.
+//!
+//! What it speaks: `http://` only (the executors' netty server; `https://`
+//! addresses go through reqwest), answers with `Content-Length`, chunked,
+//! or read to the end of a connection the server closes. Connections are
+//! kept per address while idle less than [`IDLE`] (XXL-JOB's server closes
+//! them after 90 s idle) and checked before reuse: one the server closed
+//! meanwhile is dropped, not written to.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A kept connection idle longer is dropped.
+const IDLE: Duration = Duration::from_secs(50);
+/// Connections kept per address at most.
+const KEEP_PER_ADDRESS: usize = 32;
+/// The largest answer read (a long job's whole log comes in one).
+pub const MAX_ANSWER: usize = 32 * 1024 * 1024;
+
+/// How a call failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// No connection could be made: nothing was sent.
+    Connect(io::Error),
+    /// Sent (or maybe sent), then the connection failed or timed out.
+    Lost(io::Error),
+    /// The answer is not HTTP as this client reads it.
+    Malformed(String),
+}
+
+/// An answer: status and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// `host:port` and path of an `http://` URL (`None` for anything else).
+pub fn split_http(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("http://")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    (!authority.is_empty()).then_some((authority, path))
+}
+
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<String, Vec<(TcpStream, Instant)>>>,
+}
+
+impl Pool {
+    /// `POST`s `body` to `path` on `authority` (`host:port`) with `headers`
+    /// (name, value), answered within `timeout`.
+    pub async fn post(
+        &self,
+        authority: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Answer, Failure> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let request = request(authority, path, headers, body);
+        let (mut conn, reused) = match self.take(authority) {
+            Some(conn) => (conn, true),
+            None => (connect(authority, deadline).await?, false),
+        };
+        if let Err(e) = write(&mut conn, &request, deadline).await {
+            if !reused {
+                return Err(Failure::Lost(e));
+            }
+            // A kept connection that refuses the write was closed by the
+            // server before the request: nothing of it was taken. Once more
+            // on a new one.
+            conn = connect(authority, deadline).await?;
+            write(&mut conn, &request, deadline)
+                .await
+                .map_err(Failure::Lost)?;
+        }
+        let (answer, keep) = read_answer(&mut conn, deadline).await?;
+        if keep {
+            self.put(authority, conn);
+        }
+        Ok(answer)
+    }
+
+    /// A kept connection to `authority` that is still open, if any.
+    fn take(&self, authority: &str) -> Option<TcpStream> {
+        let mut idle = self.idle.lock().expect("pool lock");
+        let list = idle.get_mut(authority)?;
+        while let Some((conn, since)) = list.pop() {
+            if since.elapsed() < IDLE && still_open(&conn) {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn put(&self, authority: &str, conn: TcpStream) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        let list = idle.entry(authority.to_owned()).or_default();
+        if list.len() < KEEP_PER_ADDRESS {
+            list.push((conn, Instant::now()));
+        }
+    }
+}
+
+/// Whether nothing (no end, no stray bytes) waits on an idle connection.
+fn still_open(conn: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(conn.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+fn request(authority: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + body.len());
+    out.extend_from_slice(b"POST ");
+    out.extend_from_slice(path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    out.extend_from_slice(authority.as_bytes());
+    out.extend_from_slice(
+        b"\r\nContent-Type: application/json;charset=UTF-8\r\nConnection: keep-alive\r\n",
+    );
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Content-Length: ");
+    out.extend_from_slice(body.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+async fn connect(authority: &str, deadline: tokio::time::Instant) -> Result<TcpStream, Failure> {
+    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no connection in time");
+    let conn = tokio::time::timeout_at(deadline, TcpStream::connect(authority))
+        .await
+        .map_err(|_| Failure::Connect(timed_out()))?
+        .map_err(Failure::Connect)?;
+    conn.set_nodelay(true).map_err(Failure::Connect)?;
+    Ok(conn)
+}
+
+async fn write(
+    conn: &mut TcpStream,
+    bytes: &[u8],
+    deadline: tokio::time::Instant,
+) -> io::Result<()> {
+    tokio::time::timeout_at(deadline, conn.write_all(bytes))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the request was not taken in time"))?
+}
+
+/// Reads one answer; whether the connection may carry another.
+async fn read_answer(
+    conn: &mut TcpStream,
+    deadline: tokio::time::Instant,
+) -> Result<(Answer, bool), Failure> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let (status, head_len, framing, close) = loop {
+        if fill(conn, &mut buf, deadline).await? == 0 {
+            return Err(Failure::Lost(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection closed before an answer",
+            )));
+        }
+        if let Some(head) = parse_head(&buf)? {
+            break head;
+        }
+    };
+    let body = match framing {
+        Framing::Length(n) => {
+            if n > MAX_ANSWER {
+                return Err(Failure::Malformed(format!("an answer of {n} bytes")));
+            }
+            while buf.len() < head_len + n {
+                if fill(conn, &mut buf, deadline).await? == 0 {
+                    return Err(Failure::Lost(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the answer broke off",
+                    )));
+                }
+            }
+            buf[head_len..head_len + n].to_vec()
+        }
+        Framing::Chunked => read_chunked(conn, buf.split_off(head_len), deadline).await?,
+        Framing::ToEnd => {
+            while fill(conn, &mut buf, deadline).await? > 0 {}
+            buf.split_off(head_len)
+        }
+    };
+    // Only a counted body leaves the connection where the next answer
+    // begins for sure (a chunked one may end in trailers).
+    let keep = !close && matches!(framing, Framing::Length(_));
+    Ok((Answer { status, body }, keep))
+}
+
+/// Reads more into `buf`; 0 at the end of the connection.
+async fn fill(
+    conn: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    deadline: tokio::time::Instant,
+) -> Result<usize, Failure> {
+    if buf.len() > MAX_ANSWER {
+        return Err(Failure::Malformed("an answer too long".into()));
+    }
+    // Into the buffer's spare room: a buffer of its own would be carried
+    // in the future of every caller.
+    buf.reserve(4096);
+    tokio::time::timeout_at(deadline, conn.read_buf(buf))
+        .await
+        .map_err(|_| Failure::Lost(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")))?
+        .map_err(Failure::Lost)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Length(usize),
+    Chunked,
+    ToEnd,
+}
+
+/// The status, the head's length, the body's framing and whether the
+/// server closes after it, once the head is complete.
+fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Failure> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    let head_len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Failure::Malformed(format!("not an HTTP answer ({e})"))),
+    };
+    let status = response.code.unwrap_or_default();
+    let mut framing = Framing::ToEnd;
+    let mut close = response.version == Some(0);
+    for h in response.headers.iter() {
+        let value = String::from_utf8_lossy(h.value);
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = value
+                .trim()
+                .parse()
+                .map_err(|_| Failure::Malformed(format!("Content-Length {value:?}")))?;
+            framing = Framing::Length(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding")
+            && value.to_ascii_lowercase().contains("chunked")
+        {
+            framing = Framing::Chunked;
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let value = value.to_ascii_lowercase();
+            close = value.contains("close") || (close && !value.contains("keep-alive"));
+        }
+    }
+    Ok(Some((status, head_len, framing, close)))
+}
+
+async fn read_chunked(
+    conn: &mut TcpStream,
+    mut buf: Vec<u8>,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<u8>, Failure> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line_end = loop {
+            if let Some(i) = buf[at..].windows(2).position(|w| w == b"\r\n") {
+                break at + i;
+            }
+            if fill(conn, &mut buf, deadline).await? == 0 {
+                return Err(Failure::Lost(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "a chunk broke off",
+                )));
+            }
+        };
+        let size_text = String::from_utf8_lossy(&buf[at..line_end]);
+        let size_hex = size_text.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_hex, 16)
+            .map_err(|_| Failure::Malformed(format!("chunk size {size_text:?}")))?;
+        let data = line_end + 2;
+        if body.len() + size > MAX_ANSWER {
+            return Err(Failure::Malformed("an answer too long".into()));
+        }
+        while buf.len() < data + size + 2 {
+            if fill(conn, &mut buf, deadline).await? == 0 {
+                return Err(Failure::Lost(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "a chunk broke off",
+                )));
+            }
+        }
+        if size == 0 {
+            // The end; trailers, if any, are left unread (the connection
+            // is not kept after a chunked answer).
+            return Ok(body);
+        }
+        body.extend_from_slice(&buf[data..data + size]);
+        at = data + size + 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_authority_and_path() {
+        assert_eq!(
+            split_http("http://10.0.0.5:9999/run"),
+            Some(("10.0.0.5:9999", "/run"))
+        );
+        assert_eq!(split_http("http://h:1"), Some(("h:1", "/")));
+        assert_eq!(split_http("https://h/run"), None);
+        assert_eq!(split_http("http:///run"), None);
+    }
+
+    #[test]
+    fn heads_say_how_the_body_is_framed() {
+        let (status, len, framing, close) =
+            parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{\"code\":200}")
+                .unwrap()
+                .unwrap();
+        assert_eq!(
+            (status, len, framing, close),
+            (200, 39, Framing::Length(11), false)
+        );
+        let (_, _, framing, close) = parse_head(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((framing, close), (Framing::Chunked, true));
+        let (_, _, framing, close) = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
+        assert_eq!((framing, close), (Framing::ToEnd, true));
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Le")
+                .unwrap()
+                .is_none()
+        );
+        assert!(parse_head(b"garbage\r\n\r\n").is_err());
+    }
+
+    /// A server answering each request on a connection with `answer`.
+    async fn server(
+        answer: &'static [u8],
+        close_after: bool,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let mut chunk = [0u8; 4096];
+                        let Ok(n) = conn.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if buf.len() < end + 4 + length {
+                            continue;
+                        }
+                        buf.drain(..end + 4 + length);
+                        if conn.write_all(answer).await.is_err() || close_after {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[tokio::test]
+    async fn answers_are_read_in_each_framing_and_connections_kept() {
+        use std::sync::atomic::Ordering;
+        let pool = Pool::default();
+        let t = Duration::from_secs(2);
+        let (addr, accepted) = server(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{\"code\":200}",
+            false,
+        )
+        .await;
+        for _ in 0..3 {
+            let a = pool
+                .post(&addr, "/beat", &[("XXL-JOB-ACCESS-TOKEN", "t")], b"{}", t)
+                .await
+                .unwrap();
+            assert_eq!((a.status, a.body.as_slice()), (200, &b"{\"code\":200}"[..]));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one kept connection");
+
+        let (addr, _) = server(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"cod\r\n7\r\ne\":200}\r\n0\r\n\r\n", false).await;
+        let a = pool.post(&addr, "/log", &[], b"{}", t).await.unwrap();
+        assert_eq!(a.body, b"{\"code\":200}");
+
+        let (addr, accepted) = server(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n<html>busy</html>",
+            true,
+        )
+        .await;
+        for _ in 0..2 {
+            let a = pool.post(&addr, "/run", &[], b"{}", t).await.unwrap();
+            assert_eq!(a.body, b"<html>busy</html>");
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "a closing server gets a new connection each time"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_kept_connection_is_not_reused_and_failures_say_where() {
+        use std::sync::atomic::Ordering;
+        let pool = Pool::default();
+        let t = Duration::from_secs(2);
+        // Answers with a kept-alive framing, then closes: the kept
+        // connection is found closed before the next request.
+        let (addr, accepted) =
+            server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", true).await;
+        pool.post(&addr, "/beat", &[], b"{}", t).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        pool.post(&addr, "/beat", &[], b"{}", t).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        assert!(matches!(
+            pool.post(&addr, "/run", &[], b"{}", t).await,
+            Err(Failure::Connect(_))
+        ));
+
+        // A server that takes the request and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (_conn, _) = silent.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        let short = Duration::from_millis(200);
+        assert!(matches!(
+            pool.post(&addr, "/run", &[], b"{}", short).await,
+            Err(Failure::Lost(_))
+        ));
+    }
+}
