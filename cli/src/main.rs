@@ -1030,6 +1030,13 @@ mod tests {
             &["group", "list"],
             &["group", "get", "g"],
             &["group", "update", "g", "--title", "T"],
+            &[
+                "group",
+                "update",
+                "g",
+                "--xxl-address",
+                "http://10.0.0.5:9999/",
+            ],
             &["group", "delete", "g"],
             &["group", "executors", "g"],
             &[
