@@ -327,9 +327,17 @@ impl Names {
         format!("{}:xxl:run:{log_id}", self.ns)
     }
 
-    /// `ns:xxl:tid:<trigger id>`: the log id a trigger was given.
-    pub fn xxl_trigger(&self, trigger_id: &str) -> String {
-        format!("{}:xxl:tid:{trigger_id}", self.ns)
+    /// `ns:xxl:claim:{ns:dedupe:<trigger id>}`: which hand-off sends a
+    /// trigger (`<log id> <gateway instance>`). Its hash tag is the
+    /// trigger's dedupe key, so one script changes both on a Redis Cluster.
+    pub fn xxl_claim(&self, trigger_id: &str) -> String {
+        format!("{}:xxl:claim:{{{}}}", self.ns, self.dedupe(trigger_id))
+    }
+
+    /// `ns:xxl:departed`: XXL-JOB executors that left the fleet, scored by
+    /// when, while runs they had still wait for their callback.
+    pub fn xxl_departed(&self) -> String {
+        format!("{}:xxl:departed", self.ns)
     }
 
     /// `ns:xxl:inflight:<executor id>`: `<log id>:<job id>` of the triggers
@@ -456,6 +464,19 @@ pub fn is_misfire_member(member: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_claim_shares_its_triggers_dedupe_slot() {
+        let names = super::Names::new("ns", 1);
+        let claim = names.xxl_claim("7-1-0");
+        let dedupe = names.dedupe("7-1-0");
+        assert_eq!(claim, format!("ns:xxl:claim:{{{dedupe}}}"));
+        // The slot of a key with a hash tag is the slot of the tag; the
+        // dedupe key has none, so its slot is its own text's.
+        let tag = &claim[claim.find('{').unwrap() + 1..claim.rfind('}').unwrap()];
+        assert_eq!(tag, dedupe);
+        assert!(!dedupe.contains('{'));
+    }
+
     use super::*;
 
     #[test]

@@ -397,7 +397,7 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         &api,
         "blk",
         "sleepJobHandler",
-        json!({ "block": "DISCARD_LATER", "retries": 1 }),
+        json!({ "block": "DISCARD_LATER", "retries": 1, "retry_backoff_s": 3600 }),
     )
     .await;
     let first = trigger(&api, discard, "1500").await;
@@ -416,13 +416,14 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
             .all(|run| run.params.as_deref() != Some("1501")),
         "the discarded one never ran"
     );
+    assert!(!retried(&c, &later, discard).await, "a refusal is final");
 
     // COVER_EARLY: the running one is stopped, final, naming its successor.
     let cover = job(
         &api,
         "blk",
         "sleepJobHandler",
-        json!({ "block": "COVER_EARLY", "retries": 1 }),
+        json!({ "block": "COVER_EARLY", "retries": 1, "retry_backoff_s": 3600 }),
     )
     .await;
     let early = trigger(&api, cover, "20000").await;
@@ -435,6 +436,7 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         "{r:?}"
     );
     assert_eq!(result_of(&db, &late).await.code, 200);
+    assert!(!retried(&c, &early, cover).await, "a replaced run is final");
 
     // A timeout is the executor's: 502.
     let slow = job(&api, "blk", "sleepJobHandler", json!({ "timeout_s": 1 })).await;
@@ -444,7 +446,13 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
     assert!(r.msg.contains("timeout"), "{r:?}");
 
     // A kill through rondo's API stops the run on the executor.
-    let long = job(&api, "blk", "sleepJobHandler", json!({ "retries": 1 })).await;
+    let long = job(
+        &api,
+        "blk",
+        "sleepJobHandler",
+        json!({ "retries": 1, "retry_backoff_s": 3600 }),
+    )
+    .await;
     let tid = trigger(&api, long, "30000").await;
     until_started(&s, long, "30000").await;
     let (status, out) = api
@@ -463,8 +471,35 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         .find(|run| run.event == "end" && run.job_id == long as i64)
         .expect("the executor ended the killed run");
     assert_eq!(ended.code, Some(500));
+    assert!(!retried(&c, &tid, long).await, "a killed run is final");
     drop(gateways);
     c.stop().await;
+}
+
+/// Once the monitor handled the failure of trigger `tid` (its alarm status
+/// is written, which comes after any retry it schedules), whether a retry
+/// of job `job_id` waits (the jobs here back off for an hour).
+async fn retried(c: &Cluster, tid: &str, job_id: u64) -> bool {
+    eventually("the failure handled", PATIENCE, || async {
+        let row: Option<(i32,)> =
+            sqlx::query_as("SELECT alarm_status FROM job_log WHERE trigger_id = ?")
+                .bind(tid)
+                .fetch_optional(c.db())
+                .await
+                .ok()?;
+        (row?.0 != 0).then_some(())
+    })
+    .await;
+    let names = c.config().names();
+    let waiting: Vec<String> = redis_conn(c)
+        .await
+        .zrange(names.retry(names.partition_of(job_id)), 0, -1)
+        .await
+        .expect("the retries");
+    waiting
+        .iter()
+        .filter_map(|m| serde_json::from_str::<Value>(m).ok())
+        .any(|m| m["job_id"].as_u64() == Some(job_id))
 }
 
 /// Two executors of different generations in one group: a sharding
@@ -610,16 +645,28 @@ async fn redis_conn(c: &Cluster) -> rondo_core::redis::Connection {
 }
 
 /// Two gateways, two executors that list both (each a different one
-/// first), 200 jobs firing every second; one gateway frozen for a moment
-/// (so it holds deliveries and hand-offs cut anywhere), then killed -9.
+/// first), 200 jobs firing every second. One gateway is frozen (SIGSTOP)
+/// until the broker gave up on it and the other took its deliveries over,
+/// then thawed (its hand-offs in progress go on, stale), then killed -9.
 /// Every fire the schedule made in the window ran exactly once, counted by
-/// the executors themselves, and the other gateway took over what the dead
-/// one held.
+/// the executors themselves, and the other gateway took over what the
+/// frozen one held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_gateway_killed_under_load_loses_no_fire_and_runs_none_twice() {
     const JOBS: u64 = 200;
     const WINDOW_S: i64 = 8;
-    let (c, api, mut gateways) = cluster("xxl_kill", 2, |_| {}).await;
+    // The broker gives up on a frozen connection within seconds.
+    let (c, api, mut gateways) = cluster("xxl_kill", 2, |w| {
+        w.config.amqp.url = w
+            .config
+            .amqp
+            .url
+            .split(',')
+            .map(|a| format!("{a}?heartbeat=2"))
+            .collect::<Vec<_>>()
+            .join(",");
+    })
+    .await;
     group(&api, "load").await;
     let a = standin(&c, &api, "2", "load", &[&gateways[0], &gateways[1]]).await;
     let b = standin(&c, &api, "3.5", "load", &[&gateways[1], &gateways[0]]).await;
@@ -641,8 +688,42 @@ async fn a_gateway_killed_under_load_loses_no_fire_and_runs_none_twice() {
         (kill_at - rondo_core::clock::now_ms()).max(0) as u64,
     ))
     .await;
+    let handed = |scrape: &str| -> f64 {
+        ["sent", "settled", "back"]
+            .iter()
+            .filter_map(|o| {
+                sample(
+                    scrape,
+                    &format!("rondo_xxl_handoffs_total{{outcome=\"{o}\"}}"),
+                )
+            })
+            .sum()
+    };
+    let before = handed(&gateways[0].scrape().await);
     gateways[0].signal("STOP");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually(
+        "the other gateway took the frozen one's deliveries over",
+        PATIENCE,
+        || async {
+            let scrape = gateways[1].scrape().await;
+            let taken: f64 = ["sent", "settled", "back"]
+                .iter()
+                .filter_map(|o| {
+                    sample(
+                        &scrape,
+                        &format!("rondo_xxl_redelivered_total{{outcome=\"{o}\"}}"),
+                    )
+                })
+                .sum();
+            (taken > 0.0).then_some(())
+        },
+    )
+    .await;
+    gateways[0].signal("CONT");
+    eventually("the thawed gateway hands off again", PATIENCE, || async {
+        (handed(&gateways[0].scrape().await) > before).then_some(())
+    })
+    .await;
     gateways[0].kill9().await;
 
     let expected: usize = JOBS as usize * WINDOW_S as usize;
@@ -798,45 +879,35 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
     .await;
     assert!(a["msg"].as_str().unwrap().starts_with("callback:"), "{a}");
 
-    // Executors that answer garbage, or nothing: the trigger fails with
-    // what came, once.
-    group(&api, "bad").await;
+    // Executors that answer garbage, or nothing (each alone in its group):
+    // the trigger fails with what came, sent once.
     let (garbage, garbage_runs) = fake_executor("<html>busy</html>", Duration::ZERO).await;
     let (silent, silent_runs) = fake_executor("{\"code\":200}", Duration::from_secs(30)).await;
-    for fake in [&garbage, &silent] {
+    for (app, fake, runs, said) in [
+        ("bad", &garbage, &garbage_runs, "<html>busy</html>"),
+        ("quiet", &silent, &silent_runs, "no answer"),
+    ] {
+        group(&api, app).await;
         let body = format!(
-            r#"{{"registryGroup":"EXECUTOR","registryKey":"bad","registryValue":"{fake}"}}"#
+            r#"{{"registryGroup":"EXECUTOR","registryKey":"{app}","registryValue":"{fake}"}}"#
         );
         let a = answer(call("registry", TOKEN, &body).await.expect("sent")).await;
         assert_eq!(a["code"], 200, "{a}");
-        let id = rondo_xxl_gateway_id("bad", fake);
-        c.world.executor_queue("bad", &id);
-        until_live(&api, "bad", &id).await;
-    }
-    let first = rondo_xxl_gateway_id("bad", &garbage).min(rondo_xxl_gateway_id("bad", &silent));
-    let garbage_first = first == rondo_xxl_gateway_id("bad", &garbage);
-    let j = job(&api, "bad", "demoJobHandler", json!({ "routing": "FIRST" })).await;
-    let tid = api.trigger_now(j).await;
-    let r = result_of(&db, &tid).await;
-    assert_eq!(r.code, 500, "{r:?}");
-    if garbage_first {
-        assert!(
-            r.msg.contains("<html>busy</html>"),
-            "the first bytes of the answer: {r:?}"
-        );
+        let id = rondo_xxl_gateway_id(app, fake);
+        c.world.executor_queue(app, &id);
+        until_live(&api, app, &id).await;
+        let j = job(&api, app, "demoJobHandler", json!({})).await;
+        let tid = api.trigger_now(j).await;
+        let r = result_of(&db, &tid).await;
+        assert_eq!(r.code, 500, "{r:?}");
+        assert!(r.msg.contains(said), "{app}: {r:?}");
         assert_eq!(
-            garbage_runs.load(std::sync::atomic::Ordering::SeqCst),
+            runs.load(std::sync::atomic::Ordering::SeqCst),
             1,
-            "sent once"
-        );
-    } else {
-        assert!(r.msg.contains("no answer"), "{r:?}");
-        assert_eq!(
-            silent_runs.load(std::sync::atomic::Ordering::SeqCst),
-            1,
-            "sent once"
+            "{app}: sent once"
         );
     }
+    let j = job(&api, "bad", "demoJobHandler", json!({})).await;
 
     // A malformed message on an executor's queue is dead-lettered with its
     // reason; the gateway goes on.
@@ -857,6 +928,69 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
     let mut open = Gateway::spawn_listening(&config, "gateway-open", &c.log_dir, "0.0.0.0:0");
     let status = open.exit(Duration::from_secs(30)).await.expect("it exits");
     assert_eq!(status.code(), Some(64));
+    drop(gateways);
+    c.stop().await;
+}
+
+/// An executor that leaves the fleet (`/api/registryRemove`) while a run
+/// of it waits for its callback, and never sends one (a fake that takes
+/// `/run` and says nothing more): the run is failed as lost once
+/// `xxl.lost_after_ms` passed, and the executor is forgotten after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_of_an_executor_that_left_without_its_callback_is_lost() {
+    let (c, api, gateways) = cluster("xxl_left", 1, |w| w.config.xxl.lost_after_ms = 2_000).await;
+    let db = c.db().clone();
+    group(&api, "left").await;
+    let (fake, sent) = fake_executor("{\"code\":200}", Duration::ZERO).await;
+    let id = rondo_xxl_gateway_id("left", &fake);
+    let body =
+        format!(r#"{{"registryGroup":"EXECUTOR","registryKey":"left","registryValue":"{fake}"}}"#);
+    let admin = |call: &str| {
+        reqwest::Client::new()
+            .post(format!("{}/api/{call}", gateways[0].admin_url()))
+            .header("XXL-JOB-ACCESS-TOKEN", TOKEN)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+    };
+    let a: Value = admin("registry")
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(a["code"], 200, "{a}");
+    c.world.executor_queue("left", &id);
+    until_live(&api, "left", &id).await;
+    let j = job(&api, "left", "demoJobHandler", json!({})).await;
+    let tid = api.trigger_now(j).await;
+    eventually("the trigger sent", PATIENCE, || async {
+        (sent.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    let a: Value = admin("registryRemove")
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(a["code"], 200, "{a}");
+    let r = result_of(&db, &tid).await;
+    assert_eq!(r.code, 500, "{r:?}");
+    assert!(
+        r.msg.starts_with("lost: ") && r.msg.contains("left the fleet"),
+        "{r:?}"
+    );
+    let names = c.config().names();
+    eventually("the departed executor forgotten", PATIENCE, || async {
+        let score: Option<i64> = redis_conn(&c)
+            .await
+            .zscore(names.xxl_departed(), &id)
+            .await
+            .ok()?;
+        score.is_none().then_some(())
+    })
+    .await;
     drop(gateways);
     c.stop().await;
 }
@@ -914,14 +1048,25 @@ async fn publish_raw(config: &rondo_core::Config, id: &str, body: &[u8]) {
     );
 }
 
+/// How far a hand-off got before its gateway died.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// A `running` mark without a claim (an older build, or the claim
+    /// expired).
+    MarkOnly,
+    /// The mark and the claim of instance `by` under `log_id`, no run.
+    Claimed { log_id: i64 },
+    /// Claimed and its run recorded (and then maybe sent).
+    Recorded { log_id: i64 },
+}
+
 /// The state a gateway killed at one step of a hand-off leaves, as Redis
-/// holds it: the trigger's mark, and (`recorded`) its log id, run and
-/// in-flight member, written by instance `by`.
+/// holds it, written as instance `by`.
 async fn leave_cut_short(
     c: &Cluster,
     s: &Standin,
     trigger: &rondo_core::Trigger,
-    log_id: Option<i64>,
+    cut: Cut,
     by: &str,
 ) {
     let names = c.config().names();
@@ -943,14 +1088,26 @@ async fn leave_cut_short(
         )
         .await
         .expect("the mark");
-    let Some(log_id) = log_id else { return };
+    let log_id = match cut {
+        Cut::MarkOnly => return,
+        Cut::Claimed { log_id } | Cut::Recorded { log_id } => log_id,
+    };
+    let _: () = conn
+        .set(
+            names.xxl_claim(&trigger.trigger_id),
+            format!("{log_id} {by}"),
+        )
+        .await
+        .expect("the claim");
+    if !matches!(cut, Cut::Recorded { .. }) {
+        return;
+    }
     let run = json!({
         "trigger_id": trigger.trigger_id, "job_id": trigger.job_id, "fire_ms": trigger.fire_ms,
         "executor_id": s.executor_id, "log_id": log_id, "log_date_ms": trigger.fire_ms,
-        "instance": by, "since_ms": since,
+        "since_ms": since,
     });
     let _: () = redis::pipe()
-        .set(names.xxl_trigger(&trigger.trigger_id), log_id)
         .set(names.xxl_run(log_id), run.to_string())
         .zadd(
             names.xxl_inflight(&s.executor_id),
@@ -1008,13 +1165,15 @@ fn trigger_for(s: &Standin, job_id: u64, params: &str) -> rondo_core::Trigger {
 /// Hand-offs left cut short at each step by a gateway that died, delivered
 /// again to the living one: each trigger runs exactly once on the executor
 /// (counted by it), and its result comes back.
-/// * claimed only: sent;
+/// * a mark without a claim: taken over and sent;
+/// * claimed, no run recorded: sent;
 /// * claimed and recorded, not sent: the executor has no log of it: sent;
 /// * sent and running there: it has a log: not sent again;
 /// * sent and waiting in the job's queue there (behind another run): sent
 ///   again, refused as a repeat: runs once;
-/// * recorded by an instance still alive (which sent it): not sent, once
-///   that instance outlived any send it could have had in progress.
+/// * recorded by an instance still alive, which sent it: left to it until
+///   it outlived any send it could have had in progress; by then the run's
+///   callback settled it: not sent again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
     let (c, api, gateways) = cluster("xxl_cut", 1, |_| {}).await;
@@ -1025,18 +1184,23 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
     let mut cases = Vec::new();
 
     let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let marked = trigger_for(&s, j, "9");
+    leave_cut_short(&c, &s, &marked, Cut::MarkOnly, dead).await;
+    cases.push(marked);
+
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
     let claimed = trigger_for(&s, j, "10");
-    leave_cut_short(&c, &s, &claimed, None, dead).await;
+    leave_cut_short(&c, &s, &claimed, Cut::Claimed { log_id: 9_000_001 }, dead).await;
     cases.push(claimed);
 
     let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
     let recorded = trigger_for(&s, j, "11");
-    leave_cut_short(&c, &s, &recorded, Some(9_000_002), dead).await;
+    leave_cut_short(&c, &s, &recorded, Cut::Recorded { log_id: 9_000_002 }, dead).await;
     cases.push(recorded);
 
     let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
     let running = trigger_for(&s, j, "3000");
-    leave_cut_short(&c, &s, &running, Some(9_000_003), dead).await;
+    leave_cut_short(&c, &s, &running, Cut::Recorded { log_id: 9_000_003 }, dead).await;
     send_directly(&s, &running, 9_000_003).await;
     until_started(&s, j, "3000").await;
     cases.push(running);
@@ -1046,7 +1210,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
     send_directly(&s, &ahead, 9_000_004).await;
     until_started(&s, j, "3001").await;
     let queued = trigger_for(&s, j, "12");
-    leave_cut_short(&c, &s, &queued, Some(9_000_005), dead).await;
+    leave_cut_short(&c, &s, &queued, Cut::Recorded { log_id: 9_000_005 }, dead).await;
     send_directly(&s, &queued, 9_000_005).await;
     cases.push(queued);
 
@@ -1065,7 +1229,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
     };
     let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
     let theirs = trigger_for(&s, j, "13");
-    leave_cut_short(&c, &s, &theirs, Some(9_000_006), alive).await;
+    leave_cut_short(&c, &s, &theirs, Cut::Recorded { log_id: 9_000_006 }, alive).await;
     send_directly(&s, &theirs, 9_000_006).await;
     cases.push(theirs);
 
@@ -1073,7 +1237,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
         let body = serde_json::to_vec(&rondo_core::TriggerBatch::new(vec![t.clone()])).unwrap();
         publish_raw(c.config(), &s.executor_id, &body).await;
     }
-    // The gateway settled each delivery: two sent now, three not.
+    // The gateway settled each delivery: three sent now, three not.
     let scrape = eventually("every delivery settled", PATIENCE, || async {
         let scrape = gateways[0].scrape().await;
         let count = |o: &str| {
@@ -1082,7 +1246,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
                 &format!("rondo_xxl_handoffs_total{{outcome=\"{o}\"}}"),
             )
         };
-        (count("sent") == Some(2.0) && count("settled") == Some(3.0)).then_some(scrape)
+        (count("sent") == Some(3.0) && count("settled") == Some(3.0)).then_some(scrape)
     })
     .await;
     assert_eq!(

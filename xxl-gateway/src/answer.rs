@@ -1,18 +1,18 @@
-//! Results the gateway publishes on an executor's behalf: what a callback
-//! brings, and what the gateway must answer itself (a refusal, no answer,
-//! a kill found in the mark, a lost run). Every path ends in the same
-//! order as a rondo executor's (`docs/executor-protocol.md` §6.2): the
-//! result is confirmed by the broker before the trigger's mark says so
-//! and its records go.
+//! Results the gateway publishes on an executor's behalf when no callback
+//! brings one: a refusal, no answer, a kill found in the mark, a lost run.
+//! Every path keeps a rondo executor's order (`docs/executor-protocol.md`
+//! §6.2): the `finished` mark, the result confirmed by the broker, then the
+//! `confirmed` mark and the records' fate. For a claimed trigger the
+//! `finished` mark is written only while the claim is still the answering
+//! hand-off's, so a callback (or another instance) that settled the trigger
+//! meanwhile keeps it.
 
 use rondo_core::dedupe::Mark;
 use rondo_core::event::Event;
 use rondo_core::{Error, ExecResult, Trigger};
 
 use crate::ctx::Ctx;
-use crate::handoff::Failure;
-use crate::runs::Run;
-use crate::served::Served;
+use crate::runs::{Claimant, Run};
 
 /// The longest `msg` published (as rondo's executors cut theirs).
 const MAX_MSG_BYTES: usize = 4096;
@@ -41,53 +41,109 @@ pub(crate) enum Keep {
     Run,
 }
 
-/// Answers a trigger that was never recorded (refused before the send).
-pub(crate) async fn unsent(
+/// Answers a trigger no hand-off claimed (a kill found in its mark).
+pub(crate) async fn unclaimed(
     ctx: &Ctx,
-    served: &Served,
+    executor_id: &str,
     trigger: &Trigger,
     failure: Failure,
 ) -> Result<(), Error> {
-    let result = failure.into_result(trigger, &served.id);
-    publish_marked(ctx, served, &result, None, Keep::Nothing).await
+    let result = failure.into_result(trigger, executor_id);
+    let mut pipe = redis::pipe();
+    ctx.runs
+        .put_mark(&mut pipe, &result.trigger_id, &finished(&result))?;
+    ctx.runs.write(&pipe).await?;
+    ctx.events.publish(&[Event::Result(result.clone())]).await?;
+    let mut pipe = redis::pipe();
+    ctx.runs
+        .put_mark(&mut pipe, &result.trigger_id, &confirmed(&result))?;
+    ctx.runs.write(&pipe).await
 }
 
-/// Answers a sent trigger the executor refused.
-pub(crate) async fn refused(
+/// Answers a trigger `claimant` holds (refused, no answer, lost); false
+/// when someone else settles it.
+pub(crate) async fn claimed(
     ctx: &Ctx,
-    served: &Served,
     run: &Run,
+    claimant: &Claimant,
     failure: Failure,
-) -> Result<(), Error> {
+    keep: Keep,
+) -> Result<bool, Error> {
     let result = run_result(run, failure);
-    publish_marked(ctx, served, &result, Some(run), Keep::Nothing).await?;
-    served.jobs_changed();
-    Ok(())
+    if !ctx
+        .runs
+        .finish(&run.trigger_id, claimant, &finished(&result))
+        .await?
+    {
+        return Ok(false);
+    }
+    ctx.events.publish(&[Event::Result(result.clone())]).await?;
+    let mut pipe = redis::pipe();
+    match keep {
+        Keep::Nothing => ctx.runs.settle(&mut pipe, run, &confirmed(&result))?,
+        Keep::Run => {
+            ctx.runs
+                .put_mark(&mut pipe, &run.trigger_id, &confirmed(&result))?;
+            let answered = Run {
+                answered: true,
+                ..run.clone()
+            };
+            ctx.runs.rewrite_run(&mut pipe, &answered)?;
+            ctx.runs.leave_inflight(&mut pipe, run);
+        }
+    }
+    ctx.runs.write(&pipe).await?;
+    jobs_changed(ctx, &run.executor_id);
+    Ok(true)
 }
 
-/// Answers a trigger whose send got no answer (or garbage), or whose run
-/// is lost: its run stays for a late callback.
-pub(crate) async fn sent_unanswered(
-    ctx: &Ctx,
-    served: &Served,
-    run: &Run,
-    failure: Failure,
-) -> Result<(), Error> {
-    let result = run_result(run, failure);
-    publish_marked(ctx, served, &result, Some(run), Keep::Run).await?;
-    served.jobs_changed();
-    Ok(())
-}
-
-/// Publishes a stored or restarted-run result again (a redelivery).
+/// Publishes a stored (or a restarted run's) result again for a redelivered
+/// trigger, and ends the run it has, if any.
 pub(crate) async fn republish(
     ctx: &Ctx,
-    served: &Served,
-    trigger_id: &str,
     result: ExecResult,
+    run: Option<&Run>,
 ) -> Result<(), Error> {
-    debug_assert_eq!(result.trigger_id, trigger_id);
-    publish_marked(ctx, served, &result, None, Keep::Nothing).await
+    ctx.events.publish(&[Event::Result(result.clone())]).await?;
+    let mut pipe = redis::pipe();
+    match run {
+        // Answered by the gateway: its run stays for a late callback.
+        Some(run) if run.answered => {
+            ctx.runs
+                .put_mark(&mut pipe, &result.trigger_id, &confirmed(&result))?;
+            ctx.runs.leave_inflight(&mut pipe, run);
+        }
+        Some(run) => ctx.runs.settle(&mut pipe, run, &confirmed(&result))?,
+        None => ctx
+            .runs
+            .put_mark(&mut pipe, &result.trigger_id, &confirmed(&result))?,
+    }
+    ctx.runs.write(&pipe).await?;
+    if let Some(run) = run {
+        jobs_changed(ctx, &run.executor_id);
+    }
+    Ok(())
+}
+
+fn finished(result: &ExecResult) -> Mark {
+    Mark::Finished {
+        executor: result.executor_id.clone(),
+        result: result.clone(),
+    }
+}
+
+pub(crate) fn confirmed(result: &ExecResult) -> Mark {
+    Mark::Confirmed {
+        executor: result.executor_id.clone(),
+        code: result.code,
+    }
+}
+
+/// The executor's `running_jobs` may have changed.
+pub(crate) fn jobs_changed(ctx: &Ctx, executor_id: &str) {
+    if let Some(served) = ctx.fleet.get(executor_id) {
+        served.jobs_changed();
+    }
 }
 
 fn run_result(run: &Run, failure: Failure) -> ExecResult {
@@ -104,56 +160,31 @@ fn run_result(run: &Run, failure: Failure) -> ExecResult {
     }
 }
 
-/// `finished` mark, the result confirmed, then `confirmed` and the
-/// records' fate: a redelivery of the trigger in between republishes the
-/// stored result instead of sending it again.
-async fn publish_marked(
-    ctx: &Ctx,
-    served: &Served,
-    result: &ExecResult,
-    run: Option<&Run>,
-    keep: Keep,
-) -> Result<(), Error> {
-    let finished = Mark::Finished {
-        executor: served.id.clone(),
-        result: result.clone(),
-    };
-    let mut pipe = redis::pipe();
-    ctx.runs
-        .put_mark(&mut pipe, &result.trigger_id, &finished)?;
-    ctx.runs.write(&pipe).await?;
-    ctx.events.publish(&[Event::Result(result.clone())]).await?;
-    let mut pipe = redis::pipe();
-    confirm(ctx, &mut pipe, result, run, keep)?;
-    ctx.runs.write(&pipe).await
+/// A failure the gateway answers a trigger with.
+pub(crate) struct Failure {
+    pub(crate) msg: String,
+    pub(crate) retryable: bool,
 }
 
-/// Adds to `pipe` a confirmed result's `confirmed` mark and its run's fate.
-pub(crate) fn confirm(
-    ctx: &Ctx,
-    pipe: &mut redis::Pipeline,
-    result: &ExecResult,
-    run: Option<&Run>,
-    keep: Keep,
-) -> Result<(), Error> {
-    let confirmed = Mark::Confirmed {
-        executor: result.executor_id.clone(),
-        code: result.code,
-    };
-    ctx.runs.put_mark(pipe, &result.trigger_id, &confirmed)?;
-    match (run, keep) {
-        (Some(run), Keep::Nothing) => ctx.runs.forget(pipe, run),
-        (Some(run), Keep::Run) => {
-            let answered = Run {
-                answered: true,
-                ..run.clone()
-            };
-            ctx.runs.put_run(pipe, &answered)?;
-            ctx.runs.leave_inflight(pipe, run);
+pub(crate) fn fail(msg: String, retryable: bool) -> Failure {
+    Failure { msg, retryable }
+}
+
+impl Failure {
+    pub(crate) fn into_result(self, trigger: &Trigger, executor_id: &str) -> ExecResult {
+        let now = rondo_core::clock::now_ms();
+        ExecResult {
+            trigger_id: trigger.trigger_id.clone(),
+            job_id: trigger.job_id,
+            executor_id: executor_id.to_owned(),
+            fire_ms: trigger.fire_ms,
+            start_ms: now,
+            end_ms: now,
+            code: rondo_core::trigger::code::FAIL,
+            msg: cut(self.msg),
+            retryable: self.retryable,
         }
-        (None, _) => {}
     }
-    Ok(())
 }
 
 #[cfg(test)]

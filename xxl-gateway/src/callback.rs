@@ -20,7 +20,7 @@ use rondo_core::event::Event;
 use rondo_core::trigger::code;
 use rondo_core::{Error, ExecResult, clock};
 
-use crate::answer::{self, Keep};
+use crate::answer;
 use crate::ctx::Ctx;
 use crate::runs::Run;
 use crate::wire::{self, CallbackEntry};
@@ -56,13 +56,12 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, entries: Vec<CallbackEntry>) -> Resul
     publish_all(ctx, &events).await?;
     let mut pipe = redis::pipe();
     for (run, result) in &settled {
-        answer::confirm(ctx, &mut pipe, result, Some(run), Keep::Nothing)?;
+        ctx.runs
+            .settle(&mut pipe, run, &answer::confirmed(result))?;
     }
     ctx.runs.write(&pipe).await?;
     for (run, _) in settled {
-        if let Some(served) = ctx.fleet.get(&run.executor_id) {
-            served.jobs_changed();
-        }
+        answer::jobs_changed(ctx, &run.executor_id);
         crate::logs::after_callback(ctx, run);
     }
     Ok(())
@@ -91,7 +90,7 @@ pub(crate) fn result_of(run: &Run, entry: &CallbackEntry, now_ms: i64) -> ExecRe
         wire::code::TIMEOUT => code::TIMEOUT,
         _ => code::FAIL,
     };
-    let text = entry.msg().map(plain).unwrap_or_default();
+    let text = entry.msg().map(wire::plain).unwrap_or_default();
     let (msg, retryable) = match (&run.covered_by, run.killed) {
         _ if code == code::SUCCESS => (text, false),
         (Some(by), _) => (
@@ -115,11 +114,6 @@ pub(crate) fn result_of(run: &Run, entry: &CallbackEntry, now_ms: i64) -> ExecRe
     }
 }
 
-/// XXL-JOB's text with its `<br>` markup made line breaks.
-pub(crate) fn plain(text: &str) -> String {
-    text.replace("<br>", "\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,7 +126,6 @@ mod tests {
             executor_id: "a-h-1".into(),
             log_id: 3,
             log_date_ms: 100,
-            instance: "g".into(),
             since_ms: 110,
             killed: false,
             covered_by: None,

@@ -2,11 +2,13 @@
 //! `/trigger`, `/kill`, `/log`, each a JSON `POST` with the access token
 //! (and, for 3.5, the appname) in its headers.
 //!
-//! A call ends in one of four ways, and callers branch on which, because
+//! A call ends in one of five ways, and callers branch on which, because
 //! they mean different things for a trigger:
 //! * an [`Reply`]: the executor answered (success or its refusal);
 //! * [`CallError::Unreachable`]: no connection was made, so the request
 //!   certainly did not reach it (the trigger can go elsewhere);
+//! * [`CallError::Late`]: the call's send-by instant passed before the
+//!   request went (this gateway stalled): it was not sent;
 //! * [`CallError::NoAnswer`]: sent, but no answer in time or the
 //!   connection broke: whether it was taken is unknown;
 //! * [`CallError::Garbage`]: it answered something that is not XXL-JOB's
@@ -26,6 +28,8 @@ const GARBAGE_BYTES: usize = 200;
 pub enum CallError {
     #[error("cannot reach {address}: {detail}")]
     Unreachable { address: String, detail: String },
+    #[error("not sent to {address}: this gateway stalled past the send's deadline")]
+    Late { address: String },
     #[error("no answer from {address}: {detail}")]
     NoAnswer { address: String, detail: String },
     #[error("{address} answered what is not XXL-JOB's JSON (HTTP {status}): {first_bytes:?}")]
@@ -91,10 +95,22 @@ impl Client {
             .await
     }
 
-    /// Posts a trigger to the path of the target's generation.
-    pub async fn trigger(&self, target: &Target, param: &TriggerParam) -> Result<Reply, CallError> {
-        self.call(target, target.generation.trigger_path(), param)
-            .await
+    /// Posts a trigger to the path of the target's generation, unless
+    /// `send_by` passed before it went.
+    pub async fn trigger(
+        &self,
+        target: &Target,
+        param: &TriggerParam,
+        send_by: tokio::time::Instant,
+    ) -> Result<Reply, CallError> {
+        self.call_by(
+            target,
+            target.generation.trigger_path(),
+            param,
+            self.timeout,
+            Some(send_by),
+        )
+        .await
     }
 
     pub async fn kill(&self, target: &Target, job_id: i32) -> Result<Reply, CallError> {
@@ -135,6 +151,22 @@ impl Client {
         body: &impl Serialize,
         timeout: Duration,
     ) -> Result<Reply, CallError> {
+        self.call_by(target, path, body, timeout, None).await
+    }
+
+    async fn call_by(
+        &self,
+        target: &Target,
+        path: &str,
+        body: &impl Serialize,
+        timeout: Duration,
+        send_by: Option<tokio::time::Instant>,
+    ) -> Result<Reply, CallError> {
+        if send_by.is_some_and(|by| tokio::time::Instant::now() >= by) {
+            return Err(CallError::Late {
+                address: target.address.clone(),
+            });
+        }
         let url = format!("{}{path}", target.address);
         let started = std::time::Instant::now();
         let outcome = match crate::http1::split_http(&url) {
@@ -146,7 +178,7 @@ impl Client {
                     authority,
                     path,
                     &body,
-                    timeout,
+                    (timeout, send_by),
                 )
                 .await
             }
@@ -177,7 +209,7 @@ impl Client {
         authority: &str,
         path: &str,
         body: &[u8],
-        timeout: Duration,
+        (timeout, send_by): (Duration, Option<tokio::time::Instant>),
     ) -> Result<Reply, CallError> {
         let mut headers = Vec::with_capacity(2);
         if !self.token.is_empty() {
@@ -186,9 +218,12 @@ impl Client {
         headers.push((wire::APPNAME_HEADER, app));
         let answer = self
             .plain
-            .post(authority, path, &headers, body, timeout)
+            .post_by(authority, path, &headers, body, timeout, send_by)
             .await
             .map_err(|failure| match failure {
+                crate::http1::Failure::Late => CallError::Late {
+                    address: address.to_owned(),
+                },
                 crate::http1::Failure::Connect(e) => CallError::Unreachable {
                     address: address.to_owned(),
                     detail: e.to_string(),

@@ -11,11 +11,11 @@ use rondo_dispatcher::{EventPublisher, Link};
 
 use crate::client::Client;
 use crate::executors::Executors;
-use crate::fleet::Fleet;
 use crate::instances::Instances;
 use crate::local::Local;
-use crate::logs::Tails;
-use crate::runs::Runs;
+use crate::roster::Fleet;
+use crate::runs::{Claimant, Runs};
+use crate::tails::Tails;
 
 pub(crate) struct Ctx {
     pub(crate) names: Names,
@@ -68,6 +68,14 @@ impl Ctx {
 
     pub(crate) fn me(&self) -> &str {
         self.instances.me()
+    }
+
+    /// This instance's claim of a trigger under `log_id`.
+    pub(crate) fn claimant(&self, log_id: i64) -> Claimant {
+        Claimant {
+            log_id,
+            instance: self.me().to_owned(),
+        }
     }
 
     pub(crate) fn lease(&self) -> Duration {

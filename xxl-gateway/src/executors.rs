@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use redis::AsyncCommands;
 use rondo_core::redis::Pool;
-use rondo_core::{Error, Names};
+use rondo_core::{Error, Names, clock};
 
 use crate::wire::Generation;
 
@@ -37,7 +37,8 @@ pub struct Record {
     /// Its last registration (ms); manual ones: the last time the list was
     /// read.
     pub registered_ms: i64,
-    /// What `xxl-job-core` it runs, once a `/beat` told.
+    /// What `xxl-job-core` generation it runs, once a trigger told (the
+    /// first send learns it: the other generation refuses the path).
     pub generation: Option<Generation>,
 }
 
@@ -166,12 +167,16 @@ impl Executors {
         Ok(Record::from_hash(id, &hash))
     }
 
-    /// Removes an executor from the fleet (every gateway stops serving it).
+    /// Removes an executor from the fleet (every gateway stops serving it),
+    /// noting it departed: runs it had that no callback answers are failed
+    /// as lost by the lost-run scan.
     pub async fn remove(&self, id: &str) -> Result<(), Error> {
         let mut pipe = redis::pipe();
         pipe.zrem(self.names.xxl_executors(), id)
             .ignore()
             .del(self.names.xxl_executor(id))
+            .ignore()
+            .zadd(self.names.xxl_departed(), id, clock::now_ms())
             .ignore();
         let () = pipe.query_async(&mut self.pool.get().await?).await?;
         Ok(())

@@ -1,6 +1,7 @@
-//! The fleet: every XXL-JOB executor in Redis (registered, or listed in
-//! its group's `xxl_addresses`), each served by this instance ([`Served`]),
-//! and the broker connection their queues are consumed on.
+//! Serving the fleet: every XXL-JOB executor in Redis (registered, or
+//! listed in its group's `xxl_addresses`), each served by this instance
+//! (`served`'s tasks), and the broker connection their queues are consumed
+//! on (the state is `roster`'s).
 //!
 //! Every [`RECONCILE`] the fleet is read again: new executors are served,
 //! removed ones stop, registrations older than `xxl.registration_ttl_ms`
@@ -8,89 +9,47 @@
 //! records (and unmade when an address leaves its list).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::Connection;
 use rondo_core::backoff::Backoff;
 use rondo_core::{Error, amqp, clock};
-use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::ctx::Ctx;
 use crate::executors::{Record, executor_id};
-use crate::served::Served;
+use crate::roster::Served;
 
 /// How often the fleet is read again (and at once after a local change).
 const RECONCILE: Duration = Duration::from_millis(500);
 /// How often the consuming connection is checked.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 
-pub(crate) struct Fleet {
-    served: RwLock<HashMap<String, Arc<Served>>>,
-    /// The connection queues are consumed on (`None` while there is none).
-    connection: watch::Sender<Option<Arc<Connection>>>,
-    changed: Notify,
-}
-
-impl Default for Fleet {
-    fn default() -> Self {
-        Fleet {
-            served: RwLock::default(),
-            connection: watch::Sender::new(None),
-            changed: Notify::new(),
+/// Serves the fleet until `stop`, then stops serving (without retiring
+/// anyone: the other instances go on) and waits for the hand-offs.
+pub(crate) async fn run(ctx: Arc<Ctx>, stop: CancellationToken) {
+    let tasks = TaskTracker::new();
+    tasks.spawn(connect(ctx.clone(), stop.clone()).in_current_span());
+    let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(5));
+    loop {
+        match reconcile(&ctx, &stop, &tasks).await {
+            Ok(()) => backoff.reset(),
+            Err(e) => tracing::warn!(error = %e, "cannot read the XXL-JOB executors"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(RECONCILE) => {}
+            () = ctx.fleet.changed.notified() => {}
         }
     }
-}
-
-impl Fleet {
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<Served>> {
-        self.served.read().expect("fleet lock").get(id).cloned()
-    }
-
-    pub(crate) fn all(&self) -> Vec<Arc<Served>> {
-        self.served
-            .read()
-            .expect("fleet lock")
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    pub(crate) fn connection(&self) -> watch::Receiver<Option<Arc<Connection>>> {
-        self.connection.subscribe()
-    }
-
-    /// Reads the fleet again now (a registration or removal came here).
-    pub(crate) fn changed(&self) {
-        self.changed.notify_one();
-    }
-
-    /// Serves the fleet until `stop`, then stops serving (without retiring
-    /// anyone: the other instances go on) and waits for the hand-offs.
-    pub(crate) async fn run(ctx: Arc<Ctx>, stop: CancellationToken) {
-        let tasks = TaskTracker::new();
-        tasks.spawn(connect(ctx.clone(), stop.clone()).in_current_span());
-        let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(5));
-        loop {
-            match reconcile(&ctx, &stop, &tasks).await {
-                Ok(()) => backoff.reset(),
-                Err(e) => tracing::warn!(error = %e, "cannot read the XXL-JOB executors"),
-            }
-            tokio::select! {
-                () = stop.cancelled() => break,
-                () = tokio::time::sleep(RECONCILE) => {}
-                () = ctx.fleet.changed.notified() => {}
-            }
-        }
-        tasks.close();
-        tasks.wait().await;
-        let conn = ctx.fleet.connection.send_replace(None);
-        if let Some(conn) = conn {
-            let _ = conn.close(200, "shutdown".into()).await;
-        }
+    tasks.close();
+    tasks.wait().await;
+    let conn = ctx.fleet.connection.send_replace(None);
+    if let Some(conn) = conn {
+        let _ = conn.close(200, "shutdown".into()).await;
     }
 }
 
@@ -126,7 +85,7 @@ async fn reconcile(
             None => {
                 tracing::info!(executor_id = %id, address = %record.address, app = %record.app, "serving an XXL-JOB executor");
                 let s = Arc::new(Served::new(record, stop.child_token()));
-                tasks.spawn(s.clone().run(ctx.clone()));
+                tasks.spawn(crate::served::run(s.clone(), ctx.clone()));
                 served.insert(id, s);
             }
         }

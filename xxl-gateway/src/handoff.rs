@@ -1,31 +1,35 @@
 //! One message of an XXL-JOB executor's queue: its triggers handed to the
 //! executor (`/run`, `/trigger`), then the message acked.
 //!
-//! For each trigger, in this order (each step durable before the next, so
-//! a gateway killed between any two loses nothing and sends nothing twice):
-//! 1. **claim**: the trigger's dedupe mark, `running` by this executor, set
-//!    only if it has none (a redelivered trigger finds its mark: step 5);
-//! 2. **record**: its log id and its [`Run`] (with this instance's name),
-//!    and its member of the executor's in-flight set;
-//! 3. **send** it; the executor's answer decides:
+//! For each trigger, in this order (each step durable before the next):
+//! 1. **claim and record**, in one round trip: the trigger's dedupe mark
+//!    (`running` by this executor) and its claim (`<log id> <instance>`),
+//!    both only if it has no mark, with its [`Run`] and its member of the
+//!    executor's in-flight set. A redelivered trigger finds its mark
+//!    (step 4). The claim is the one token of who sends the trigger: it
+//!    changes hands only by a compare-and-set.
+//! 2. **send** it, if this instance renewed its lease lately (else it goes
+//!    back: the others may be taking this instance's hand-offs over). An
+//!    error before the send gives the claim back; after it, the claim
+//!    stays. The executor's answer decides:
 //!    * accepted (or "repeat trigger job": it already waits there): it is
 //!      the executor's now; its callback brings the result;
 //!    * refused (its block strategy, an unknown handler): a failed result
 //!      with the executor's own message;
-//!    * no connection (the executor is gone): claim and records are undone
-//!      and the trigger handed back to the queue, the executor's consumer
+//!    * no connection (the executor is gone): the claim is given back and
+//!      the trigger handed back to the queue, the executor's consumer
 //!      stops, and once its lease ran out the leader moves its triggers;
 //!    * no answer in time, or garbage: a failed result with the first bytes
-//!      of the answer, never sent again in a loop;
-//! 4. **ack** the message once every trigger of it is settled;
-//! 5. a trigger whose mark was there is settled by what Redis holds: a kill
+//!      of the answer (it may have it: a callback that still comes brings
+//!      its own outcome), never sent again in a loop;
+//! 3. **ack** the message once every trigger of it is settled;
+//! 4. a trigger whose mark was there is settled by what Redis holds: a kill
 //!    from the API, a result to republish, someone else's trigger, or a
-//!    hand-off cut short. A hand-off whose instance is alive is that
-//!    instance's; one whose instance died before its records is taken over;
-//!    one whose instance died after its records may or may not have reached
-//!    the executor: the executor is asked (`/log`: a run that started has a
-//!    log file; a send of a trigger still waiting there is refused as a
-//!    repeat) and the trigger is sent only if it has neither.
+//!    hand-off cut short. That one's claim is taken over once its instance
+//!    is gone (its lease ran out) or lives on past any send it had in
+//!    progress, and the executor is asked (`/log`: a run that started has
+//!    a log file; a send of a trigger still waiting there is refused as a
+//!    repeat): the trigger is sent again only if it has neither.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,14 +39,13 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use rondo_core::dedupe::Mark;
 use rondo_core::model::BlockStrategy;
-use rondo_core::trigger::code;
 use rondo_core::{ExecResult, Trigger, TriggerBatch, amqp, clock};
 
-use crate::answer;
+use crate::answer::{self, Keep, fail};
 use crate::client::{CallError, Target};
 use crate::ctx::Ctx;
-use crate::runs::{Claim, Run};
-use crate::served::Served;
+use crate::roster::Served;
+use crate::runs::{Claim, Claimant, Found, Run};
 use crate::wire::{self, Generation, TriggerParam};
 
 /// How long a delivery waits before going back to the queue after a
@@ -175,20 +178,14 @@ async fn settle(ctx: &Ctx, served: &Served, trigger: &Trigger) -> Settled {
     }
 }
 
+/// Rounds of [`try_settle`] before the message goes back to the queue.
+const MAX_ROUNDS: usize = 5;
+
 async fn try_settle(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
 ) -> Result<Settled, rondo_core::Error> {
-    if i32::try_from(trigger.job_id).is_err() {
-        let msg = format!(
-            "job id {} is beyond what XXL-JOB's executors take (a Java int, at most {})",
-            trigger.job_id,
-            i32::MAX
-        );
-        answer::unsent(ctx, served, trigger, fail(msg, false)).await?;
-        return Ok(Settled::Done);
-    }
     let _local = ctx.local.enter(&trigger.trigger_id);
     // A round ends in a settlement, or reads the trigger's state again
     // after waiting for whoever else was handing it off.
@@ -199,13 +196,13 @@ async fn try_settle(
             incarnation: record.incarnation.clone(),
             since_ms: clock::now_ms(),
         };
-        let run = new_run(ctx, served, trigger, ctx.runs.log_ids(1).await?[0]);
-        let found = match ctx.runs.claim(&running, &run).await? {
-            Claim::Won => return send_recorded(ctx, served, trigger, run).await,
-            Claim::Found(f) => {
-                let crate::runs::Found { mark, log_id, run } = *f;
-                found(ctx, served, trigger, &record.incarnation, mark, log_id, run).await?
+        let run = new_run(served, trigger, ctx.runs.log_id().await?);
+        let found = match ctx.runs.claim(&running, &run, ctx.me()).await? {
+            Claim::Won => {
+                let claimant = ctx.claimant(run.log_id);
+                return hand_off(ctx, served, trigger, &run, &claimant).await;
             }
+            Claim::Found(f) => found(ctx, served, trigger, &record.incarnation, *f).await?,
         };
         if let Some(settled) = found {
             return Ok(settled);
@@ -214,9 +211,6 @@ async fn try_settle(
     Ok(Settled::Requeue)
 }
 
-/// Rounds of [`try_settle`] before the message goes back to the queue.
-const MAX_ROUNDS: usize = 5;
-
 /// A trigger whose mark was already there (step 5 of the module doc);
 /// `None`: read it again.
 async fn found(
@@ -224,18 +218,21 @@ async fn found(
     served: &Served,
     trigger: &Trigger,
     incarnation: &str,
-    mark: Option<Mark>,
-    log_id: Option<i64>,
-    run: Option<Run>,
+    f: Found,
 ) -> Result<Option<Settled>, rondo_core::Error> {
+    let Found {
+        mark,
+        claimant,
+        run,
+    } = f;
     let mine = |executor: &str| executor == served.id;
     match mark {
         Some(Mark::Killed { .. }) => {
-            answer::unsent(ctx, served, trigger, fail("killed".into(), false)).await?;
+            answer::unclaimed(ctx, &served.id, trigger, fail("killed".into(), false)).await?;
             Ok(Some(Settled::Done))
         }
         Some(Mark::Finished { executor, result }) if mine(&executor) => {
-            answer::republish(ctx, served, &trigger.trigger_id, result).await?;
+            answer::republish(ctx, result, run.as_ref()).await?;
             Ok(Some(Settled::Done))
         }
         Some(Mark::Running {
@@ -252,10 +249,10 @@ async fn found(
                     start_ms: since_ms,
                     ..fail(msg, true).into_result(trigger, &served.id)
                 };
-                answer::republish(ctx, served, &trigger.trigger_id, result).await?;
+                answer::republish(ctx, result, run.as_ref()).await?;
                 return Ok(Some(Settled::Done));
             }
-            cut_short(ctx, served, trigger, log_id, run).await
+            cut_short(ctx, served, trigger, claimant, run).await
         }
         // Confirmed, someone else's, a foreign value, or gone (expired):
         // nothing of this executor's to do.
@@ -269,66 +266,70 @@ async fn cut_short(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
-    log_id: Option<i64>,
+    claimant: Option<Claimant>,
     run: Option<Run>,
 ) -> Result<Option<Settled>, rondo_core::Error> {
-    match (log_id, run) {
-        // Records never written: it was never sent. Take it over.
-        (None, _) => {
-            let log_id = ctx.runs.log_ids(1).await?[0];
-            if !ctx.runs.take_log_id(&trigger.trigger_id, log_id).await? {
-                // Another redelivery took it over a moment ago.
+    let tid = &trigger.trigger_id;
+    match claimant {
+        // A running mark without a claim (it expired, or an older build
+        // wrote the mark): no hand-off holds the trigger. Take it over.
+        None => {
+            let claimant = ctx.claimant(ctx.runs.log_id().await?);
+            if !ctx.runs.take_over(tid, None, &claimant).await? {
                 return Ok(None);
             }
-            send_new(ctx, served, trigger, log_id, false)
+            record_and_hand_off(ctx, served, trigger, &claimant)
                 .await
                 .map(Some)
         }
-        // The log id without its run: both are written in one pipeline
-        // before the send, so it was not sent either.
-        (Some(log_id), None) => send_new(ctx, served, trigger, log_id, false)
-            .await
-            .map(Some),
-        (Some(_), Some(run)) if run.answered => Ok(Some(Settled::Done)),
-        (Some(_), Some(run)) if run.instance == ctx.me() => {
-            // An earlier delivery of it here: done with it, or (a
-            // redelivery after this instance's link broke) still at it.
-            if ctx.local.wait_others(&trigger.trigger_id).await {
-                Ok(None)
-            } else {
-                Ok(Some(Settled::Done))
+        Some(_) if run.as_ref().is_some_and(|r| r.answered) => Ok(Some(Settled::Done)),
+        Some(claimant) if claimant.instance == ctx.me() => {
+            if ctx.local.wait_others(tid).await {
+                // An earlier delivery here was at it: read what it did.
+                return Ok(None);
             }
+            // An earlier hand-off here ended without settling it (an
+            // error it could not undo): whether it was sent is unknown.
+            probe(ctx, served, trigger, &claimant, run).await.map(Some)
         }
-        (Some(_), Some(run)) => match owner(ctx, &run).await? {
-            Owner::Gone => probe(ctx, served, trigger, run).await.map(Some),
-            Owner::DoneWithIt => {
-                // It either sent it (the executor has it), answered it, or
-                // gave it back (its mark is gone): only the last is ours.
-                match ctx.runs.found(&trigger.trigger_id).await? {
-                    Claim::Found(f) if f.mark.is_some() => Ok(Some(Settled::Done)),
-                    _ => Ok(None),
+        Some(theirs) => {
+            if let Owner::DoneWithIt = owner(ctx, &theirs.instance).await? {
+                // It lives on past any send it had in progress: what it did
+                // is in Redis now. A trigger it settled, answered or gave
+                // back is read again; one it still holds, running, had an
+                // error after its send (or the send's outcome is unknown).
+                let now = ctx.runs.found(tid).await?;
+                let still = now.claimant.as_ref() == Some(&theirs)
+                    && matches!(&now.mark, Some(Mark::Running { executor, .. }) if *executor == served.id);
+                if !still {
+                    return Ok(None);
                 }
             }
-        },
+            // Whether its send reached the executor is unknown: ask it.
+            let claimant = ctx.claimant(theirs.log_id);
+            if !ctx.runs.take_over(tid, Some(&theirs), &claimant).await? {
+                return Ok(None);
+            }
+            probe(ctx, served, trigger, &claimant, run).await.map(Some)
+        }
     }
 }
 
 enum Owner {
     /// Its lease ran out: its hand-off may have been cut anywhere.
     Gone,
-    /// It lives on past any hand-off it had in progress: what it did is
-    /// in Redis now.
+    /// It lives on past any send it had in progress.
     DoneWithIt,
 }
 
-/// Waits until the instance that was handing `run` off is either gone or
-/// alive beyond any send it could have had in progress (its link to the
+/// Waits until the instance that was handing a trigger off is either gone
+/// or alive beyond any send it could have had in progress (its link to the
 /// broker may have broken while it lives on and sends).
-async fn owner(ctx: &Ctx, run: &Run) -> Result<Owner, rondo_core::Error> {
+async fn owner(ctx: &Ctx, instance: &str) -> Result<Owner, rondo_core::Error> {
     let past =
         clock::now_ms() + ctx.client.timeout().as_millis() as i64 + OWNER_MARGIN.as_millis() as i64;
     loop {
-        match ctx.instances.lease_of(&run.instance).await? {
+        match ctx.instances.lease_of(instance).await? {
             None => return Ok(Owner::Gone),
             Some(renewed) if renewed >= past => return Ok(Owner::DoneWithIt),
             Some(_) => tokio::time::sleep(OWNER_CHECK).await,
@@ -340,14 +341,20 @@ async fn owner(ctx: &Ctx, run: &Run) -> Result<Owner, rondo_core::Error> {
 /// outcome.
 const OWNER_MARGIN: Duration = Duration::from_secs(2);
 
-/// Asks the executor whether a trigger whose sender died reached it, and
-/// sends it if not.
+/// Asks the executor whether a trigger whose hand-off was cut short reached
+/// it, and sends it if not. `claimant` (this instance) holds its claim.
 async fn probe(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
-    run: Run,
+    claimant: &Claimant,
+    run: Option<Run>,
 ) -> Result<Settled, rondo_core::Error> {
+    let Some(run) = run else {
+        // The claim without its run: both go in one round trip before the
+        // send, so it was not sent (that round trip was cut short).
+        return record_and_hand_off(ctx, served, trigger, claimant).await;
+    };
     let target = served.target();
     match ctx
         .client
@@ -355,15 +362,17 @@ async fn probe(
         .await
     {
         Ok(Some(page)) if !(page.is_end && page.to_line_num == 0) => {
-            tracing::info!(trigger_id = %trigger.trigger_id, log_id = run.log_id, "a redelivered trigger had reached the executor (it has a log); not sent again");
+            tracing::info!(trigger_id = %trigger.trigger_id, log_id = run.log_id, "a trigger whose hand-off was cut short had reached the executor (it has a log); not sent again");
             metrics::counter!("rondo_xxl_probes_total", "outcome" => "there").increment(1);
             return Ok(Settled::Done);
         }
         Ok(_) => {}
         Err(CallError::Unreachable { .. }) => {
+            // It may have it, running: the trigger waits for its callback,
+            // or for the lost-run scan if the executor stays away.
+            metrics::counter!("rondo_xxl_probes_total", "outcome" => "unreachable").increment(1);
             served.unreachable();
-            ctx.runs.release(&[&run], &[&trigger.trigger_id]).await?;
-            return Ok(Settled::HandBack);
+            return Ok(Settled::Done);
         }
         Err(e) => {
             metrics::counter!("rondo_xxl_probes_total", "outcome" => "unknown").increment(1);
@@ -372,23 +381,16 @@ async fn probe(
                 "lost: the gateway sending it stopped, and executor {} cannot tell whether it got it ({e}); the run's outcome is unknown",
                 target.address
             );
-            answer::sent_unanswered(ctx, served, &run, fail(msg, true)).await?;
+            answer::claimed(ctx, &run, claimant, fail(msg, true), Keep::Run).await?;
             return Ok(Settled::Done);
         }
     }
     metrics::counter!("rondo_xxl_probes_total", "outcome" => "resent").increment(1);
-    let run = Run {
-        instance: ctx.me().to_owned(),
-        ..run
-    };
-    let mut pipe = redis::pipe();
-    ctx.runs.put_run(&mut pipe, &run)?;
-    ctx.runs.write(&pipe).await?;
-    send(ctx, served, trigger, run).await
+    hand_off(ctx, served, trigger, &run, claimant).await
 }
 
-/// The run of `trigger` handed off now by this instance under `log_id`.
-fn new_run(ctx: &Ctx, served: &Served, trigger: &Trigger, log_id: i64) -> Run {
+/// The run of `trigger` handed off now under `log_id`.
+fn new_run(served: &Served, trigger: &Trigger, log_id: i64) -> Run {
     Run {
         trigger_id: trigger.trigger_id.clone(),
         job_id: trigger.job_id,
@@ -396,7 +398,6 @@ fn new_run(ctx: &Ctx, served: &Served, trigger: &Trigger, log_id: i64) -> Run {
         executor_id: served.id.clone(),
         log_id,
         log_date_ms: trigger.fire_ms,
-        instance: ctx.me().to_owned(),
         since_ms: clock::now_ms(),
         killed: false,
         covered_by: None,
@@ -404,50 +405,131 @@ fn new_run(ctx: &Ctx, served: &Served, trigger: &Trigger, log_id: i64) -> Run {
     }
 }
 
-/// Records and sends a trigger whose mark is this hand-off's, under
-/// `log_id` (`with_log_id`: its log id is not written yet).
-async fn send_new(
+/// Records the run of a trigger `claimant` holds, then hands it off.
+async fn record_and_hand_off(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
-    log_id: i64,
-    with_log_id: bool,
+    claimant: &Claimant,
 ) -> Result<Settled, rondo_core::Error> {
-    let run = new_run(ctx, served, trigger, log_id);
-    ctx.runs.record(&[&run], with_log_id).await?;
-    send_recorded(ctx, served, trigger, run).await
+    let run = new_run(served, trigger, claimant.log_id);
+    ctx.runs.record(&run).await?;
+    hand_off(ctx, served, trigger, &run, claimant).await
 }
 
-/// Sends a recorded trigger; a COVER_EARLY one first marks the runs of its
-/// job it replaces there.
-async fn send_recorded(
+/// Sends a trigger `claimant` holds, its run recorded. An error before
+/// the send gives it back (its redelivery claims it afresh); after the
+/// send, the claim stays (its redelivery asks the executor).
+async fn hand_off(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
-    run: Run,
+    run: &Run,
+    claimant: &Claimant,
 ) -> Result<Settled, rondo_core::Error> {
-    if trigger.block == BlockStrategy::CoverEarly {
-        crate::kill::mark_job(ctx, &served.id, trigger.job_id, |r| {
-            if r.trigger_id != trigger.trigger_id {
-                r.covered_by = Some(trigger.trigger_id.clone());
+    let (covered, send_by) = match prepare(ctx, served, trigger, run, claimant).await {
+        Ok(Ready::Send { covered, send_by }) => (covered, send_by),
+        Ok(Ready::Settled(settled)) => return Ok(settled),
+        Err(e) => {
+            if let Err(undo) = ctx.runs.release(run, claimant).await {
+                tracing::warn!(trigger_id = %trigger.trigger_id, error = %undo, "cannot give a claimed trigger back; its redelivery asks the executor");
             }
-        })
-        .await?;
-    }
+            return Err(e);
+        }
+    };
     served.jobs_changed();
-    send(ctx, served, trigger, run).await
+    let sent = send(ctx, served, trigger, run, claimant, send_by).await;
+    if !covered.is_empty() && !matches!(sent, Ok((_, true))) {
+        // It replaced nothing: the runs it marked are not covered.
+        let uncovered = crate::kill::unmark(ctx, &covered, |r| {
+            r.covered_by
+                .take_if(|by| *by == trigger.trigger_id)
+                .is_some()
+        })
+        .await;
+        if let Err(e) = uncovered {
+            tracing::warn!(trigger_id = %trigger.trigger_id, error = %e, "cannot unmark the runs a COVER_EARLY trigger did not replace");
+        }
+    }
+    sent.map(|(settled, _)| settled)
 }
 
-/// Sends a recorded trigger and settles it by the executor's answer.
+/// What comes of a claimed trigger before its send.
+enum Ready {
+    /// Send it before `send_by`; the log ids of the runs it replaces
+    /// (COVER_EARLY).
+    Send {
+        covered: Vec<i64>,
+        send_by: tokio::time::Instant,
+    },
+    /// Settled without a send.
+    Settled(Settled),
+}
+
+async fn prepare(
+    ctx: &Ctx,
+    served: &Served,
+    trigger: &Trigger,
+    run: &Run,
+    claimant: &Claimant,
+) -> Result<Ready, rondo_core::Error> {
+    if i32::try_from(trigger.job_id).is_err() {
+        let msg = format!(
+            "job id {} is beyond what XXL-JOB's executors take (a Java int, at most {})",
+            trigger.job_id,
+            i32::MAX
+        );
+        answer::claimed(ctx, run, claimant, fail(msg, false), Keep::Nothing).await?;
+        return Ok(Ready::Settled(Settled::Done));
+    }
+    let Some(send_by) = ctx.instances.send_by() else {
+        // This instance has not renewed its lease lately (Redis away, or
+        // the process stalled): the others may be taking its hand-offs
+        // over. Sending now could send twice.
+        return give_back(ctx, run, claimant).await.map(Ready::Settled);
+    };
+    let covered = if trigger.block == BlockStrategy::CoverEarly {
+        crate::kill::mark_job(ctx, &served.id, trigger.job_id, |r| {
+            if r.trigger_id == trigger.trigger_id || r.covered_by.is_some() {
+                return false;
+            }
+            r.covered_by = Some(trigger.trigger_id.clone());
+            true
+        })
+        .await?
+    } else {
+        Vec::new()
+    };
+    Ok(Ready::Send { covered, send_by })
+}
+
+/// Gives a claimed, unsent trigger back to the queue, if the claim is still
+/// `claimant`'s.
+async fn give_back(
+    ctx: &Ctx,
+    run: &Run,
+    claimant: &Claimant,
+) -> Result<Settled, rondo_core::Error> {
+    Ok(if ctx.runs.release(run, claimant).await? {
+        Settled::HandBack
+    } else {
+        Settled::Done
+    })
+}
+
+/// Sends a claimed, recorded trigger and settles it by the executor's
+/// answer; also whether the executor has it.
 async fn send(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
-    run: Run,
-) -> Result<Settled, rondo_core::Error> {
+    run: &Run,
+    claimant: &Claimant,
+    send_by: tokio::time::Instant,
+) -> Result<(Settled, bool), rondo_core::Error> {
     let param = trigger_param(trigger, run.log_id);
     let mut target = served.target();
-    let mut reply = ctx.client.trigger(&target, &param).await;
+    let mut reply = ctx.client.trigger(&target, &param, send_by).await;
     if let Ok(r) = &reply
         && wire::is_unknown_path(r)
     {
@@ -462,18 +544,18 @@ async fn send(
             generation: other,
             ..target
         };
-        reply = ctx.client.trigger(&target, &param).await;
+        reply = ctx.client.trigger(&target, &param, send_by).await;
     }
     match reply {
         Ok(r) if r.is_success() => {
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "sent").increment(1);
-            ctx.tails.track(&run);
-            Ok(Settled::Sent)
+            ctx.tails.track(run);
+            Ok((Settled::Sent, true))
         }
         Ok(r) if wire::is_repeat(&r) => {
             // It waits in the job's queue there already (a probe's send).
-            ctx.tails.track(&run);
-            Ok(Settled::Done)
+            ctx.tails.track(run);
+            Ok((Settled::Done, true))
         }
         Ok(r) => {
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "refused").increment(1);
@@ -481,21 +563,34 @@ async fn send(
                 .msg
                 .unwrap_or_else(|| format!("refused with code {}", r.code));
             let retryable = !wire::is_block_refusal(&msg);
-            answer::refused(ctx, served, &run, fail(msg, retryable)).await?;
-            Ok(Settled::Done)
+            answer::claimed(ctx, run, claimant, fail(msg, retryable), Keep::Nothing).await?;
+            Ok((Settled::Done, false))
         }
         Err(CallError::Unreachable { detail, .. }) => {
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "handed_back").increment(1);
             tracing::warn!(trigger_id = %trigger.trigger_id, detail, "the executor cannot be reached; the trigger goes back to its queue");
             served.unreachable();
-            ctx.runs.release(&[&run], &[&trigger.trigger_id]).await?;
+            let released = ctx.runs.release(run, claimant).await?;
             served.jobs_changed();
-            Ok(Settled::HandBack)
+            let settled = if released {
+                Settled::HandBack
+            } else {
+                Settled::Done
+            };
+            Ok((settled, false))
+        }
+        Err(CallError::Late { .. }) => {
+            // This instance stalled between its lease check and the send:
+            // another may be taking the trigger over. It was not sent.
+            metrics::counter!("rondo_xxl_triggers_total", "outcome" => "late").increment(1);
+            tracing::warn!(trigger_id = %trigger.trigger_id, "this gateway stalled before the send; the trigger goes back to its queue");
+            Ok((give_back(ctx, run, claimant).await?, false))
         }
         Err(e) => {
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "no_answer").increment(1);
-            answer::sent_unanswered(ctx, served, &run, fail(e.to_string(), true)).await?;
-            Ok(Settled::Done)
+            answer::claimed(ctx, run, claimant, fail(e.to_string(), true), Keep::Run).await?;
+            // It may have it: the runs it marked stay covered.
+            Ok((Settled::Done, true))
         }
     }
 }
@@ -528,32 +623,5 @@ pub(crate) fn trigger_param(trigger: &Trigger, log_id: i64) -> TriggerParam {
         glue_updatetime,
         broadcast_index: i32::try_from(trigger.shard_index).unwrap_or(i32::MAX),
         broadcast_total: i32::try_from(trigger.shard_total).unwrap_or(i32::MAX),
-    }
-}
-
-/// A failure the gateway answers a trigger with.
-pub(crate) struct Failure {
-    pub(crate) msg: String,
-    pub(crate) retryable: bool,
-}
-
-pub(crate) fn fail(msg: String, retryable: bool) -> Failure {
-    Failure { msg, retryable }
-}
-
-impl Failure {
-    pub(crate) fn into_result(self, trigger: &Trigger, executor_id: &str) -> ExecResult {
-        let now = clock::now_ms();
-        ExecResult {
-            trigger_id: trigger.trigger_id.clone(),
-            job_id: trigger.job_id,
-            executor_id: executor_id.to_owned(),
-            fire_ms: trigger.fire_ms,
-            start_ms: now,
-            end_ms: now,
-            code: code::FAIL,
-            msg: answer::cut(self.msg),
-            retryable: self.retryable,
-        }
     }
 }

@@ -14,6 +14,7 @@
 //! them after 90 s idle) and checked before reuse: one the server closed
 //! meanwhile is dropped, not written to.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::sync::Mutex;
@@ -34,6 +35,9 @@ pub const MAX_ANSWER: usize = 32 * 1024 * 1024;
 pub enum Failure {
     /// No connection could be made: nothing was sent.
     Connect(io::Error),
+    /// Its send-by instant passed before the request went: nothing was
+    /// sent.
+    Late,
     /// Sent (or maybe sent), then the connection failed or timed out.
     Lost(io::Error),
     /// The answer is not HTTP as this client reads it.
@@ -73,12 +77,31 @@ impl Pool {
         body: &[u8],
         timeout: Duration,
     ) -> Result<Answer, Failure> {
+        self.post_by(authority, path, headers, body, timeout, None)
+            .await
+    }
+
+    /// [`post`](Pool::post), but the request is not written once `send_by`
+    /// passed (checked right before the write): [`Failure::Late`].
+    pub async fn post_by(
+        &self,
+        authority: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout: Duration,
+        send_by: Option<tokio::time::Instant>,
+    ) -> Result<Answer, Failure> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let late = || send_by.is_some_and(|by| tokio::time::Instant::now() >= by);
         let request = request(authority, path, headers, body);
         let (mut conn, reused) = match self.take(authority) {
             Some(conn) => (conn, true),
             None => (connect(authority, deadline).await?, false),
         };
+        if late() {
+            return Err(Failure::Late);
+        }
         if let Err(e) = write(&mut conn, &request, deadline).await {
             if !reused {
                 return Err(Failure::Lost(e));
@@ -87,6 +110,9 @@ impl Pool {
             // server before the request: nothing of it was taken. Once more
             // on a new one.
             conn = connect(authority, deadline).await?;
+            if late() {
+                return Err(Failure::Late);
+            }
             write(&mut conn, &request, deadline)
                 .await
                 .map_err(Failure::Lost)?;
@@ -147,9 +173,18 @@ fn request(authority: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -
     out
 }
 
+/// `authority` with HTTP's port when it names none (`http://host/`).
+fn with_port(authority: &str) -> Cow<'_, str> {
+    match authority.rsplit_once(':') {
+        // A bracketed IPv6 host without a port ends in `]`.
+        Some((_, port)) if !port.ends_with(']') => Cow::Borrowed(authority),
+        _ => Cow::Owned(format!("{authority}:80")),
+    }
+}
+
 async fn connect(authority: &str, deadline: tokio::time::Instant) -> Result<TcpStream, Failure> {
     let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no connection in time");
-    let conn = tokio::time::timeout_at(deadline, TcpStream::connect(authority))
+    let conn = tokio::time::timeout_at(deadline, TcpStream::connect(&*with_port(authority)))
         .await
         .map_err(|_| Failure::Connect(timed_out()))?
         .map_err(Failure::Connect)?;
@@ -247,7 +282,8 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Failure
         Err(e) => return Err(Failure::Malformed(format!("not an HTTP answer ({e})"))),
     };
     let status = response.code.unwrap_or_default();
-    let mut framing = Framing::ToEnd;
+    let mut length: Option<usize> = None;
+    let mut chunked = false;
     let mut close = response.version == Some(0);
     for h in response.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
@@ -256,16 +292,30 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Failure
                 .trim()
                 .parse()
                 .map_err(|_| Failure::Malformed(format!("Content-Length {value:?}")))?;
-            framing = Framing::Length(n);
+            if length.is_some_and(|m| m != n) {
+                return Err(Failure::Malformed("two Content-Lengths".into()));
+            }
+            length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding")
             && value.to_ascii_lowercase().contains("chunked")
         {
-            framing = Framing::Chunked;
+            chunked = true;
         } else if h.name.eq_ignore_ascii_case("connection") {
             let value = value.to_ascii_lowercase();
             close = value.contains("close") || (close && !value.contains("keep-alive"));
         }
     }
+    // Chunked wins over a length (RFC 9112 §6.3), and such an answer does
+    // not leave the connection where the next one begins for sure.
+    let framing = match (chunked, length) {
+        (true, Some(_)) => {
+            close = true;
+            Framing::Chunked
+        }
+        (true, None) => Framing::Chunked,
+        (false, Some(n)) => Framing::Length(n),
+        (false, None) => Framing::ToEnd,
+    };
     Ok(Some((status, head_len, framing, close)))
 }
 
@@ -293,7 +343,8 @@ async fn read_chunked(
         let size = usize::from_str_radix(size_hex, 16)
             .map_err(|_| Failure::Malformed(format!("chunk size {size_text:?}")))?;
         let data = line_end + 2;
-        if body.len() + size > MAX_ANSWER {
+        // `body` never holds more than MAX_ANSWER: no sum can overflow.
+        if size > MAX_ANSWER - body.len() {
             return Err(Failure::Malformed("an answer too long".into()));
         }
         while buf.len() < data + size + 2 {
@@ -325,6 +376,10 @@ mod tests {
             Some(("10.0.0.5:9999", "/run"))
         );
         assert_eq!(split_http("http://h:1"), Some(("h:1", "/")));
+        assert_eq!(with_port("h:1"), "h:1");
+        assert_eq!(with_port("h"), "h:80");
+        assert_eq!(with_port("[::1]"), "[::1]:80");
+        assert_eq!(with_port("[::1]:9"), "[::1]:9");
         assert_eq!(split_http("https://h/run"), None);
         assert_eq!(split_http("http:///run"), None);
     }
@@ -353,6 +408,20 @@ mod tests {
                 .is_none()
         );
         assert!(parse_head(b"garbage\r\n\r\n").is_err());
+        let (_, _, framing, close) = parse_head(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (framing, close),
+            (Framing::Chunked, true),
+            "chunked wins, and the connection is not kept"
+        );
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n")
+                .is_err()
+        );
     }
 
     /// A server answering each request on a connection with `answer`.
@@ -427,6 +496,16 @@ mod tests {
         let (addr, _) = server(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"cod\r\n7\r\ne\":200}\r\n0\r\n\r\n", false).await;
         let a = pool.post(&addr, "/log", &[], b"{}", t).await.unwrap();
         assert_eq!(a.body, b"{\"code\":200}");
+        let (addr, _) = server(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\nffffffffffffffff\r\n",
+            false,
+        )
+        .await;
+        let huge = pool.post(&addr, "/log", &[], b"{}", t).await;
+        assert!(
+            matches!(huge, Err(Failure::Malformed(_))),
+            "a chunk size near usize::MAX is refused, not an overflow: {huge:?}"
+        );
 
         let (addr, accepted) = server(
             b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n<html>busy</html>",
@@ -442,6 +521,22 @@ mod tests {
             2,
             "a closing server gets a new connection each time"
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_send_by_passed_is_not_written() {
+        let pool = Pool::default();
+        let t = Duration::from_secs(2);
+        let (addr, _) = server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", false).await;
+        let now = tokio::time::Instant::now();
+        let late = pool.post_by(&addr, "/run", &[], b"{}", t, Some(now)).await;
+        assert!(matches!(late, Err(Failure::Late)), "{late:?}");
+        let later = now + Duration::from_secs(60);
+        let a = pool
+            .post_by(&addr, "/run", &[], b"{}", t, Some(later))
+            .await
+            .unwrap();
+        assert_eq!(a.body, b"{}");
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@
 //! lost-trigger scan of an executor), go to the live instance that
 //! rendezvous hashing of the executor id picks.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ pub struct Instances {
     lease_ms: i64,
     /// The instances live at the last renewal, sorted.
     live: Arc<RwLock<Vec<String>>>,
+    /// When the last renewal that went through began (ms); 0: none yet.
+    renewed_ms: Arc<AtomicI64>,
 }
 
 impl Instances {
@@ -35,6 +38,7 @@ impl Instances {
             pool,
             names,
             live: Arc::new(RwLock::new(vec![me.clone()])),
+            renewed_ms: Arc::new(AtomicI64::new(0)),
             me,
             lease_ms: lease_ms as i64,
         }
@@ -46,7 +50,8 @@ impl Instances {
 
     /// Renews this instance's lease and reads who else is live, every
     /// `lease_ms / 4` until `stop`; on the way out the lease is dropped, so
-    /// the others take over at once.
+    /// the others take over at once (`stop` comes once this instance's
+    /// hand-offs ended).
     pub async fn run(self, stop: CancellationToken) {
         let period = Duration::from_millis((self.lease_ms / 4).max(1) as u64);
         let mut tick = tokio::time::interval(period);
@@ -85,7 +90,19 @@ impl Instances {
         let mut live = live;
         live.sort_unstable();
         *self.live.write().expect("live lock") = live;
+        self.renewed_ms.store(now, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Until when this instance may send a trigger: half a lease after its
+    /// last renewal that went through (`None`: that has passed). An
+    /// instance whose renewals stopped (Redis away, the process stalled) is
+    /// taken for dead by the others once its lease ran out, and they take
+    /// its hand-offs over; the half lease left is the margin for clock
+    /// skew between instances.
+    pub fn send_by(&self) -> Option<tokio::time::Instant> {
+        let left = self.renewed_ms.load(Ordering::Relaxed) + self.lease_ms / 2 - clock::now_ms();
+        (left > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(left as u64))
     }
 
     /// When instance `id` last renewed its lease, if it holds one now
@@ -128,6 +145,23 @@ fn weight(instance: &str, duty: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_send_is_allowed_only_within_half_a_lease_of_the_last_renewal() {
+        let config = rondo_core::config::RedisConfig::default();
+        let pool = rondo_core::redis::pool(&config).expect("a pool (not connected)");
+        let names = rondo_core::Config::default().names();
+        let instances = Instances::new(pool, names, "g".into(), 2_000);
+        assert!(instances.send_by().is_none(), "never renewed");
+        let now = clock::now_ms();
+        instances.renewed_ms.store(now, Ordering::Relaxed);
+        let by = instances.send_by().expect("just renewed");
+        let left = by - tokio::time::Instant::now();
+        assert!(left <= Duration::from_millis(1_000), "{left:?}");
+        assert!(left >= Duration::from_millis(900), "{left:?}");
+        instances.renewed_ms.store(now - 1_001, Ordering::Relaxed);
+        assert!(instances.send_by().is_none(), "more than half a lease ago");
+    }
 
     #[test]
     fn duties_spread_over_instances_and_each_has_one_leader() {

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueBindOptions, QueueDeclareOptions,
+};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
 use rondo_core::trigger::{Control, ControlAction};
@@ -52,7 +54,7 @@ async fn consume_on(
     stop: &CancellationToken,
 ) -> Result<(), Error> {
     let channel = amqp::confirm_channel(conn).await?;
-    let queue = crate::served::declare_control(ctx, &channel).await?;
+    let queue = declare_control(ctx, &channel).await?;
     channel.basic_qos(16, BasicQosOptions::default()).await?;
     let tag = format!("{}.ctl", ctx.me());
     let mut consumer = channel
@@ -101,9 +103,12 @@ async fn handle(
 }
 
 /// Kills a trigger's run on its executor, if this instance is the one to.
+/// A kill that did not reach the executor is undone (its runs' failures
+/// are not final, and its claim goes so that the kill can be sent again).
 async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
+    let claim = ctx.names.xxl_kill(trigger_id);
     let taken: Option<String> = redis::cmd("SET")
-        .arg(ctx.names.xxl_kill(trigger_id))
+        .arg(&claim)
         .arg(ctx.me())
         .arg("NX")
         .arg("EX")
@@ -113,7 +118,7 @@ async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
     if taken.is_none() {
         return Ok(());
     }
-    let Some(run) = run_of(ctx, trigger_id).await? else {
+    let Some(run) = ctx.runs.run_of(trigger_id).await?.filter(|r| !r.answered) else {
         tracing::info!(
             trigger_id,
             "kill: no run of it waits for a callback (finished, or not handed off yet)"
@@ -131,43 +136,46 @@ async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
     let Some(served) = ctx.fleet.get(&run.executor_id) else {
         return Ok(());
     };
-    mark_job(ctx, &run.executor_id, run.job_id, |r| r.killed = true).await?;
+    let marked = mark_job(ctx, &run.executor_id, run.job_id, |r| {
+        !std::mem::replace(&mut r.killed, true)
+    })
+    .await?;
     let job = i32::try_from(run.job_id).unwrap_or(i32::MAX);
-    match ctx.client.kill(&served.target(), job).await {
+    let refused = match ctx.client.kill(&served.target(), job).await {
         Ok(reply) if reply.is_success() => {
             tracing::info!(trigger_id, job_id, executor_id = %run.executor_id, "kill sent to the executor");
-            Ok(())
+            return Ok(());
         }
-        Ok(reply) => Err(Error::unavailable(format!(
+        Ok(reply) => format!(
             "the executor refused the kill: {}",
             reply.msg.unwrap_or_default()
-        ))),
-        Err(e) => Err(Error::unavailable(e.to_string())),
+        ),
+        Err(e) => e.to_string(),
+    };
+    let undo = async {
+        unmark(ctx, &marked, |r| std::mem::replace(&mut r.killed, false)).await?;
+        let () = redis::cmd("DEL")
+            .arg(&claim)
+            .query_async(&mut ctx.pool.get().await?)
+            .await?;
+        Ok::<(), Error>(())
+    };
+    if let Err(e) = undo.await {
+        tracing::warn!(trigger_id, error = %e, "cannot undo a kill that failed");
     }
-}
-
-async fn run_of(ctx: &Ctx, trigger_id: &str) -> Result<Option<Run>, Error> {
-    use redis::AsyncCommands;
-    let log_id: Option<i64> = ctx
-        .pool
-        .get()
-        .await?
-        .get(ctx.names.xxl_trigger(trigger_id))
-        .await?;
-    match log_id {
-        Some(id) => Ok(ctx.runs.run(id).await?.filter(|r| !r.answered)),
-        None => Ok(None),
-    }
+    Err(Error::unavailable(refused))
 }
 
 /// Changes every run of `job_id` waiting for its callback on executor
-/// `executor_id` with `change` (a kill, a COVER_EARLY replacement).
+/// `executor_id` with `change` (a kill, a COVER_EARLY replacement), which
+/// says whether it changed the run; the log ids of the runs changed. A run
+/// its callback removed meanwhile is not brought back.
 pub(crate) async fn mark_job(
     ctx: &Ctx,
     executor_id: &str,
     job_id: u64,
-    change: impl Fn(&mut Run),
-) -> Result<(), Error> {
+    change: impl Fn(&mut Run) -> bool,
+) -> Result<Vec<i64>, Error> {
     let log_ids: Vec<i64> = ctx
         .runs
         .inflight_before(executor_id, i64::MAX)
@@ -176,10 +184,81 @@ pub(crate) async fn mark_job(
         .filter(|(_, job)| *job == job_id)
         .map(|(log, _)| log)
         .collect();
+    change_runs(ctx, &log_ids, change).await
+}
+
+/// Changes the runs of `log_ids` back with `change`.
+pub(crate) async fn unmark(
+    ctx: &Ctx,
+    log_ids: &[i64],
+    change: impl Fn(&mut Run) -> bool,
+) -> Result<(), Error> {
+    change_runs(ctx, log_ids, change).await.map(drop)
+}
+
+async fn change_runs(
+    ctx: &Ctx,
+    log_ids: &[i64],
+    change: impl Fn(&mut Run) -> bool,
+) -> Result<Vec<i64>, Error> {
     let mut pipe = redis::pipe();
-    for mut run in ctx.runs.runs(&log_ids).await?.into_iter().flatten() {
-        change(&mut run);
-        ctx.runs.put_run(&mut pipe, &run)?;
+    let mut changed = Vec::new();
+    for mut run in ctx.runs.runs(log_ids).await?.into_iter().flatten() {
+        if change(&mut run) {
+            ctx.runs.rewrite_run(&mut pipe, &run)?;
+            changed.push(run.log_id);
+        }
     }
-    ctx.runs.write(&pipe).await
+    ctx.runs.write(&pipe).await?;
+    Ok(changed)
+}
+
+/// Declares this instance's control queue: kills of every executor it
+/// serves come to it (exclusive to its connection, gone with it).
+pub(crate) async fn declare_control(ctx: &Ctx, channel: &Channel) -> Result<String, Error> {
+    let queue = ctx.names.control_queue(ctx.me());
+    let opts = QueueDeclareOptions {
+        exclusive: true,
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            opts,
+            rondo_core::amqp::queue_args(&ctx.names),
+        )
+        .await?;
+    Ok(queue)
+}
+
+/// Binds this instance's control queue to an executor's id.
+pub(crate) async fn bind_control(
+    ctx: &Ctx,
+    channel: &Channel,
+    executor_id: &str,
+) -> Result<(), Error> {
+    let queue = declare_control(ctx, channel).await?;
+    channel
+        .queue_bind(
+            queue.as_str().into(),
+            ctx.names.control_exchange().into(),
+            executor_id.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn unbind_control(ctx: &Ctx, channel: &Channel, executor_id: &str) {
+    let queue = ctx.names.control_queue(ctx.me());
+    let _ = channel
+        .queue_unbind(
+            queue.as_str().into(),
+            ctx.names.control_exchange().into(),
+            executor_id.into(),
+            FieldTable::default(),
+        )
+        .await;
 }

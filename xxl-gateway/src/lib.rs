@@ -23,13 +23,15 @@
 //!   executor and how each can fail; `http1`: the kept-alive HTTP/1.1
 //!   connections they go over.
 //! * `admin`: the admin API the executors call (registry, callback).
-//! * `executors`: the fleet's records in Redis; `fleet`: serving them (and
-//!   the consuming broker connection); `served`: one executor's beat,
-//!   registration and queue.
+//! * `executors`: the fleet's records in Redis; `roster`: who this
+//!   instance serves (the state the other parts share); `fleet`: serving
+//!   them (and the consuming broker connection); `served`: one executor's
+//!   beat, registration and queue.
 //! * `handoff`: a queue message's triggers handed to the executor;
 //!   `runs`: what Redis keeps of each; `local`: this instance's hand-offs
 //!   in progress; `answer`: results the gateway publishes itself.
-//! * `callback`: callbacks into results; `logs`: run logs into log events.
+//! * `callback`: callbacks into results; `logs`: run logs into log events
+//!   (`tails`: the runs whose log is read while they run).
 //! * `kill`: rondo's kills as `/kill`; `lost`: runs whose callback cannot
 //!   come; `instances`: the live gateway instances.
 
@@ -47,17 +49,21 @@ mod kill;
 mod local;
 mod logs;
 mod lost;
+mod roster;
 mod runs;
 mod served;
+mod tails;
 pub mod wire;
 
 pub use executors::executor_id;
 
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use rondo_core::Config;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::ctx::Ctx;
@@ -72,13 +78,17 @@ pub enum GatewayError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("{0}; the gateway stopped")]
+    Failed(String),
 }
 
 /// Runs a gateway instance until `shutdown`, then drains: the admin API
 /// stops taking calls (executors send to the next gateway of their list),
-/// queues stop being consumed, hand-offs in progress finish, and the
+/// queues stop being consumed, hand-offs in progress finish, and then the
 /// instance's lease goes so the others take over its redelivered triggers
-/// at once.
+/// at once. A task of the instance that ends before `shutdown` (a panic)
+/// stops it the same way, with an error: the process supervisor restarts
+/// it whole.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), GatewayError> {
     config
         .xxl
@@ -113,8 +123,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Gate
     let span = tracing::info_span!("xxl_gateway", instance = %ctx.me());
     async move {
         tracing::info!(listen = %config.xxl.listen_addr, "the XXL-JOB gateway serves");
-        serve(ctx, listener, readiness, shutdown).await;
-        Ok(())
+        serve(ctx, listener, readiness, shutdown).await
     }
     .instrument(span)
     .await
@@ -125,28 +134,74 @@ async fn serve(
     listener: tokio::net::TcpListener,
     readiness: rondo_core::metrics::Readiness,
     shutdown: CancellationToken,
-) {
+) -> Result<(), GatewayError> {
+    // The lease outlives the work: the others must not take over a
+    // hand-off this instance still finishes.
+    let lease_stop = CancellationToken::new();
+    let lease = tokio::spawn(
+        ctx.instances
+            .clone()
+            .run(lease_stop.clone())
+            .in_current_span(),
+    );
     let work = CancellationToken::new();
-    let tasks = TaskTracker::new();
-    tasks.spawn(ctx.instances.clone().run(work.clone()).in_current_span());
-    tasks.spawn(fleet::Fleet::run(ctx.clone(), work.clone()).in_current_span());
-    tasks.spawn(kill::consume(ctx.clone(), work.clone()).in_current_span());
-    tasks.spawn(logs::tail(ctx.clone(), work.clone()).in_current_span());
-    tasks.spawn(lost::scan(ctx.clone(), work.clone()).in_current_span());
+    let mut tasks: JoinSet<&'static str> = JoinSet::new();
+    let named = |name: &'static str, task: BoxFuture<'static, ()>| {
+        async move {
+            task.await;
+            name
+        }
+        .in_current_span()
+    };
+    tasks.spawn(named(
+        "fleet",
+        fleet::run(ctx.clone(), work.clone()).boxed(),
+    ));
+    tasks.spawn(named(
+        "kills",
+        kill::consume(ctx.clone(), work.clone()).boxed(),
+    ));
+    tasks.spawn(named("logs", logs::tail(ctx.clone(), work.clone()).boxed()));
+    tasks.spawn(named(
+        "lost-run scan",
+        lost::scan(ctx.clone(), work.clone()).boxed(),
+    ));
     let api = axum::serve(listener, admin::router(ctx.clone()))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     readiness.set(true);
-    if let Err(e) = api.await {
-        tracing::warn!(error = %e, "the admin API stopped");
+    let mut failure = None;
+    tokio::select! {
+        served = api => {
+            if let Err(e) = served {
+                tracing::warn!(error = %e, "the admin API stopped");
+            }
+            if !shutdown.is_cancelled() {
+                failure = Some("the admin API ended".to_owned());
+            }
+        }
+        Some(joined) = tasks.join_next() => {
+            failure = Some(match joined {
+                Ok(name) => format!("task {name} ended on its own"),
+                Err(e) => format!("a task panicked: {e}"),
+            });
+        }
     }
-    shutdown.cancelled().await;
+    if let Some(why) = &failure {
+        tracing::error!(error = %why, "the gateway stops");
+    }
     readiness.set(false);
     tracing::info!("stopping: no more calls taken; finishing the hand-offs in progress");
     work.cancel();
-    tasks.close();
-    tasks.wait().await;
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(e) = joined {
+            failure.get_or_insert_with(|| format!("a task panicked: {e}"));
+        }
+    }
+    lease_stop.cancel();
+    let _ = lease.await;
     ctx.link.close().await;
     tracing::info!("stopped");
+    failure.map_or(Ok(()), |why| Err(GatewayError::Failed(why)))
 }
 
 /// This process's name among the gateway instances:

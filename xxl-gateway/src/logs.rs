@@ -14,8 +14,7 @@
 //! the timestamp it starts with, read in the cluster's zone (where the
 //! executors are expected to run), else when it was read.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeZone;
@@ -25,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ctx::Ctx;
 use crate::runs::Run;
+use crate::tails::Tail;
 
 /// Lines per event at most (as rondo's executors).
 const LINES_PER_EVENT: usize = 500;
@@ -35,63 +35,6 @@ const MAX_PAGES: usize = 20;
 const FULL_PAGE_LINES: i32 = 1_000;
 /// The longest line kept (as rondo's executors).
 const MAX_LINE_BYTES: usize = 16 * 1024;
-/// Runs tailed by one instance at once at most (the rest get their log
-/// after their callback only).
-const MAX_TAILS: usize = 10_000;
-
-/// The runs this instance handed off and reads the log of while they run.
-#[derive(Default)]
-pub(crate) struct Tails {
-    runs: Mutex<HashMap<i64, Tail>>,
-}
-
-#[derive(Debug, Clone)]
-struct Tail {
-    run: Run,
-    /// The next line to read (1-based).
-    next_line: i32,
-}
-
-impl Tails {
-    /// Tails `run`, just sent.
-    pub(crate) fn track(&self, run: &Run) {
-        let mut runs = self.runs.lock().expect("tails lock");
-        if runs.len() < MAX_TAILS {
-            runs.insert(
-                run.log_id,
-                Tail {
-                    run: run.clone(),
-                    next_line: 1,
-                },
-            );
-        }
-    }
-
-    /// Stops tailing a run; the next line to read, if it was tailed here.
-    fn take(&self, log_id: i64) -> Option<i32> {
-        self.runs
-            .lock()
-            .expect("tails lock")
-            .remove(&log_id)
-            .map(|t| t.next_line)
-    }
-
-    fn due(&self, older_than_ms: i64) -> Vec<Tail> {
-        self.runs
-            .lock()
-            .expect("tails lock")
-            .values()
-            .filter(|t| t.run.since_ms <= older_than_ms)
-            .cloned()
-            .collect()
-    }
-
-    fn advance(&self, log_id: i64, next_line: i32) {
-        if let Some(t) = self.runs.lock().expect("tails lock").get_mut(&log_id) {
-            t.next_line = t.next_line.max(next_line);
-        }
-    }
-}
 
 /// Reads what is left of a run's log after its callback (in the
 /// background: the callback is answered first).
@@ -171,7 +114,7 @@ async fn ship(ctx: &Ctx, run: &Run, mut from: i32) -> Result<i32, Error> {
         let first_seq = (from - 1) as u32;
         publish(ctx, run, first_seq, lines).await?;
         let read = page.to_line_num - from + 1;
-        from = page.to_line_num + 1;
+        from = page.to_line_num.saturating_add(1);
         if read < FULL_PAGE_LINES {
             break;
         }
@@ -205,7 +148,7 @@ fn lines_of(content: &str, wanted: usize, zone: chrono_tz::Tz) -> Vec<LogLine> {
             let line = line.strip_suffix('\r').unwrap_or(line);
             LogLine {
                 ts_ms: stamp(line, zone).unwrap_or(now),
-                text: cut(crate::callback::plain(line)),
+                text: cut(crate::wire::plain(line)),
             }
         })
         .collect()

@@ -7,10 +7,16 @@
 //!   was handed off more than `xxl.lost_after_ms` ago: the executor
 //!   restarted and forgot it.
 //!
+//! * the executor left the fleet (`/api/registryRemove`, no registration)
+//!   `xxl.lost_after_ms` ago with runs still waiting.
+//!
 //! `xxl-job-core` sends a callback it failed to deliver again every 30 s,
 //! so `xxl.lost_after_ms` must be well above that; a callback that still
 //! comes later brings the executor's own outcome (the run was kept).
-//! One live instance scans each executor (rendezvous hashing).
+//! One live instance scans each executor (rendezvous hashing). A run is
+//! failed only by the instance that took its claim over, so a hand-off
+//! that still holds it (a redelivery asking the executor) and the scan
+//! never both answer it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,10 +26,9 @@ use redis::AsyncCommands;
 use rondo_core::{Error, clock};
 use tokio_util::sync::CancellationToken;
 
-use crate::answer;
+use crate::answer::{self, Keep, fail};
 use crate::ctx::Ctx;
-use crate::handoff::fail;
-use crate::served::Served;
+use crate::roster::Served;
 
 /// Scans until `stop`.
 pub(crate) async fn scan(ctx: Arc<Ctx>, stop: CancellationToken) {
@@ -43,6 +48,9 @@ pub(crate) async fn scan(ctx: Arc<Ctx>, stop: CancellationToken) {
                 tracing::warn!(executor_id = %served.id, error = %e, "cannot scan for lost runs");
             }
         }
+        if let Err(e) = scan_departed(&ctx).await {
+            tracing::warn!(error = %e, "cannot scan departed executors for lost runs");
+        }
     }
 }
 
@@ -61,9 +69,9 @@ async fn scan_one(
     if old.is_empty() {
         return Ok(());
     }
-    let mut by_job: BTreeMap<u64, Vec<i64>> = BTreeMap::new();
+    let mut by_job: BTreeMap<u64, Vec<(i64, u64)>> = BTreeMap::new();
     for (log_id, job) in old {
-        by_job.entry(job).or_default().push(log_id);
+        by_job.entry(job).or_default().push((log_id, job));
     }
     let app = served.record().app;
     let lease: Option<i64> = ctx
@@ -78,12 +86,12 @@ async fn scan_one(
             served.record().address,
             lost_after / 1000
         );
-        for log_ids in by_job.values() {
-            fail_lost(ctx, served, log_ids, &why).await?;
+        for members in by_job.values() {
+            fail_lost(ctx, &served.id, members, &why).await?;
         }
         return Ok(());
     }
-    for (job, log_ids) in by_job {
+    for (job, members) in by_job {
         let key = (served.id.clone(), job);
         let idle = matches!(
             ctx.client.idle_beat(&served.target(), i32::try_from(job).unwrap_or(i32::MAX)).await,
@@ -99,21 +107,89 @@ async fn scan_one(
                 "lost: XXL-JOB executor {} runs nothing of job {job} and sent no callback (restarted?); the run's outcome is unknown",
                 served.record().address
             );
-            fail_lost(ctx, served, &log_ids, &why).await?;
+            fail_lost(ctx, &served.id, &members, &why).await?;
             idle_since.remove(&key);
         }
     }
     Ok(())
 }
 
-async fn fail_lost(ctx: &Ctx, served: &Served, log_ids: &[i64], why: &str) -> Result<(), Error> {
-    for run in ctx.runs.runs(log_ids).await?.into_iter().flatten() {
-        if run.answered {
+/// Fails the runs still waiting on executors that left the fleet
+/// `xxl.lost_after_ms` ago, and forgets those that have none left.
+async fn scan_departed(ctx: &Ctx) -> Result<(), Error> {
+    let now = clock::now_ms();
+    let lost_after = ctx.xxl.lost_after_ms as i64;
+    let departed: Vec<(String, i64)> = ctx
+        .pool
+        .get()
+        .await?
+        .zrangebyscore_withscores(ctx.names.xxl_departed(), "-inf", now - lost_after)
+        .await?;
+    for (id, _) in departed {
+        if !ctx.instances.leads(&id) {
+            continue;
+        }
+        let back: Option<i64> = ctx
+            .pool
+            .get()
+            .await?
+            .zscore(ctx.names.xxl_executors(), &id)
+            .await?;
+        let waiting = ctx.runs.inflight_before(&id, i64::MAX).await?;
+        if back.is_some() || waiting.is_empty() {
+            // Back in the fleet (its own scan goes on), or nothing waits.
+            let () = ctx
+                .pool
+                .get()
+                .await?
+                .zrem(ctx.names.xxl_departed(), &id)
+                .await?;
+            continue;
+        }
+        let why = format!(
+            "lost: XXL-JOB executor {id} left the fleet {} s ago and sent no callback; the run's outcome is unknown",
+            lost_after / 1000
+        );
+        fail_lost(ctx, &id, &waiting, &why).await?;
+    }
+    Ok(())
+}
+
+/// Fails the runs of `members` (`(log id, job id)`) of an executor as
+/// lost, each once its claim is taken over; members that have no run, or
+/// whose trigger is claimed under another log id, only leave the set.
+async fn fail_lost(
+    ctx: &Ctx,
+    executor_id: &str,
+    members: &[(i64, u64)],
+    why: &str,
+) -> Result<(), Error> {
+    let log_ids: Vec<i64> = members.iter().map(|(log, _)| *log).collect();
+    let mut stale = Vec::new();
+    for (member, run) in members.iter().zip(ctx.runs.runs(&log_ids).await?) {
+        let Some(run) = run.filter(|r| !r.answered) else {
+            stale.push(*member);
+            continue;
+        };
+        let tid = run.trigger_id.clone();
+        let _local = ctx.local.enter(&tid);
+        if ctx.local.wait_others(&tid).await {
+            // A hand-off of it here just ended: the next scan sees what
+            // it did.
+            continue;
+        }
+        let held = ctx.runs.found(&tid).await?.claimant;
+        let Some(held) = held.filter(|c| c.log_id == run.log_id) else {
+            stale.push(*member);
+            continue;
+        };
+        let mine = ctx.claimant(run.log_id);
+        if !ctx.runs.take_over(&tid, Some(&held), &mine).await? {
             continue;
         }
         metrics::counter!("rondo_xxl_lost_triggers_total").increment(1);
-        tracing::warn!(trigger_id = %run.trigger_id, log_id = run.log_id, "{why}");
-        answer::sent_unanswered(ctx, served, &run, fail(why.to_owned(), true)).await?;
+        tracing::warn!(trigger_id = %tid, log_id = run.log_id, "{why}");
+        answer::claimed(ctx, &run, &mine, fail(why.to_owned(), true), Keep::Run).await?;
     }
-    Ok(())
+    ctx.runs.drop_inflight(executor_id, &stale).await
 }

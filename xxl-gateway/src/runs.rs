@@ -4,22 +4,27 @@
 //!
 //! * `ns:dedupe:<trigger id>`: the protocol's dedupe mark, kept on the
 //!   executor's behalf (`running` from the claim, then `finished` /
-//!   `confirmed`), so a redelivered trigger is never sent twice;
-//! * `ns:xxl:tid:<trigger id>`: its log id, written before it is sent;
-//! * `ns:xxl:run:<log id>`: its [`Run`], written before it is sent, removed
-//!   once its result is confirmed;
+//!   `confirmed`);
+//! * `ns:xxl:claim:{ns:dedupe:<trigger id>}`: the trigger's [`Claimant`]:
+//!   its log id and the gateway instance handing it off. It is the one token
+//!   of who sends the trigger: set with the mark in one script, changed
+//!   hands only by a compare-and-set, given back with the mark in one
+//!   script (its hash tag puts it in the mark's slot, so on a Redis Cluster
+//!   too);
+//! * `ns:xxl:run:<log id>`: its [`Run`] (what a callback needs), written in
+//!   the claim's round trip, removed once its result is confirmed;
 //! * `ns:xxl:inflight:<executor id>`: `<log id>:<job id>` while it waits for
-//!   its callback (the executor's `running_jobs`, the lost-trigger scan);
+//!   its callback (the executor's `running_jobs`, the lost-run scan);
 //! * `ns:xxl:seq:log`: the sequence log ids come from, taken in blocks.
 //!
 //! Every write carries `executor.dedupe_ttl_s`, so nothing outlives the
-//! marks. Keys of one trigger are in different hash slots on a Redis
-//! Cluster; the order of the steps (mark, then records, then the send) is
-//! what keeps them consistent, see `handoff`.
+//! marks.
+
+use std::sync::LazyLock;
 
 use redis::AsyncCommands;
 use rondo_core::dedupe::Mark;
-use rondo_core::redis::Pool;
+use rondo_core::redis::{Pool, run_script, script_cmd};
 use rondo_core::{Error, Names};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
@@ -27,8 +32,14 @@ use tokio::sync::Mutex;
 /// Log ids taken from the sequence at a time.
 const LOG_ID_BLOCK: i64 = 256;
 
-static FORGET_LOG_ID: std::sync::LazyLock<redis::Script> =
-    std::sync::LazyLock::new(|| redis::Script::new(include_str!("../lua/forget_log_id.lua")));
+static CLAIM: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/claim.lua")));
+static TAKE_OVER: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/take_over.lua")));
+static RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/release.lua")));
+static FINISH: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/finish.lua")));
 
 /// A trigger handed to an XXL-JOB executor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,8 +51,6 @@ pub struct Run {
     pub log_id: i64,
     /// The date its log file is named by (`logDateTime`).
     pub log_date_ms: i64,
-    /// The gateway instance that hands it off.
-    pub instance: String,
     /// When the hand-off began (ms): the result's `start_ms`.
     pub since_ms: i64,
     /// A kill of its job was sent to its executor: its failure is final.
@@ -73,12 +82,33 @@ pub fn parse_inflight_member(member: &str) -> Option<(i64, u64)> {
     Some((log.parse().ok()?, job.parse().ok()?))
 }
 
-/// How a claim of a trigger's mark ended.
+/// Who hands a trigger off: its log id and the gateway instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimant {
+    pub log_id: i64,
+    pub instance: String,
+}
+
+impl Claimant {
+    fn value(&self) -> String {
+        format!("{} {}", self.log_id, self.instance)
+    }
+
+    fn parse(value: &str) -> Option<Claimant> {
+        let (log, instance) = value.split_once(' ')?;
+        Some(Claimant {
+            log_id: log.parse().ok()?,
+            instance: instance.to_owned(),
+        })
+    }
+}
+
+/// How a claim of a trigger ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
-    /// The mark is ours: the trigger is this hand-off's to send.
+    /// The mark and the claim are this hand-off's, and its run recorded.
     Won,
-    /// The mark was there; with the log id and run if it has them.
+    /// The mark was there: what Redis holds of the trigger.
     Found(Box<Found>),
 }
 
@@ -86,7 +116,8 @@ pub enum Claim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub mark: Option<Mark>,
-    pub log_id: Option<i64>,
+    pub claimant: Option<Claimant>,
+    /// The claimant's run, if it has one.
     pub run: Option<Run>,
 }
 
@@ -109,141 +140,177 @@ impl Runs {
         }
     }
 
-    /// `n` new log ids (unique over every gateway instance).
-    pub async fn log_ids(&self, n: usize) -> Result<Vec<i64>, Error> {
+    /// A new log id (unique over every gateway instance).
+    pub async fn log_id(&self) -> Result<i64, Error> {
         let mut ids = self.ids.lock().await;
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            if ids.0 >= ids.1 {
-                let want = LOG_ID_BLOCK.max((n - out.len()) as i64);
-                let end: i64 = self
-                    .pool
-                    .get()
-                    .await?
-                    .incr(self.names.xxl_log_seq(), want)
-                    .await?;
-                *ids = (end - want + 1, end + 1);
-            }
-            out.push(ids.0);
-            ids.0 += 1;
+        if ids.0 >= ids.1 {
+            let end: i64 = self
+                .pool
+                .get()
+                .await?
+                .incr(self.names.xxl_log_seq(), LOG_ID_BLOCK)
+                .await?;
+            *ids = (end - LOG_ID_BLOCK + 1, end + 1);
         }
-        Ok(out)
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
     }
 
-    /// Sets the trigger's `running` mark unless it has one, and in the same
-    /// round trip writes `run`'s records (its log id, the run, its
-    /// in-flight member) as [`Runs::record`] does. Won: the trigger is this
-    /// hand-off's, recorded. Found: the records written are undone (the
-    /// log id only if it is still this one's) and what Redis holds comes
-    /// back.
-    ///
-    /// Two claimers of one trigger may interleave: the one whose mark won
-    /// may find the log id already set by the other, which undoes it; the
-    /// winner then writes its own over it, so whichever order the two take,
-    /// the winner's log id stays.
-    pub async fn claim(&self, mark: &Mark, run: &Run) -> Result<Claim, Error> {
-        let tid = self.names.xxl_trigger(&run.trigger_id);
-        let mut pipe = redis::pipe();
-        pipe.cmd("SET")
-            .arg(self.names.dedupe(&run.trigger_id))
+    /// Claims the trigger of `run` for `instance` (its mark `running` and
+    /// its claim, only if it has no mark) and, in the same round trip,
+    /// records `run` (its run, its in-flight member). Found: the records
+    /// written are undone (they are under this hand-off's own log id) and
+    /// what Redis holds comes back.
+    pub async fn claim(&self, mark: &Mark, run: &Run, instance: &str) -> Result<Claim, Error> {
+        let claimant = Claimant {
+            log_id: run.log_id,
+            instance: instance.to_owned(),
+        };
+        let mut cmd = script_cmd(&CLAIM, 2, (5, 512));
+        cmd.arg(self.names.dedupe(&run.trigger_id))
+            .arg(self.names.xxl_claim(&run.trigger_id))
             .arg(serde_json::to_string(mark)?)
-            .arg("NX")
-            .arg("EX")
-            .arg(self.ttl_s)
-            .cmd("SET")
-            .arg(&tid)
-            .arg(run.log_id)
-            .arg("NX")
-            .arg("EX")
+            .arg(claimant.value())
             .arg(self.ttl_s);
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd);
         self.put_run(&mut pipe, run)?;
-        pipe.zadd(
-            self.names.xxl_inflight(&run.executor_id),
-            run.inflight_member(),
-            run.since_ms,
-        )
-        .ignore();
+        self.enter_inflight(&mut pipe, run);
         let mut conn = self.pool.get().await?;
-        let (marked, logged): (Option<String>, Option<String>) =
-            pipe.query_async(&mut conn).await?;
-        if marked.is_some() {
-            if logged.is_none() {
-                let () = conn.set_ex(&tid, run.log_id, self.ttl_s).await?;
+        let (claimed,): (Vec<redis::Value>,) = match pipe.query_async(&mut conn).await {
+            Ok(reply) => reply,
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                CLAIM.load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await?
             }
+            Err(e) => return Err(e.into()),
+        };
+        if matches!(claimed.first(), Some(redis::Value::Int(1))) {
             return Ok(Claim::Won);
         }
         let mut undo = redis::pipe();
         undo.del(self.names.xxl_run(run.log_id)).ignore();
         self.leave_inflight(&mut undo, run);
         let () = undo.query_async(&mut conn).await?;
-        if logged.is_some() {
-            let mut cmd = rondo_core::redis::script_cmd(&FORGET_LOG_ID, 1, (2, 64));
-            cmd.arg(&tid).arg(run.log_id);
-            let _: i64 = rondo_core::redis::run_script(&mut conn, &FORGET_LOG_ID, &cmd).await?;
-        }
-        self.found(&run.trigger_id).await
-    }
-
-    /// What Redis holds about a trigger whose mark was already there.
-    pub async fn found(&self, trigger_id: &str) -> Result<Claim, Error> {
-        let mut conn = self.pool.get().await?;
-        let (mark, log_id): (Option<String>, Option<i64>) = redis::pipe()
-            .get(self.names.dedupe(trigger_id))
-            .get(self.names.xxl_trigger(trigger_id))
-            .query_async(&mut conn)
-            .await?;
-        let run = match log_id {
-            Some(id) => self.run(id).await?,
-            None => None,
+        let text = |i: usize| match claimed.get(i) {
+            Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
         };
-        Ok(Claim::Found(Box::new(Found {
-            mark: mark.as_deref().and_then(Mark::parse),
-            log_id,
-            run,
-        })))
+        let (mark, claimant) = (text(1), text(2));
+        Ok(Claim::Found(Box::new(
+            self.found_from(mark, claimant).await?,
+        )))
     }
 
-    /// Takes over the sending of a trigger whose mark is ours but that has
-    /// no log id yet (a hand-off cut short before its records): true when
-    /// this caller got the log id in first.
-    pub async fn take_log_id(&self, trigger_id: &str, log_id: i64) -> Result<bool, Error> {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(self.names.xxl_trigger(trigger_id))
-            .arg(log_id)
-            .arg("NX")
-            .arg("EX")
-            .arg(self.ttl_s)
+    /// What Redis holds of a trigger now.
+    pub async fn found(&self, trigger_id: &str) -> Result<Found, Error> {
+        let (mark, claimant): (Option<String>, Option<String>) = redis::pipe()
+            .get(self.names.dedupe(trigger_id))
+            .get(self.names.xxl_claim(trigger_id))
             .query_async(&mut self.pool.get().await?)
             .await?;
-        Ok(set.is_some())
+        self.found_from(mark, claimant).await
     }
 
-    /// Writes the records of runs about to be sent: each one's log id (when
-    /// `with_log_ids`), the run, its in-flight member.
-    pub async fn record(&self, runs: &[&Run], with_log_ids: bool) -> Result<(), Error> {
-        let mut pipe = redis::pipe();
-        for run in runs {
-            if with_log_ids {
-                pipe.set_ex(
-                    self.names.xxl_trigger(&run.trigger_id),
-                    run.log_id,
-                    self.ttl_s,
-                )
-                .ignore();
-            }
-            self.put_run(&mut pipe, run)?;
-            pipe.zadd(
-                self.names.xxl_inflight(&run.executor_id),
-                run.inflight_member(),
-                run.since_ms,
-            )
-            .ignore();
+    async fn found_from(
+        &self,
+        mark: Option<String>,
+        claimant: Option<String>,
+    ) -> Result<Found, Error> {
+        let claimant = claimant.as_deref().and_then(Claimant::parse);
+        let run = match &claimant {
+            Some(c) => self.run(c.log_id).await?,
+            None => None,
+        };
+        Ok(Found {
+            mark: mark.as_deref().and_then(Mark::parse),
+            claimant,
+            run,
+        })
+    }
+
+    /// Moves a trigger's claim from `from` (`None`: it had none) to
+    /// `to`, if nobody changed it meanwhile; true when this caller has it.
+    pub async fn take_over(
+        &self,
+        trigger_id: &str,
+        from: Option<&Claimant>,
+        to: &Claimant,
+    ) -> Result<bool, Error> {
+        let mut cmd = script_cmd(&TAKE_OVER, 1, (4, 256));
+        cmd.arg(self.names.xxl_claim(trigger_id))
+            .arg(from.map(Claimant::value).unwrap_or_default())
+            .arg(to.value())
+            .arg(self.ttl_s);
+        let taken: i64 = run_script(&mut self.pool.get().await?, &TAKE_OVER, &cmd).await?;
+        Ok(taken == 1)
+    }
+
+    /// Gives a claimed, unsent trigger back (its mark and claim go, its
+    /// run and in-flight member too), while the claim is `claimant`'s.
+    pub async fn release(&self, run: &Run, claimant: &Claimant) -> Result<bool, Error> {
+        let mut cmd = script_cmd(&RELEASE, 2, (3, 256));
+        cmd.arg(self.names.dedupe(&run.trigger_id))
+            .arg(self.names.xxl_claim(&run.trigger_id))
+            .arg(claimant.value());
+        let mut conn = self.pool.get().await?;
+        let released: i64 = run_script(&mut conn, &RELEASE, &cmd).await?;
+        if released == 1 {
+            let mut pipe = redis::pipe();
+            pipe.del(self.names.xxl_run(run.log_id)).ignore();
+            self.leave_inflight(&mut pipe, run);
+            let () = pipe.query_async(&mut conn).await?;
         }
-        let () = pipe.query_async(&mut self.pool.get().await?).await?;
+        Ok(released == 1)
+    }
+
+    /// Writes the `finished` mark of a trigger the gateway answers itself,
+    /// while its claim is still `claimant`'s; false when someone else
+    /// settles it (a callback came, another instance took it over).
+    pub async fn finish(
+        &self,
+        trigger_id: &str,
+        claimant: &Claimant,
+        mark: &Mark,
+    ) -> Result<bool, Error> {
+        let mut cmd = script_cmd(&FINISH, 2, (5, 1024));
+        cmd.arg(self.names.dedupe(trigger_id))
+            .arg(self.names.xxl_claim(trigger_id))
+            .arg(claimant.value())
+            .arg(serde_json::to_string(mark)?)
+            .arg(self.ttl_s);
+        let written: i64 = run_script(&mut self.pool.get().await?, &FINISH, &cmd).await?;
+        Ok(written == 1)
+    }
+
+    /// Records the run of a trigger whose claim this hand-off took over
+    /// without one (its run and in-flight member).
+    pub async fn record(&self, run: &Run) -> Result<(), Error> {
+        let mut pipe = redis::pipe();
+        self.put_run(&mut pipe, run)?;
+        self.enter_inflight(&mut pipe, run);
+        self.write(&pipe).await
+    }
+
+    /// Writes a trigger's mark whatever it holds (a trigger never claimed:
+    /// answered at once, as a killed one).
+    pub fn put_mark(
+        &self,
+        pipe: &mut redis::Pipeline,
+        trigger_id: &str,
+        mark: &Mark,
+    ) -> Result<(), Error> {
+        pipe.set_ex(
+            self.names.dedupe(trigger_id),
+            serde_json::to_string(mark)?,
+            self.ttl_s,
+        )
+        .ignore();
         Ok(())
     }
 
-    /// Adds a run's rewrite to `pipe`.
+    /// Adds a new run's write to `pipe`.
     pub fn put_run(&self, pipe: &mut redis::Pipeline, run: &Run) -> Result<(), Error> {
         pipe.set_ex(
             self.names.xxl_run(run.log_id),
@@ -251,6 +318,19 @@ impl Runs {
             self.ttl_s,
         )
         .ignore();
+        Ok(())
+    }
+
+    /// Adds a rewrite of an existing run to `pipe`: a run its callback
+    /// removed meanwhile is not brought back (`SET XX`).
+    pub fn rewrite_run(&self, pipe: &mut redis::Pipeline, run: &Run) -> Result<(), Error> {
+        pipe.cmd("SET")
+            .arg(self.names.xxl_run(run.log_id))
+            .arg(serde_json::to_string(run)?)
+            .arg("XX")
+            .arg("EX")
+            .arg(self.ttl_s)
+            .ignore();
         Ok(())
     }
 
@@ -281,13 +361,43 @@ impl Runs {
             .collect())
     }
 
-    /// Adds to `pipe` the removal of a run's records (it is answered).
-    pub fn forget(&self, pipe: &mut redis::Pipeline, run: &Run) {
-        pipe.del(self.names.xxl_run(run.log_id))
+    /// The run of a trigger's claimant, if it has one that waits.
+    pub async fn run_of(&self, trigger_id: &str) -> Result<Option<Run>, Error> {
+        let claimant: Option<String> = self
+            .pool
+            .get()
+            .await?
+            .get(self.names.xxl_claim(trigger_id))
+            .await?;
+        match claimant.as_deref().and_then(Claimant::parse) {
+            Some(c) => self.run(c.log_id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Adds to `pipe` the end of a run whose result is confirmed: its
+    /// `confirmed` mark, its claim, its run and in-flight member go.
+    pub fn settle(
+        &self,
+        pipe: &mut redis::Pipeline,
+        run: &Run,
+        confirmed: &Mark,
+    ) -> Result<(), Error> {
+        self.put_mark(pipe, &run.trigger_id, confirmed)?;
+        pipe.del(self.names.xxl_claim(&run.trigger_id))
             .ignore()
-            .del(self.names.xxl_trigger(&run.trigger_id))
+            .del(self.names.xxl_run(run.log_id))
             .ignore();
         self.leave_inflight(pipe, run);
+        Ok(())
+    }
+
+    fn enter_inflight(&self, pipe: &mut redis::Pipeline, run: &Run) {
+        let key = self.names.xxl_inflight(&run.executor_id);
+        pipe.zadd(&key, run.inflight_member(), run.since_ms)
+            .ignore()
+            .expire(&key, self.ttl_s as i64)
+            .ignore();
     }
 
     /// Adds to `pipe` the end of a run's wait for its callback.
@@ -299,33 +409,26 @@ impl Runs {
         .ignore();
     }
 
-    /// Adds a mark's write to `pipe`.
-    pub fn put_mark(
+    /// Removes in-flight members that have no run any more (written by a
+    /// claim that lost and could not undo, or whose run expired).
+    pub async fn drop_inflight(
         &self,
-        pipe: &mut redis::Pipeline,
-        trigger_id: &str,
-        mark: &Mark,
+        executor_id: &str,
+        members: &[(i64, u64)],
     ) -> Result<(), Error> {
-        pipe.set_ex(
-            self.names.dedupe(trigger_id),
-            serde_json::to_string(mark)?,
-            self.ttl_s,
-        )
-        .ignore();
-        Ok(())
-    }
-
-    /// Gives a claimed, unsent trigger back: its mark and records go, so
-    /// whoever receives it next sends it.
-    pub async fn release(&self, runs: &[&Run], trigger_ids: &[&str]) -> Result<(), Error> {
-        let mut pipe = redis::pipe();
-        for run in runs {
-            self.forget(&mut pipe, run);
+        if members.is_empty() {
+            return Ok(());
         }
-        for id in trigger_ids {
-            pipe.del(self.names.dedupe(id)).ignore();
-        }
-        let () = pipe.query_async(&mut self.pool.get().await?).await?;
+        let members: Vec<String> = members
+            .iter()
+            .map(|(log, job)| inflight_member(*log, *job))
+            .collect();
+        let () = self
+            .pool
+            .get()
+            .await?
+            .zrem(self.names.xxl_inflight(executor_id), members)
+            .await?;
         Ok(())
     }
 
@@ -373,16 +476,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn in_flight_members_round_trip() {
+    fn in_flight_members_and_claims_round_trip() {
         assert_eq!(inflight_member(42, 7), "42:7");
         assert_eq!(parse_inflight_member("42:7"), Some((42, 7)));
         assert_eq!(parse_inflight_member("x:7"), None);
         assert_eq!(parse_inflight_member("42"), None);
+        let c = Claimant {
+            log_id: 42,
+            instance: "xxl-gateway-h-1".into(),
+        };
+        assert_eq!(Claimant::parse(&c.value()), Some(c));
+        assert_eq!(Claimant::parse("42"), None);
     }
 
     #[test]
     fn a_run_reads_back_without_its_optional_fields() {
-        let json = r#"{"trigger_id":"7-1-0","job_id":7,"fire_ms":1,"executor_id":"a-h-1","log_id":3,"log_date_ms":1,"instance":"g","since_ms":2}"#;
+        let json = r#"{"trigger_id":"7-1-0","job_id":7,"fire_ms":1,"executor_id":"a-h-1","log_id":3,"log_date_ms":1,"since_ms":2}"#;
         let run: Run = serde_json::from_str(json).unwrap();
         assert!(!run.killed && !run.answered && run.covered_by.is_none());
         let again: Run = serde_json::from_str(&serde_json::to_string(&run).unwrap()).unwrap();

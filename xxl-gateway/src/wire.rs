@@ -279,6 +279,11 @@ pub fn is_block_refusal(msg: &str) -> bool {
     msg.starts_with("block strategy effect")
 }
 
+/// XXL-JOB's text with its `<br>` markup made line breaks.
+pub fn plain(text: &str) -> String {
+    text.replace("<br>", "\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,8 @@
 //! `[xxl]`: the XXL-JOB gateway (`rondo-xxl-gateway`), the admin of
 //! unchanged `xxl-job-core` executors and one rondo executor for each.
 //! Its other settings are the cluster's: `registry.*` (the lease it renews
-//! while an executor answers `/beat`), `executor.dedupe_ttl_s` (the marks
-//! it keeps on the executors' behalf) and `executor.log_flush_ms`.
+//! while an executor answers `/beat`) and `executor.dedupe_ttl_s` (the
+//! marks it keeps on the executors' behalf).
 
 use serde::Deserialize;
 
@@ -126,6 +126,12 @@ impl XxlConfig {
     /// explicitly and every address it listens on is loopback.
     pub fn check_token(&self) -> Result<(), ConfigError> {
         if !self.access_token.is_empty() {
+            // It travels as an HTTP header value both ways.
+            if !self.access_token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(ConfigError::Invalid(
+                    "xxl.access_token must be printable ASCII without spaces (it is sent as an HTTP header)".into(),
+                ));
+            }
             return Ok(());
         }
         if !self.allow_no_token {
@@ -184,6 +190,11 @@ mod tests {
         assert!(c.xxl.check_token().is_err());
         let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", "s3cret")]).unwrap();
         c.xxl.check_token().expect("a token");
+        for bad in ["two words", "línea"] {
+            let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", bad)]).unwrap();
+            let e = c.xxl.check_token().unwrap_err().to_string();
+            assert!(e.contains("xxl.access_token") && !e.contains(bad), "{e}");
+        }
     }
 
     #[test]
