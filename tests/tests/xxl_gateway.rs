@@ -1058,6 +1058,9 @@ enum Cut {
     Claimed { log_id: i64 },
     /// Claimed and its run recorded (and then maybe sent).
     Recorded { log_id: i64 },
+    /// Recorded under an earlier incarnation of the executor (it left the
+    /// fleet and came back since).
+    Restarted { log_id: i64 },
 }
 
 /// The state a gateway killed at one step of a hand-off leaves, as Redis
@@ -1071,10 +1074,13 @@ async fn leave_cut_short(
 ) {
     let names = c.config().names();
     let mut conn = redis_conn(c).await;
-    let incarnation: String = conn
-        .hget(names.xxl_executor(&s.executor_id), "incarnation")
-        .await
-        .expect("the executor's record");
+    let incarnation: String = match cut {
+        Cut::Restarted { .. } => "an-earlier-incarnation".into(),
+        _ => conn
+            .hget(names.xxl_executor(&s.executor_id), "incarnation")
+            .await
+            .expect("the executor's record"),
+    };
     let since = rondo_core::clock::now_ms();
     let mark = rondo_core::dedupe::Mark::Running {
         executor: s.executor_id.clone(),
@@ -1090,7 +1096,7 @@ async fn leave_cut_short(
         .expect("the mark");
     let log_id = match cut {
         Cut::MarkOnly => return,
-        Cut::Claimed { log_id } | Cut::Recorded { log_id } => log_id,
+        Cut::Claimed { log_id } | Cut::Recorded { log_id } | Cut::Restarted { log_id } => log_id,
     };
     let _: () = conn
         .set(
@@ -1099,7 +1105,7 @@ async fn leave_cut_short(
         )
         .await
         .expect("the claim");
-    if !matches!(cut, Cut::Recorded { .. }) {
+    if matches!(cut, Cut::Claimed { .. }) {
         return;
     }
     let run = json!({
@@ -1171,6 +1177,8 @@ fn trigger_for(s: &Standin, job_id: u64, params: &str) -> rondo_core::Trigger {
 /// * sent and running there: it has a log: not sent again;
 /// * sent and waiting in the job's queue there (behind another run): sent
 ///   again, refused as a repeat: runs once;
+/// * recorded under an earlier incarnation of the executor: answered as a
+///   restarted run, not sent;
 /// * recorded by an instance still alive, which sent it: left to it until
 ///   it outlived any send it could have had in progress; by then the run's
 ///   callback settled it: not sent again.
@@ -1214,6 +1222,17 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
     send_directly(&s, &queued, 9_000_005).await;
     cases.push(queued);
 
+    let j = job(&api, "cut", "sleepJobHandler", json!({})).await;
+    let restarted = trigger_for(&s, j, "14");
+    leave_cut_short(
+        &c,
+        &s,
+        &restarted,
+        Cut::Restarted { log_id: 9_000_007 },
+        dead,
+    )
+    .await;
+
     // An instance that lives on (its lease renewed) and sent it.
     let alive = "xxl-gateway-alive-00000000";
     let lease = {
@@ -1233,11 +1252,11 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
     send_directly(&s, &theirs, 9_000_006).await;
     cases.push(theirs);
 
-    for t in &cases {
+    for t in cases.iter().chain([&restarted]) {
         let body = serde_json::to_vec(&rondo_core::TriggerBatch::new(vec![t.clone()])).unwrap();
         publish_raw(c.config(), &s.executor_id, &body).await;
     }
-    // The gateway settled each delivery: three sent now, three not.
+    // The gateway settled each delivery: three sent now, four not.
     let scrape = eventually("every delivery settled", PATIENCE, || async {
         let scrape = gateways[0].scrape().await;
         let count = |o: &str| {
@@ -1246,7 +1265,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
                 &format!("rondo_xxl_handoffs_total{{outcome=\"{o}\"}}"),
             )
         };
-        (count("sent") == Some(3.0) && count("settled") == Some(3.0)).then_some(scrape)
+        (count("sent") == Some(3.0) && count("settled") == Some(4.0)).then_some(scrape)
     })
     .await;
     assert_eq!(
@@ -1276,6 +1295,13 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
             .count();
         assert_eq!(starts, 1, "{} (params {}) ran once", t.trigger_id, t.params);
     }
+    let r = result_of(&db, &restarted.trigger_id).await;
+    assert_eq!(r.code, 500, "{r:?}");
+    assert!(r.msg.contains("restarted"), "{r:?}");
+    assert!(
+        !runs.iter().any(|r| r.job_id == restarted.job_id as i64),
+        "a run of an earlier incarnation is not sent"
+    );
     lease.abort();
     drop(gateways);
     c.stop().await;

@@ -14,22 +14,7 @@ use rondo_core::{Error, ExecResult, Trigger};
 use crate::ctx::Ctx;
 use crate::runs::{Claimant, Run};
 
-/// The longest `msg` published (as rondo's executors cut theirs).
-const MAX_MSG_BYTES: usize = 4096;
-
-/// `msg` cut to [`MAX_MSG_BYTES`] at a character boundary, with `…`.
-pub(crate) fn cut(mut msg: String) -> String {
-    if msg.len() <= MAX_MSG_BYTES {
-        return msg;
-    }
-    let mut end = MAX_MSG_BYTES - '…'.len_utf8();
-    while !msg.is_char_boundary(end) {
-        end -= 1;
-    }
-    msg.truncate(end);
-    msg.push('…');
-    msg
-}
+pub(crate) use crate::runs::cut_msg as cut;
 
 /// What becomes of a run's records once its result is confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,17 +132,13 @@ pub(crate) fn jobs_changed(ctx: &Ctx, executor_id: &str) {
 }
 
 fn run_result(run: &Run, failure: Failure) -> ExecResult {
-    ExecResult {
-        trigger_id: run.trigger_id.clone(),
-        job_id: run.job_id,
-        executor_id: run.executor_id.clone(),
-        fire_ms: run.fire_ms,
-        start_ms: run.since_ms,
-        end_ms: rondo_core::clock::now_ms().max(run.since_ms),
-        code: rondo_core::trigger::code::FAIL,
-        msg: cut(failure.msg),
-        retryable: failure.retryable,
-    }
+    let now = rondo_core::clock::now_ms();
+    run.result(
+        rondo_core::trigger::code::FAIL,
+        failure.msg,
+        failure.retryable,
+        now,
+    )
 }
 
 /// A failure the gateway answers a trigger with.
@@ -195,7 +176,7 @@ mod tests {
     fn long_messages_are_cut_with_an_ellipsis() {
         assert_eq!(cut("short".into()), "short");
         let long = cut("é".repeat(5000));
-        assert!(long.len() <= MAX_MSG_BYTES);
+        assert!(long.len() <= 4096);
         assert!(long.ends_with('…'));
     }
 }

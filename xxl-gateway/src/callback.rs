@@ -101,17 +101,7 @@ pub(crate) fn result_of(run: &Run, entry: &CallbackEntry, now_ms: i64) -> ExecRe
         (None, false) if code == code::TIMEOUT => (format!("timeout: {text}"), true),
         (None, false) => (text, true),
     };
-    ExecResult {
-        trigger_id: run.trigger_id.clone(),
-        job_id: run.job_id,
-        executor_id: run.executor_id.clone(),
-        fire_ms: run.fire_ms,
-        start_ms: run.since_ms,
-        end_ms: now_ms.max(run.since_ms),
-        code,
-        msg: answer::cut(msg.trim_end().to_owned()),
-        retryable,
-    }
+    run.result(code, msg.trim_end().to_owned(), retryable, now_ms)
 }
 
 #[cfg(test)]

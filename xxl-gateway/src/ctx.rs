@@ -1,8 +1,12 @@
 //! What every part of a gateway instance shares: its links to Redis, the
 //! broker and the executors, and the fleet it serves.
 
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio_util::sync::CancellationToken;
 
 use rondo_core::config::{RegistryConfig, XxlConfig};
 use rondo_core::redis::Pool;
@@ -36,6 +40,9 @@ pub(crate) struct Ctx {
     pub(crate) xxl: XxlConfig,
     /// The zone the executors' log lines are stamped in (the cluster's).
     pub(crate) zone: chrono_tz::Tz,
+    /// A task of this instance panicked: it stops (`failure` says which).
+    pub(crate) failed: CancellationToken,
+    pub(crate) failure: Mutex<Option<String>>,
 }
 
 impl Ctx {
@@ -63,6 +70,8 @@ impl Ctx {
             registry: config.registry.clone(),
             xxl: config.xxl.clone(),
             zone: config.default_zone(),
+            failed: CancellationToken::new(),
+            failure: Mutex::new(None),
         })
     }
 
@@ -78,7 +87,52 @@ impl Ctx {
         }
     }
 
+    /// `task`, guarded: a panic in it stops the whole instance (a task
+    /// that died alone could leave a delivery unacked, or an executor's
+    /// lease renewed while its queue is not consumed).
+    pub(crate) fn guard(
+        self: &Arc<Self>,
+        name: &'static str,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let ctx = self.clone();
+        async move {
+            if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let why = format!("task {name} panicked: {what}");
+                tracing::error!(error = %why, "the gateway stops");
+                ctx.failure.lock().expect("failure lock").get_or_insert(why);
+                ctx.failed.cancel();
+            }
+        }
+    }
+
     pub(crate) fn lease(&self) -> Duration {
         Duration::from_millis(self.registry.lease_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_guarded_task_that_panics_stops_the_instance_and_says_why() {
+        let config = Config::default();
+        let pool = rondo_core::redis::pool(&config.redis).expect("a pool (not connected)");
+        let client = Client::new("t", Duration::from_secs(1)).expect("a client");
+        let ctx = Ctx::new(&config, pool, client, "g".into());
+        ctx.guard("quiet", async {}).await;
+        assert!(!ctx.failed.is_cancelled(), "a task that ends is no failure");
+        tokio::spawn(ctx.guard("hand-off", async { panic!("boom") }))
+            .await
+            .expect("the guard catches the panic");
+        assert!(ctx.failed.is_cancelled());
+        let why = ctx.failure.lock().unwrap().clone().unwrap_or_default();
+        assert!(why.contains("hand-off") && why.contains("boom"), "{why}");
     }
 }

@@ -32,7 +32,10 @@ const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 /// anyone: the other instances go on) and waits for the hand-offs.
 pub(crate) async fn run(ctx: Arc<Ctx>, stop: CancellationToken) {
     let tasks = TaskTracker::new();
-    tasks.spawn(connect(ctx.clone(), stop.clone()).in_current_span());
+    tasks.spawn(ctx.guard(
+        "broker link",
+        connect(ctx.clone(), stop.clone()).in_current_span(),
+    ));
     let mut backoff = Backoff::jittered(Duration::from_millis(200), Duration::from_secs(5));
     loop {
         match reconcile(&ctx, &stop, &tasks).await {
@@ -85,7 +88,7 @@ async fn reconcile(
             None => {
                 tracing::info!(executor_id = %id, address = %record.address, app = %record.app, "serving an XXL-JOB executor");
                 let s = Arc::new(Served::new(record, stop.child_token()));
-                tasks.spawn(crate::served::run(s.clone(), ctx.clone()));
+                tasks.spawn(ctx.guard("executor", crate::served::run(s.clone(), ctx.clone())));
                 served.insert(id, s);
             }
         }

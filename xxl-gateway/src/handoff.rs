@@ -200,7 +200,7 @@ async fn try_settle(
         let found = match ctx.runs.claim(&running, &run, ctx.me()).await? {
             Claim::Won => {
                 let claimant = ctx.claimant(run.log_id);
-                return hand_off(ctx, served, trigger, &run, &claimant).await;
+                return hand_off(ctx, served, trigger, &run, &claimant, Attempt::First).await;
             }
             Claim::Found(f) => found(ctx, served, trigger, &record.incarnation, *f).await?,
         };
@@ -240,16 +240,34 @@ async fn found(
             incarnation: theirs,
             since_ms,
         }) if mine(&executor) => {
-            if theirs != incarnation {
+            if theirs != incarnation && restarted(ctx, served, &theirs).await? {
                 let msg = format!(
                     "executor {} restarted while the handler ran (incarnation {theirs}); the run's outcome is unknown",
                     served.id
                 );
-                let result = ExecResult {
-                    start_ms: since_ms,
-                    ..fail(msg, true).into_result(trigger, &served.id)
+                let Some(held) = claimant else {
+                    let result = ExecResult {
+                        start_ms: since_ms,
+                        ..fail(msg, true).into_result(trigger, &served.id)
+                    };
+                    answer::republish(ctx, result, None).await?;
+                    return Ok(Some(Settled::Done));
                 };
-                answer::republish(ctx, result, run.as_ref()).await?;
+                // Answered under the claim, taken over (a callback that
+                // still comes brings the run's own outcome).
+                let mine = ctx.claimant(held.log_id);
+                if !ctx
+                    .runs
+                    .take_over(&trigger.trigger_id, Some(&held), &mine)
+                    .await?
+                {
+                    return Ok(None);
+                }
+                let run = run.unwrap_or_else(|| Run {
+                    since_ms,
+                    ..new_run(served, trigger, held.log_id)
+                });
+                answer::claimed(ctx, &run, &mine, fail(msg, true), Keep::Run).await?;
                 return Ok(Some(Settled::Done));
             }
             cut_short(ctx, served, trigger, claimant, run).await
@@ -258,6 +276,18 @@ async fn found(
         // nothing of this executor's to do.
         _ => Ok(Some(Settled::Done)),
     }
+}
+
+/// Whether the executor left and re-entered the fleet since a mark of
+/// `incarnation` was written (read from Redis: this instance's record may
+/// lag a registration another instance took).
+async fn restarted(
+    ctx: &Ctx,
+    served: &Served,
+    incarnation: &str,
+) -> Result<bool, rondo_core::Error> {
+    let current = ctx.executors.get(&served.id).await?;
+    Ok(current.is_some_and(|r| r.incarnation != incarnation))
 }
 
 /// A trigger claimed for this executor by an earlier hand-off, which may
@@ -271,8 +301,9 @@ async fn cut_short(
 ) -> Result<Option<Settled>, rondo_core::Error> {
     let tid = &trigger.trigger_id;
     match claimant {
-        // A running mark without a claim (it expired, or an older build
-        // wrote the mark): no hand-off holds the trigger. Take it over.
+        // A running mark without a claim (the claim was lost: it expires
+        // and is refreshed with the mark, so only an eviction does this):
+        // no hand-off holds the trigger. Take it over.
         None => {
             let claimant = ctx.claimant(ctx.runs.log_id().await?);
             if !ctx.runs.take_over(tid, None, &claimant).await? {
@@ -293,6 +324,7 @@ async fn cut_short(
             probe(ctx, served, trigger, &claimant, run).await.map(Some)
         }
         Some(theirs) => {
+            let mut run = run;
             if let Owner::DoneWithIt = owner(ctx, &theirs.instance).await? {
                 // It lives on past any send it had in progress: what it did
                 // is in Redis now. A trigger it settled, answered or gave
@@ -304,6 +336,7 @@ async fn cut_short(
                 if !still {
                     return Ok(None);
                 }
+                run = now.run;
             }
             // Whether its send reached the executor is unknown: ask it.
             let claimant = ctx.claimant(theirs.log_id);
@@ -326,8 +359,11 @@ enum Owner {
 /// or alive beyond any send it could have had in progress (its link to the
 /// broker may have broken while it lives on and sends).
 async fn owner(ctx: &Ctx, instance: &str) -> Result<Owner, rondo_core::Error> {
-    let past =
-        clock::now_ms() + ctx.client.timeout().as_millis() as i64 + OWNER_MARGIN.as_millis() as i64;
+    // A hand-off makes two calls at most before its send ends (a probe's
+    // `/log`, then the send).
+    let past = clock::now_ms()
+        + 2 * ctx.client.timeout().as_millis() as i64
+        + OWNER_MARGIN.as_millis() as i64;
     loop {
         match ctx.instances.lease_of(instance).await? {
             None => return Ok(Owner::Gone),
@@ -337,7 +373,7 @@ async fn owner(ctx: &Ctx, instance: &str) -> Result<Owner, rondo_core::Error> {
     }
 }
 
-/// Beyond its call's timeout, what a hand-off takes at most to record its
+/// Beyond its calls' timeouts, what a hand-off takes at most to record its
 /// outcome.
 const OWNER_MARGIN: Duration = Duration::from_secs(2);
 
@@ -351,8 +387,8 @@ async fn probe(
     run: Option<Run>,
 ) -> Result<Settled, rondo_core::Error> {
     let Some(run) = run else {
-        // The claim without its run: both go in one round trip before the
-        // send, so it was not sent (that round trip was cut short).
+        // The claim without its run, read once its holder was gone or past
+        // any send: a run is recorded before its send, so it was not sent.
         return record_and_hand_off(ctx, served, trigger, claimant).await;
     };
     let target = served.target();
@@ -386,7 +422,7 @@ async fn probe(
         }
     }
     metrics::counter!("rondo_xxl_probes_total", "outcome" => "resent").increment(1);
-    hand_off(ctx, served, trigger, &run, claimant).await
+    hand_off(ctx, served, trigger, &run, claimant, Attempt::Again).await
 }
 
 /// The run of `trigger` handed off now under `log_id`.
@@ -414,31 +450,51 @@ async fn record_and_hand_off(
 ) -> Result<Settled, rondo_core::Error> {
     let run = new_run(served, trigger, claimant.log_id);
     ctx.runs.record(&run).await?;
-    hand_off(ctx, served, trigger, &run, claimant).await
+    hand_off(ctx, served, trigger, &run, claimant, Attempt::First).await
 }
 
-/// Sends a trigger `claimant` holds, its run recorded. An error before
-/// the send gives it back (its redelivery claims it afresh); after the
-/// send, the claim stays (its redelivery asks the executor).
+/// Whether a hand-off's trigger may have been sent before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// Never sent: a failure before the send gives the claim back, and its
+    /// redelivery claims it afresh.
+    First,
+    /// Sent again after the executor said it has none of it (a probe): an
+    /// earlier send may still be on its way, so the claim is never given
+    /// back (the message goes back to the queue instead, and its
+    /// redelivery asks the executor again), and it is checked to still be
+    /// this hand-off's right before the send (a callback, the lost-run
+    /// scan or a kill may have settled the trigger while the executor was
+    /// asked).
+    Again,
+}
+
+/// Sends a trigger `claimant` holds, its run recorded. A first attempt's
+/// error before the send gives it back (its redelivery claims it afresh);
+/// after the send, or on another attempt, the claim stays (its redelivery
+/// asks the executor).
 async fn hand_off(
     ctx: &Ctx,
     served: &Served,
     trigger: &Trigger,
     run: &Run,
     claimant: &Claimant,
+    attempt: Attempt,
 ) -> Result<Settled, rondo_core::Error> {
-    let (covered, send_by) = match prepare(ctx, served, trigger, run, claimant).await {
+    let (covered, send_by) = match prepare(ctx, served, trigger, run, claimant, attempt).await {
         Ok(Ready::Send { covered, send_by }) => (covered, send_by),
         Ok(Ready::Settled(settled)) => return Ok(settled),
         Err(e) => {
-            if let Err(undo) = ctx.runs.release(run, claimant).await {
+            if attempt == Attempt::First
+                && let Err(undo) = ctx.runs.release(run, claimant).await
+            {
                 tracing::warn!(trigger_id = %trigger.trigger_id, error = %undo, "cannot give a claimed trigger back; its redelivery asks the executor");
             }
             return Err(e);
         }
     };
     served.jobs_changed();
-    let sent = send(ctx, served, trigger, run, claimant, send_by).await;
+    let sent = send(ctx, served, trigger, run, claimant, send_by, attempt).await;
     if !covered.is_empty() && !matches!(sent, Ok((_, true))) {
         // It replaced nothing: the runs it marked are not covered.
         let uncovered = crate::kill::unmark(ctx, &covered, |r| {
@@ -472,6 +528,7 @@ async fn prepare(
     trigger: &Trigger,
     run: &Run,
     claimant: &Claimant,
+    attempt: Attempt,
 ) -> Result<Ready, rondo_core::Error> {
     if i32::try_from(trigger.job_id).is_err() {
         let msg = format!(
@@ -486,8 +543,14 @@ async fn prepare(
         // This instance has not renewed its lease lately (Redis away, or
         // the process stalled): the others may be taking its hand-offs
         // over. Sending now could send twice.
-        return give_back(ctx, run, claimant).await.map(Ready::Settled);
+        return not_sent(ctx, run, claimant, attempt)
+            .await
+            .map(Ready::Settled);
     };
+    if attempt == Attempt::Again && !ctx.runs.holds(&trigger.trigger_id, claimant).await? {
+        // Settled by someone else while the executor was asked.
+        return Ok(Ready::Settled(Settled::Done));
+    }
     let covered = if trigger.block == BlockStrategy::CoverEarly {
         crate::kill::mark_job(ctx, &served.id, trigger.job_id, |r| {
             if r.trigger_id == trigger.trigger_id || r.covered_by.is_some() {
@@ -503,13 +566,18 @@ async fn prepare(
     Ok(Ready::Send { covered, send_by })
 }
 
-/// Gives a claimed, unsent trigger back to the queue, if the claim is still
-/// `claimant`'s.
-async fn give_back(
+/// A claimed trigger not sent now: a first attempt is given back to the
+/// queue (if the claim is still `claimant`'s); another keeps its claim and
+/// its message goes back, so that its redelivery asks the executor again.
+async fn not_sent(
     ctx: &Ctx,
     run: &Run,
     claimant: &Claimant,
+    attempt: Attempt,
 ) -> Result<Settled, rondo_core::Error> {
+    if attempt == Attempt::Again {
+        return Ok(Settled::Requeue);
+    }
     Ok(if ctx.runs.release(run, claimant).await? {
         Settled::HandBack
     } else {
@@ -526,6 +594,7 @@ async fn send(
     run: &Run,
     claimant: &Claimant,
     send_by: tokio::time::Instant,
+    attempt: Attempt,
 ) -> Result<(Settled, bool), rondo_core::Error> {
     let param = trigger_param(trigger, run.log_id);
     let mut target = served.target();
@@ -570,13 +639,13 @@ async fn send(
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "handed_back").increment(1);
             tracing::warn!(trigger_id = %trigger.trigger_id, detail, "the executor cannot be reached; the trigger goes back to its queue");
             served.unreachable();
-            let released = ctx.runs.release(run, claimant).await?;
-            served.jobs_changed();
-            let settled = if released {
-                Settled::HandBack
-            } else {
-                Settled::Done
+            let settled = match attempt {
+                Attempt::First => not_sent(ctx, run, claimant, attempt).await?,
+                // An earlier send may be there: the trigger waits for its
+                // callback, or for the lost-run scan.
+                Attempt::Again => Settled::Done,
             };
+            served.jobs_changed();
             Ok((settled, false))
         }
         Err(CallError::Late { .. }) => {
@@ -584,7 +653,7 @@ async fn send(
             // another may be taking the trigger over. It was not sent.
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "late").increment(1);
             tracing::warn!(trigger_id = %trigger.trigger_id, "this gateway stalled before the send; the trigger goes back to its queue");
-            Ok((give_back(ctx, run, claimant).await?, false))
+            Ok((not_sent(ctx, run, claimant, attempt).await?, false))
         }
         Err(e) => {
             metrics::counter!("rondo_xxl_triggers_total", "outcome" => "no_answer").increment(1);

@@ -29,6 +29,10 @@ const IDLE: Duration = Duration::from_secs(50);
 const KEEP_PER_ADDRESS: usize = 32;
 /// The largest answer read (a long job's whole log comes in one).
 pub const MAX_ANSWER: usize = 32 * 1024 * 1024;
+/// The longest head read (status line and headers).
+const MAX_HEAD: usize = 64 * 1024;
+/// The longest chunk-size line read.
+const MAX_CHUNK_LINE: usize = 1024;
 
 /// How a call failed.
 #[derive(Debug)]
@@ -63,7 +67,15 @@ pub fn split_http(url: &str) -> Option<(&str, &str)> {
 
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<String, Vec<(TcpStream, Instant)>>>,
+    idle: Mutex<Idle>,
+}
+
+#[derive(Default)]
+struct Idle {
+    by_address: HashMap<String, Vec<(TcpStream, Instant)>>,
+    /// When connections idle too long were last closed (every address's:
+    /// one no call goes to any more keeps none open).
+    swept: Option<Instant>,
 }
 
 impl Pool {
@@ -127,7 +139,7 @@ impl Pool {
     /// A kept connection to `authority` that is still open, if any.
     fn take(&self, authority: &str) -> Option<TcpStream> {
         let mut idle = self.idle.lock().expect("pool lock");
-        let list = idle.get_mut(authority)?;
+        let list = idle.by_address.get_mut(authority)?;
         while let Some((conn, since)) = list.pop() {
             if since.elapsed() < IDLE && still_open(&conn) {
                 return Some(conn);
@@ -138,7 +150,14 @@ impl Pool {
 
     fn put(&self, authority: &str, conn: TcpStream) {
         let mut idle = self.idle.lock().expect("pool lock");
-        let list = idle.entry(authority.to_owned()).or_default();
+        if idle.swept.is_none_or(|at| at.elapsed() >= IDLE) {
+            idle.by_address.retain(|_, list| {
+                list.retain(|(_, since)| since.elapsed() < IDLE);
+                !list.is_empty()
+            });
+            idle.swept = Some(Instant::now());
+        }
+        let list = idle.by_address.entry(authority.to_owned()).or_default();
         if list.len() < KEEP_PER_ADDRESS {
             list.push((conn, Instant::now()));
         }
@@ -217,6 +236,9 @@ async fn read_answer(
         }
         if let Some(head) = parse_head(&buf)? {
             break head;
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(Failure::Malformed("an answer's head too long".into()));
         }
     };
     let body = match framing {
@@ -327,9 +349,15 @@ async fn read_chunked(
     let mut body = Vec::new();
     let mut at = 0;
     loop {
+        // Each byte of the size line is looked at once, however it comes.
+        let mut scanned = at;
         let line_end = loop {
-            if let Some(i) = buf[at..].windows(2).position(|w| w == b"\r\n") {
-                break at + i;
+            if let Some(i) = buf[scanned..].windows(2).position(|w| w == b"\r\n") {
+                break scanned + i;
+            }
+            scanned = buf.len().saturating_sub(1).max(at);
+            if scanned - at > MAX_CHUNK_LINE {
+                return Err(Failure::Malformed("a chunk size line too long".into()));
             }
             if fill(conn, &mut buf, deadline).await? == 0 {
                 return Err(Failure::Lost(io::Error::new(

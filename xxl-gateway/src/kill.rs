@@ -23,6 +23,7 @@ use rondo_core::trigger::{Control, ControlAction};
 use rondo_core::{Error, amqp};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::CallError;
 use crate::ctx::Ctx;
 use crate::runs::Run;
 
@@ -103,8 +104,10 @@ async fn handle(
 }
 
 /// Kills a trigger's run on its executor, if this instance is the one to.
-/// A kill that did not reach the executor is undone (its runs' failures
-/// are not final, and its claim goes so that the kill can be sent again).
+/// A kill that did not reach the executor (refused, no connection, or an
+/// error before it went) is undone: its runs' failures are not final, and
+/// its claim goes so that the kill can be sent again. One whose answer did
+/// not come may have worked: it stays.
 async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
     let claim = ctx.names.xxl_kill(trigger_id);
     let taken: Option<String> = redis::cmd("SET")
@@ -118,6 +121,33 @@ async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
     if taken.is_none() {
         return Ok(());
     }
+    let mut marked = Vec::new();
+    let failed = match carry_out(ctx, trigger_id, job_id, &mut marked).await {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let undo = async {
+        unmark(ctx, &marked, |r| std::mem::replace(&mut r.killed, false)).await?;
+        let () = redis::cmd("DEL")
+            .arg(&claim)
+            .query_async(&mut ctx.pool.get().await?)
+            .await?;
+        Ok::<(), Error>(())
+    };
+    if let Err(e) = undo.await {
+        tracing::warn!(trigger_id, error = %e, "cannot undo a kill that failed");
+    }
+    Err(failed)
+}
+
+/// Marks the runs of the job killed (their log ids into `marked`) and sends
+/// `/kill`; `Err` when the kill did not reach the executor.
+async fn carry_out(
+    ctx: &Ctx,
+    trigger_id: &str,
+    job_id: u64,
+    marked: &mut Vec<i64>,
+) -> Result<(), Error> {
     let Some(run) = ctx.runs.run_of(trigger_id).await?.filter(|r| !r.answered) else {
         tracing::info!(
             trigger_id,
@@ -136,34 +166,28 @@ async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
     let Some(served) = ctx.fleet.get(&run.executor_id) else {
         return Ok(());
     };
-    let marked = mark_job(ctx, &run.executor_id, run.job_id, |r| {
+    *marked = mark_job(ctx, &run.executor_id, run.job_id, |r| {
         !std::mem::replace(&mut r.killed, true)
     })
     .await?;
     let job = i32::try_from(run.job_id).unwrap_or(i32::MAX);
-    let refused = match ctx.client.kill(&served.target(), job).await {
+    match ctx.client.kill(&served.target(), job).await {
         Ok(reply) if reply.is_success() => {
             tracing::info!(trigger_id, job_id, executor_id = %run.executor_id, "kill sent to the executor");
-            return Ok(());
+            Ok(())
         }
-        Ok(reply) => format!(
+        Ok(reply) => Err(Error::unavailable(format!(
             "the executor refused the kill: {}",
             reply.msg.unwrap_or_default()
-        ),
-        Err(e) => e.to_string(),
-    };
-    let undo = async {
-        unmark(ctx, &marked, |r| std::mem::replace(&mut r.killed, false)).await?;
-        let () = redis::cmd("DEL")
-            .arg(&claim)
-            .query_async(&mut ctx.pool.get().await?)
-            .await?;
-        Ok::<(), Error>(())
-    };
-    if let Err(e) = undo.await {
-        tracing::warn!(trigger_id, error = %e, "cannot undo a kill that failed");
+        ))),
+        Err(e @ (CallError::Unreachable { .. } | CallError::Late { .. })) => {
+            Err(Error::unavailable(e.to_string()))
+        }
+        Err(e) => {
+            tracing::warn!(trigger_id, error = %e, "kill: no answer from the executor; it may have worked, so it stands");
+            Ok(())
+        }
     }
-    Err(Error::unavailable(refused))
 }
 
 /// Changes every run of `job_id` waiting for its callback on executor

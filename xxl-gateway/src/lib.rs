@@ -185,6 +185,9 @@ async fn serve(
                 Err(e) => format!("a task panicked: {e}"),
             });
         }
+        () = ctx.failed.cancelled() => {
+            failure = ctx.failure.lock().expect("failure lock").clone();
+        }
     }
     if let Some(why) = &failure {
         tracing::error!(error = %why, "the gateway stops");

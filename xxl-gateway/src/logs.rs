@@ -41,11 +41,12 @@ const MAX_LINE_BYTES: usize = 16 * 1024;
 pub(crate) fn after_callback(ctx: &Arc<Ctx>, run: Run) {
     let from = ctx.tails.take(run.log_id).unwrap_or(1);
     let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let guarded = ctx.clone();
+    tokio::spawn(guarded.guard("log shipping", async move {
         if let Err(e) = ship(&ctx, &run, from).await {
             tracing::warn!(trigger_id = %run.trigger_id, error = %e, "cannot read the run's log from its executor");
         }
-    });
+    }));
 }
 
 /// Reads the logs of the runs this instance tails, every `xxl.log_poll_ms`,

@@ -14,9 +14,10 @@
 //! so `xxl.lost_after_ms` must be well above that; a callback that still
 //! comes later brings the executor's own outcome (the run was kept).
 //! One live instance scans each executor (rendezvous hashing). A run is
-//! failed only by the instance that took its claim over, so a hand-off
-//! that still holds it (a redelivery asking the executor) and the scan
-//! never both answer it.
+//! failed only by the instance that took its claim over, and a hand-off
+//! that sends a trigger again (a redelivery that asked the executor) checks
+//! the claim right before: the scan and a hand-off never both answer it,
+//! and a trigger the scan failed is not sent again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -40,6 +41,8 @@ pub(crate) async fn scan(ctx: Arc<Ctx>, stop: CancellationToken) {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
+        // What this instance no longer scans starts afresh if it comes back.
+        idle_since.retain(|(id, _), _| ctx.fleet.get(id).is_some() && ctx.instances.leads(id));
         for served in ctx.fleet.all() {
             if !ctx.instances.leads(&served.id) {
                 continue;
@@ -65,13 +68,23 @@ async fn scan_one(
         .runs
         .inflight_before(&served.id, now - lost_after)
         .await?;
-    idle_since.retain(|(id, _), _| *id != served.id || !old.is_empty());
-    if old.is_empty() {
-        return Ok(());
-    }
+    // Members whose run is gone or answered only leave the set.
+    let log_ids: Vec<i64> = old.iter().map(|(log, _)| *log).collect();
+    let runs = ctx.runs.runs(&log_ids).await?;
+    let (waiting, stale): (Vec<_>, Vec<_>) = old
+        .into_iter()
+        .zip(runs)
+        .partition(|(_, run)| run.as_ref().is_some_and(|r| !r.answered));
+    let stale: Vec<(i64, u64)> = stale.into_iter().map(|(m, _)| m).collect();
+    ctx.runs.drop_inflight(&served.id, &stale).await?;
     let mut by_job: BTreeMap<u64, Vec<(i64, u64)>> = BTreeMap::new();
-    for (log_id, job) in old {
+    for ((log_id, job), _) in waiting {
         by_job.entry(job).or_default().push((log_id, job));
+    }
+    // A job's idle time counts only while a run of it waits.
+    idle_since.retain(|(id, job), _| *id != served.id || by_job.contains_key(job));
+    if by_job.is_empty() {
+        return Ok(());
     }
     let app = served.record().app;
     let lease: Option<i64> = ctx

@@ -69,10 +69,6 @@ pub(crate) struct Served {
     pub(crate) answered_ms: AtomicI64,
     /// Whether it answers: its queue is consumed only then.
     pub(crate) reachable: watch::Sender<bool>,
-    /// Whether this instance consumes its queue now: its lease is renewed
-    /// (and its registration written) only then, so routing to it stops
-    /// when no gateway takes its triggers, even while it answers.
-    pub(crate) consuming: AtomicBool,
     /// `running_jobs` may have changed.
     pub(crate) dirty: Notify,
     /// Stops its tasks (removed from the fleet, or the gateway stops).
@@ -90,7 +86,6 @@ impl Served {
             record: RwLock::new(record),
             answered_ms: AtomicI64::new(0),
             reachable: watch::Sender::new(false),
-            consuming: AtomicBool::new(false),
             dirty: Notify::new(),
             stop,
             removed: AtomicBool::new(false),

@@ -25,9 +25,26 @@ use std::sync::LazyLock;
 use redis::AsyncCommands;
 use rondo_core::dedupe::Mark;
 use rondo_core::redis::{Pool, run_script, script_cmd};
-use rondo_core::{Error, Names};
+use rondo_core::{Error, ExecResult, Names};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
+
+/// The longest `msg` published (as rondo's executors cut theirs).
+const MAX_MSG_BYTES: usize = 4096;
+
+/// `msg` cut to [`MAX_MSG_BYTES`] at a character boundary, with `…`.
+pub fn cut_msg(mut msg: String) -> String {
+    if msg.len() <= MAX_MSG_BYTES {
+        return msg;
+    }
+    let mut end = MAX_MSG_BYTES - '…'.len_utf8();
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    msg.truncate(end);
+    msg.push('…');
+    msg
+}
 
 /// Log ids taken from the sequence at a time.
 const LOG_ID_BLOCK: i64 = 256;
@@ -66,6 +83,22 @@ pub struct Run {
 }
 
 impl Run {
+    /// Its result with `code` and `msg` (cut as rondo's executors cut
+    /// theirs), ended at `now_ms` (never before it began).
+    pub fn result(&self, code: i32, msg: String, retryable: bool, now_ms: i64) -> ExecResult {
+        ExecResult {
+            trigger_id: self.trigger_id.clone(),
+            job_id: self.job_id,
+            executor_id: self.executor_id.clone(),
+            fire_ms: self.fire_ms,
+            start_ms: self.since_ms,
+            end_ms: now_ms.max(self.since_ms),
+            code,
+            msg: cut_msg(msg),
+            retryable,
+        }
+    }
+
     /// Its member of the executor's in-flight set.
     pub fn inflight_member(&self) -> String {
         inflight_member(self.log_id, self.job_id)
@@ -238,13 +271,25 @@ impl Runs {
         from: Option<&Claimant>,
         to: &Claimant,
     ) -> Result<bool, Error> {
-        let mut cmd = script_cmd(&TAKE_OVER, 1, (4, 256));
+        let mut cmd = script_cmd(&TAKE_OVER, 2, (5, 256));
         cmd.arg(self.names.xxl_claim(trigger_id))
+            .arg(self.names.dedupe(trigger_id))
             .arg(from.map(Claimant::value).unwrap_or_default())
             .arg(to.value())
             .arg(self.ttl_s);
         let taken: i64 = run_script(&mut self.pool.get().await?, &TAKE_OVER, &cmd).await?;
         Ok(taken == 1)
+    }
+
+    /// Whether a trigger's claim is `claimant`'s now.
+    pub async fn holds(&self, trigger_id: &str, claimant: &Claimant) -> Result<bool, Error> {
+        let value: Option<String> = self
+            .pool
+            .get()
+            .await?
+            .get(self.names.xxl_claim(trigger_id))
+            .await?;
+        Ok(value.as_deref() == Some(claimant.value().as_str()))
     }
 
     /// Gives a claimed, unsent trigger back (its mark and claim go, its

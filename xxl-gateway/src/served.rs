@@ -45,9 +45,15 @@ pub(crate) async fn run(s: Arc<Served>, ctx: Arc<Ctx>) {
     let span = tracing::info_span!("xxl_executor", executor_id = %s.id);
     async move {
         let tasks = TaskTracker::new();
-        tasks.spawn(beat(s.clone(), ctx.clone()).in_current_span());
-        tasks.spawn(register(s.clone(), ctx.clone()).in_current_span());
-        tasks.spawn(consume(s.clone(), ctx.clone()).in_current_span());
+        tasks.spawn(ctx.guard("beat", beat(s.clone(), ctx.clone()).in_current_span()));
+        tasks.spawn(ctx.guard(
+            "registration",
+            register(s.clone(), ctx.clone()).in_current_span(),
+        ));
+        tasks.spawn(ctx.guard(
+            "consumer",
+            consume(s.clone(), ctx.clone()).in_current_span(),
+        ));
         tasks.close();
         tasks.wait().await;
         if s.removed.load(Ordering::Relaxed)
@@ -87,7 +93,7 @@ async fn beat(s: Arc<Served>, ctx: Arc<Ctx>) {
 
 async fn answered(s: &Served, ctx: &Ctx, now: i64) {
     s.answered_ms.store(now, Ordering::Relaxed);
-    if !s.removed.load(Ordering::Relaxed) && s.consuming.load(Ordering::Relaxed) {
+    if !s.removed.load(Ordering::Relaxed) {
         let app = s.record().app;
         let mut pipe = redis::pipe();
         renew(&mut pipe, ctx, &app, &s.id, now);
@@ -118,10 +124,9 @@ async fn register(s: Arc<Served>, ctx: Arc<Ctx>) {
             }
             _ = reachable.changed() => written = None,
         }
-        if !s.is_reachable() || !s.consuming.load(Ordering::Relaxed) {
-            // Nothing is written for an executor that does not answer,
-            // or whose queue this instance does not consume: the next
-            // write is the first once it does.
+        if !s.is_reachable() {
+            // Nothing is written for an executor that does not answer:
+            // the next write is the first once it does.
             next_beat = tokio::time::Instant::now() + heartbeat;
             continue;
         }
@@ -242,10 +247,8 @@ async fn consume_on(
         .await?;
     tracing::info!(queue, "consuming the executor's queue");
     // Registration waits for the queue: write it now.
-    s.consuming.store(true, Ordering::Relaxed);
     s.jobs_changed();
     let ended = consume_deliveries(s, ctx, &mut consumer, reachable).await;
-    s.consuming.store(false, Ordering::Relaxed);
     let _ = channel
         .basic_cancel(tag.as_str().into(), BasicCancelOptions::default())
         .await;
@@ -282,7 +285,7 @@ async fn consume_deliveries(
                     let served = s.clone();
                     let ctx = ctx.clone();
                     s.handoffs.spawn(
-                        crate::handoff::handle(ctx, served, delivery).in_current_span(),
+                        ctx.guard("hand-off", crate::handoff::handle(ctx.clone(), served, delivery).in_current_span()),
                     );
                 }
                 Some(Err(e)) => return Err(e.into()),
