@@ -337,6 +337,13 @@ fn sample(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// The sum of the samples of counter `metric` with the given `outcome`s.
+fn outcomes(text: &str, metric: &str, outs: &[&str]) -> f64 {
+    outs.iter()
+        .filter_map(|o| sample(text, &format!("{metric}{{outcome=\"{o}\"}}")))
+        .sum()
+}
+
 /// Waits until a stand-in started a run of job `job_id` with `params`.
 async fn until_started(s: &Standin, job_id: u64, params: &str) -> StandinRun {
     eventually(
@@ -688,16 +695,12 @@ async fn a_gateway_killed_under_load_loses_no_fire_and_runs_none_twice() {
         (kill_at - rondo_core::clock::now_ms()).max(0) as u64,
     ))
     .await;
-    let handed = |scrape: &str| -> f64 {
-        ["sent", "settled", "back"]
-            .iter()
-            .filter_map(|o| {
-                sample(
-                    scrape,
-                    &format!("rondo_xxl_handoffs_total{{outcome=\"{o}\"}}"),
-                )
-            })
-            .sum()
+    let handed = |scrape: &str| {
+        outcomes(
+            scrape,
+            "rondo_xxl_handoffs_total",
+            &["sent", "settled", "back"],
+        )
     };
     let before = handed(&gateways[0].scrape().await);
     gateways[0].signal("STOP");
@@ -706,15 +709,11 @@ async fn a_gateway_killed_under_load_loses_no_fire_and_runs_none_twice() {
         PATIENCE,
         || async {
             let scrape = gateways[1].scrape().await;
-            let taken: f64 = ["sent", "settled", "back"]
-                .iter()
-                .filter_map(|o| {
-                    sample(
-                        &scrape,
-                        &format!("rondo_xxl_redelivered_total{{outcome=\"{o}\"}}"),
-                    )
-                })
-                .sum();
+            let taken = outcomes(
+                &scrape,
+                "rondo_xxl_redelivered_total",
+                &["sent", "settled", "back"],
+            );
             (taken > 0.0).then_some(())
         },
     )
@@ -760,15 +759,7 @@ async fn a_gateway_killed_under_load_loses_no_fire_and_runs_none_twice() {
     }
     assert!(all.values().all(|n| *n == 1), "a fire ran twice");
     let scrape = gateways[1].scrape().await;
-    let taken_over: f64 = ["sent", "settled"]
-        .iter()
-        .filter_map(|o| {
-            sample(
-                &scrape,
-                &format!("rondo_xxl_redelivered_total{{outcome=\"{o}\"}}"),
-            )
-        })
-        .sum();
+    let taken_over = outcomes(&scrape, "rondo_xxl_redelivered_total", &["sent", "settled"]);
     assert!(
         taken_over >= 1.0,
         "the living gateway took over the dead one's deliveries: {scrape}"
@@ -881,19 +872,20 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
 
     // Executors that answer garbage, or nothing (each alone in its group):
     // the trigger fails with what came, sent once.
-    let (garbage, garbage_runs) = fake_executor("<html>busy</html>", Duration::ZERO).await;
-    let (silent, silent_runs) = fake_executor("{\"code\":200}", Duration::from_secs(30)).await;
-    for (app, fake, runs, said) in [
-        ("bad", &garbage, &garbage_runs, "<html>busy</html>"),
-        ("quiet", &silent, &silent_runs, "no answer"),
+    let garbage = fake_executor("<html>busy</html>", Duration::ZERO).await;
+    let silent = fake_executor("{\"code\":200}", Duration::from_secs(30)).await;
+    for (app, fake, said) in [
+        ("bad", &garbage, "<html>busy</html>"),
+        ("quiet", &silent, "no answer"),
     ] {
+        let address = &fake.address;
         group(&api, app).await;
         let body = format!(
-            r#"{{"registryGroup":"EXECUTOR","registryKey":"{app}","registryValue":"{fake}"}}"#
+            r#"{{"registryGroup":"EXECUTOR","registryKey":"{app}","registryValue":"{address}"}}"#
         );
         let a = answer(call("registry", TOKEN, &body).await.expect("sent")).await;
         assert_eq!(a["code"], 200, "{a}");
-        let id = rondo_xxl_gateway_id(app, fake);
+        let id = rondo_xxl_gateway_id(app, address);
         c.world.executor_queue(app, &id);
         until_live(&api, app, &id).await;
         let j = job(&api, app, "demoJobHandler", json!({})).await;
@@ -902,7 +894,7 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
         assert_eq!(r.code, 500, "{r:?}");
         assert!(r.msg.contains(said), "{app}: {r:?}");
         assert_eq!(
-            runs.load(std::sync::atomic::Ordering::SeqCst),
+            fake.runs.load(std::sync::atomic::Ordering::SeqCst),
             1,
             "{app}: sent once"
         );
@@ -911,7 +903,7 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
 
     // A malformed message on an executor's queue is dead-lettered with its
     // reason; the gateway goes on.
-    let queue_owner = rondo_xxl_gateway_id("bad", &garbage);
+    let queue_owner = rondo_xxl_gateway_id("bad", &garbage.address);
     publish_raw(c.config(), &queue_owner, b"not a trigger batch").await;
     let dead = eventually("the malformed message dead-lettered", PATIENCE, || async {
         let dead = take_dead(c.config()).await;
@@ -941,10 +933,12 @@ async fn a_run_of_an_executor_that_left_without_its_callback_is_lost() {
     let (c, api, gateways) = cluster("xxl_left", 1, |w| w.config.xxl.lost_after_ms = 2_000).await;
     let db = c.db().clone();
     group(&api, "left").await;
-    let (fake, sent) = fake_executor("{\"code\":200}", Duration::ZERO).await;
-    let id = rondo_xxl_gateway_id("left", &fake);
-    let body =
-        format!(r#"{{"registryGroup":"EXECUTOR","registryKey":"left","registryValue":"{fake}"}}"#);
+    let fake = fake_executor("{\"code\":200}", Duration::ZERO).await;
+    let id = rondo_xxl_gateway_id("left", &fake.address);
+    let body = format!(
+        r#"{{"registryGroup":"EXECUTOR","registryKey":"left","registryValue":"{}"}}"#,
+        fake.address
+    );
     let admin = |call: &str| {
         reqwest::Client::new()
             .post(format!("{}/api/{call}", gateways[0].admin_url()))
@@ -965,7 +959,7 @@ async fn a_run_of_an_executor_that_left_without_its_callback_is_lost() {
     let j = job(&api, "left", "demoJobHandler", json!({})).await;
     let tid = api.trigger_now(j).await;
     eventually("the trigger sent", PATIENCE, || async {
-        (sent.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+        (fake.runs.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
     })
     .await;
     let a: Value = admin("registryRemove")
@@ -995,24 +989,88 @@ async fn a_run_of_an_executor_that_left_without_its_callback_is_lost() {
     c.stop().await;
 }
 
-/// A fake executor: `/beat` succeeds, `/run` answers `body` after `delay`;
-/// its address and how many `/run`s it got.
-async fn fake_executor(
-    body: &'static str,
-    delay: Duration,
-) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// An executor is routed to only once its queue exists: a gateway that
+/// cannot reach the broker takes the registration and beats the executor,
+/// but leaves it out of routing (a trigger routed there would come back
+/// unroutable); a gateway that reaches the broker makes it live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_executor_is_routed_to_only_once_its_queue_exists() {
+    let (c, api, _) = cluster("xxl_queue_first", 0, |_| {}).await;
+    group(&api, "first").await;
+    let fake = fake_executor("{\"code\":200}", Duration::ZERO).await;
+    let id = rondo_xxl_gateway_id("first", &fake.address);
+    c.world.executor_queue("first", &id);
+    let mut cut = c.config().clone();
+    cut.amqp.url = "amqp://guest:guest@127.0.0.1:1/%2f".into();
+    let blind = Gateway::spawn(&cut, "gateway-blind", &c.log_dir);
+    blind.until_ready().await;
+    let body = format!(
+        r#"{{"registryGroup":"EXECUTOR","registryKey":"first","registryValue":"{}"}}"#,
+        fake.address
+    );
+    let a: Value = reqwest::Client::new()
+        .post(format!("{}/api/registry", blind.admin_url()))
+        .header("XXL-JOB-ACCESS-TOKEN", TOKEN)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(a["code"], 200, "{a}");
+    let beats = || fake.beats.load(std::sync::atomic::Ordering::SeqCst);
+    eventually("the blind gateway beats the executor", PATIENCE, || async {
+        (beats() >= 3).then_some(())
+    })
+    .await;
+    let names = c.config().names();
+    let lease: Option<i64> = redis_conn(&c)
+        .await
+        .zscore(names.registry("first"), &id)
+        .await
+        .expect("zscore");
+    assert_eq!(lease, None, "no lease before the queue exists");
+    let (_, live) = api.get("/api/v1/groups/first/executors").await;
+    assert_eq!(live, json!([]), "not routed to");
+    let seeing = Gateway::spawn(c.config(), "gateway-0", &c.log_dir);
+    seeing.until_ready().await;
+    until_live(&api, "first", &id).await;
+    drop((blind, seeing));
+    c.stop().await;
+}
+
+/// A fake XXL-JOB executor's address and what it was sent.
+struct Fake {
+    address: String,
+    /// `/run`s received.
+    runs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// `/beat`s received.
+    beats: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A fake executor: `/beat` succeeds, `/run` answers `body` after `delay`.
+async fn fake_executor(body: &'static str, delay: Duration) -> Fake {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let runs = Arc::new(AtomicUsize::new(0));
-    let counted = runs.clone();
+    let beats = Arc::new(AtomicUsize::new(0));
+    let (ran, beaten) = (runs.clone(), beats.clone());
     let app = axum::Router::new()
-        .route("/beat", axum::routing::post(|| async { "{\"code\":200}" }))
+        .route(
+            "/beat",
+            axum::routing::post(move || {
+                beaten.fetch_add(1, Ordering::SeqCst);
+                async { "{\"code\":200}" }
+            }),
+        )
         .route(
             "/run",
             axum::routing::post(move || {
-                let counted = counted.clone();
+                let ran = ran.clone();
                 async move {
-                    counted.fetch_add(1, Ordering::SeqCst);
+                    ran.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(delay).await;
                     body
                 }
@@ -1023,7 +1081,11 @@ async fn fake_executor(
         .expect("bind");
     let address = format!("http://{}/", listener.local_addr().expect("addr"));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (address, runs)
+    Fake {
+        address,
+        runs,
+        beats,
+    }
 }
 
 /// Publishes `body` to the trigger exchange for executor `id`.

@@ -77,6 +77,10 @@ pub(crate) struct Served {
     pub(crate) removed: AtomicBool,
     /// Its hand-offs in progress.
     pub(crate) handoffs: TaskTracker,
+    /// This instance declared its queue: until then it neither renews its
+    /// lease nor writes its registration, so no trigger is routed to a
+    /// queue that does not exist yet (the broker would return it).
+    pub(crate) queue_declared: AtomicBool,
 }
 
 impl Served {
@@ -90,6 +94,7 @@ impl Served {
             stop,
             removed: AtomicBool::new(false),
             handoffs: TaskTracker::new(),
+            queue_declared: AtomicBool::new(false),
         }
     }
 

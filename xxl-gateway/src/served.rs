@@ -6,12 +6,15 @@
 //! executor of the fleet (so losing an instance loses nothing but a
 //! connection):
 //! * **beat**: `/beat` every `registry.lease_ms / 4`; each answer renews
-//!   the executor's lease in rondo's registry, so routing stops within the
-//!   lease once it stops answering (not XXL-JOB's 90 s).
+//!   the executor's lease in rondo's registry (once its queue exists), so
+//!   routing stops within the lease once it stops answering (not
+//!   XXL-JOB's 90 s).
 //! * **registration**: the full registry hash (its `running_jobs` are the
 //!   jobs with a trigger handed to it and not yet called back, from Redis,
 //!   so every instance writes the same), at every `registry.heartbeat_ms`
-//!   and within [`CHANGE_COALESCE`] of a change, while it answers.
+//!   and within [`CHANGE_COALESCE`] of a change, while it answers and once
+//!   this instance declared its queue (no trigger is routed before the
+//!   queue exists: the broker would return it).
 //! * **consumer**: its queue, consumed while it answers (the hand-offs are
 //!   `handoff`'s); while it does not, its triggers wait in the queue, and
 //!   once its lease ran out the leader moves them to a live executor.
@@ -93,7 +96,7 @@ async fn beat(s: Arc<Served>, ctx: Arc<Ctx>) {
 
 async fn answered(s: &Served, ctx: &Ctx, now: i64) {
     s.answered_ms.store(now, Ordering::Relaxed);
-    if !s.removed.load(Ordering::Relaxed) {
+    if !s.removed.load(Ordering::Relaxed) && s.queue_declared.load(Ordering::Acquire) {
         let app = s.record().app;
         let mut pipe = redis::pipe();
         renew(&mut pipe, ctx, &app, &s.id, now);
@@ -124,9 +127,10 @@ async fn register(s: Arc<Served>, ctx: Arc<Ctx>) {
             }
             _ = reachable.changed() => written = None,
         }
-        if !s.is_reachable() {
-            // Nothing is written for an executor that does not answer:
-            // the next write is the first once it does.
+        if !s.is_reachable() || !s.queue_declared.load(Ordering::Acquire) {
+            // Nothing is written for an executor that does not answer, or
+            // whose queue this instance has not declared yet: the next
+            // write is the first once it does (the consumer wakes it).
             next_beat = tokio::time::Instant::now() + heartbeat;
             continue;
         }
@@ -232,6 +236,7 @@ async fn consume_on(
     let channel = conn.create_channel().await?;
     let queue =
         rondo_core::amqp::declare_executor_queue(&channel, &ctx.names, &record.app, &s.id).await?;
+    s.queue_declared.store(true, Ordering::Release);
     bind_control(ctx, &channel, &s.id).await?;
     channel
         .basic_qos(ctx.xxl.prefetch, BasicQosOptions::default())
