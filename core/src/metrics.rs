@@ -8,7 +8,7 @@
 //! counters, `_seconds` for durations (real histograms with the buckets
 //! [`SECONDS_BUCKETS`], so quantiles aggregate across processes). Labels
 //! are bounded (a trigger type, an outcome, a partition, a node id), never
-//! a trigger or job id. The README lists every metric.
+//! a trigger or job id. `docs/operations.md` lists every metric.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +49,7 @@ pub enum Kind {
 }
 
 /// Every metric rondo records: name, kind, who records it, labels, help.
-/// The README's metric table is checked against this list.
+/// The metric table of `docs/operations.md` is checked against this list.
 pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
     (
         "rondo_triggers_sent_total",

@@ -2,7 +2,7 @@
 //! executor's queue, and the result the executor publishes back.
 //!
 //! The wire format is JSON so executors can be written in any language with
-//! an AMQP client; it is documented in the README.
+//! an AMQP client; it is documented in `docs/message-formats.md`.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
-//! The least RabbitMQ rights the README gives each process are enough: a
+//! The least RabbitMQ rights `docs/security.md` gives each process are enough: a
 //! scheduler node, an executor, the XXL-JOB gateway and the persistence
-//! worker, each with its own broker user holding exactly the README's
+//! worker, each with its own broker user holding exactly the
 //! `set_permissions`, on a vhost of their own (no guest), fire, run, store
 //! and dead-letter as usual.
 
@@ -13,18 +13,18 @@ use rondo_testkit::xxl::{Gateway, Standin, StandinSpec, TOKEN};
 use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
 
-const README: &str = include_str!("../../README.md");
+const SECURITY: &str = include_str!("../../docs/security.md");
 
 /// `(user, configure, write, read)` of each `set_permissions` line in the
-/// README's block, for namespace `ns` and executor app `app`.
+/// block in `docs/security.md`, for namespace `ns` and executor app `app`.
 fn readme_permissions(ns: &str, app: &str) -> Vec<(String, [String; 3])> {
-    let start = README
+    let start = SECURITY
         .find("<!-- amqp-permissions:begin -->")
         .expect("amqp-permissions:begin marker");
-    let end = README
+    let end = SECURITY
         .find("<!-- amqp-permissions:end -->")
         .expect("amqp-permissions:end marker");
-    let block = README[start..end].replace("\\\n", " ");
+    let block = SECURITY[start..end].replace("\\\n", " ");
     block
         .lines()
         .filter(|l| l.trim_start().starts_with("rabbitmqctl set_permissions"))
@@ -115,7 +115,7 @@ async fn each_process_works_with_only_the_readme_rights() {
     let of = |prefix: &str| {
         urls.iter()
             .find(|(role, _, _)| role.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no README user {prefix}…"))
+            .unwrap_or_else(|| panic!("no documented user {prefix}…"))
     };
     let (scheduler, executor, persist) = (
         of("rondo-scheduler").1.clone(),
@@ -261,7 +261,7 @@ async fn each_process_works_with_only_the_readme_rights() {
         let (_, [configure, write, read]) = perms
             .iter()
             .find(|(role, _)| role.starts_with(prefix))
-            .expect("the README's rights");
+            .expect("the documented rights");
         rabbitmqctl(&["set_permissions", "-p", &ns, user, configure, write, read]);
         eventually(
             &format!("{prefix} ready again"),

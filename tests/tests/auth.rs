@@ -1,7 +1,7 @@
 //! Sign-in, roles, tokens, sessions, throttling and the audit log, against
 //! the real services.
 //!
-//! The role test reads the README's table of route family × role and
+//! The role test reads the table (in `docs/security.md`) of route family × role and
 //! checks every cell, so the table and the API cannot drift apart.
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,7 +17,7 @@ use rondo_history::testing::users::TEST_PASSWORD;
 use rondo_testkit::{Api, Cluster, World, eventually};
 use serde_json::{Value, json};
 
-const README: &str = include_str!("../../README.md");
+const SECURITY: &str = include_str!("../../docs/security.md");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cell {
@@ -31,21 +31,23 @@ enum Cell {
     No,
 }
 
-/// The README's rows between the `roles` markers: family → [viewer,
+/// The rows of `docs/security.md` between the `roles` markers: family → [viewer,
 /// operator, admin].
 fn role_table() -> Vec<(String, [Cell; 3])> {
-    let start = README
+    let start = SECURITY
         .find("<!-- roles:begin -->")
         .expect("roles:begin marker");
-    let end = README.find("<!-- roles:end -->").expect("roles:end marker");
+    let end = SECURITY
+        .find("<!-- roles:end -->")
+        .expect("roles:end marker");
     let cell = |text: &str| match text.trim() {
         "public" => Cell::Public,
         "yes" => Cell::Yes,
         "granted" => Cell::Granted,
         "no" => Cell::No,
-        other => panic!("unknown cell {other:?} in the README's role table"),
+        other => panic!("unknown cell {other:?} in the role table of docs/security.md"),
     };
-    README[start..end]
+    SECURITY[start..end]
         .lines()
         .filter(|l| l.starts_with('|'))
         .skip(2) // the header and its separator
@@ -207,7 +209,9 @@ impl Fixture {
                 send(Method::DELETE, format!("/api/v1/users/{name}"), None).await;
             }
             "audit" => send(Method::GET, "/api/v1/audit?limit=5".into(), None).await,
-            other => panic!("the README's role table has a family no test probes: {other:?}"),
+            other => {
+                panic!("the role table of docs/security.md has a family no test probes: {other:?}")
+            }
         }
         out
     }

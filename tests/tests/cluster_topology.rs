@@ -22,7 +22,7 @@ const JOBS: u64 = 200;
 const FIRES_ON: Duration = Duration::from_secs(90);
 
 /// Longer than a Redis failover (the node timeout, 3 s, an election, the
-/// client's reconnection): see README, "A Redis Cluster". The executor
+/// client's reconnection): see docs/operations.md, "A Redis Cluster". The executor
 /// lease keeps its default (2 s): leases that lapse because Redis did not
 /// answer are not taken for executors gone.
 const PREREAD_MS: i64 = 15_000;

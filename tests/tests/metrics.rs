@@ -9,10 +9,10 @@ use rondo_testkit::procs::free_addr;
 use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
 
-/// The README's metric table lists exactly the metrics rondo records.
+/// The metric table of `docs/operations.md` lists exactly the metrics rondo records.
 #[test]
-fn the_readme_lists_every_metric() {
-    let readme = include_str!("../../README.md");
+fn the_operations_doc_lists_every_metric() {
+    let readme = include_str!("../../docs/operations.md");
     let start = readme
         .find("<!-- metrics:begin -->")
         .expect("metrics:begin marker");

@@ -58,7 +58,7 @@ async fn the_api_works_and_a_dead_master_loses_no_fire_on_a_redis_cluster() {
     tokio::task::block_in_place(|| world.on_redis_cluster());
     world.config.executor.app = "rc".into();
     // Claims run this far ahead: fires claimed before a master dies fire
-    // from the rings once its replica serves (README, "Outgrowing one
+    // from the rings once its replica serves (docs/operations.md, "Outgrowing one
     // machine": the preread outlasts a failover).
     world.config.scheduler.preread_ms = PREREAD_MS;
     let names = world.config.names();

@@ -142,7 +142,7 @@ pub async fn rebuild_if_empty(
 /// only the moves into `{pK}:defs` and `{pK}:job-bits` have something to
 /// do. Not atomic with the writes of a node of an earlier build: the
 /// scheduler nodes of a namespace are upgraded together across this change
-/// (README, "Upgrading").
+/// (docs/operations.md, "Upgrading").
 pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
     let names = store.names();
     let mut conn = store.pool().get().await?;
