@@ -4,7 +4,7 @@
 import {
   api, query, h, link, when, field, showError, banner, session, navigate,
   mayOperate, isAdmin, safeNext,
-} from './app.js';
+} from './ui.js';
 import { SCHEDULE_TYPES, ROUTING, BLOCK, MISFIRE, GLUE, ROLES } from './choices.js';
 
 const values = (choices) => choices.map(([v]) => v);
@@ -831,19 +831,8 @@ async function audit(main, _, params) {
 }
 
 /** Path patterns and their screens, first match wins. */
-export const screens = [
-  [/^\/login$/, login],
-  [/^\/$/, dashboard],
-  [/^\/jobs$/, jobs],
-  [/^\/jobs\/new$/, jobForm],
-  [/^\/jobs\/(?<id>\d+)$/, jobForm],
-  [/^\/logs$/, logs],
-  [/^\/logs\/(?<trigger>[^/]+)$/, logDetail],
-  [/^\/groups$/, groupsScreen],
-  [/^\/groups\/(?<app>[^/]+)$/, groupScreen],
-  [/^\/cluster$/, clusterScreen],
-  [/^\/account$/, account],
-  [/^\/users$/, users],
-  [/^\/users\/(?<name>[^/]+)$/, userScreen],
-  [/^\/audit$/, audit],
-];
+/** The screens by name, as routes.js names them. */
+export const screens = {
+  login, dashboard, jobs, jobForm, logs, logDetail, groupsScreen, groupScreen,
+  clusterScreen, account, users, userScreen, audit,
+};

@@ -2,8 +2,13 @@
 //!
 //! * no import cycle between the files of any crate: a file names another
 //!   with `crate::…`, `super::…`, `self::…` or, in a module file, a child's
-//!   name, and following those names never leads back to where it started
-//!   (the crate root, which only re-exports, is not counted);
+//!   name (in a `use` or anywhere in its code: a parent that calls
+//!   `child::f()` depends on its child as much as one that imports it), and
+//!   following those names never leads back to where it started (the crate
+//!   root, which only re-exports, is not counted). Only what is compiled
+//!   under `#[cfg(test)]` is left out, item by item;
+//! * no import cycle between the console's JavaScript modules
+//!   (`scheduler/console/`);
 //! * the scheduler reaches MySQL only through `rondo-history`: it depends
 //!   neither on `sqlx` nor on the persistence worker.
 
@@ -67,49 +72,113 @@ fn module_of(src: &Path, file: &Path) -> Option<Module> {
     Some(parts)
 }
 
-/// The source without comments, string literals and everything from the
-/// first `#[cfg(test)]` on (test modules sit at the end of a file).
+/// The source without comments, string literals and the items compiled
+/// only for tests (`#[cfg(test)]`, wherever in the file they stand).
 fn code(text: &str) -> String {
-    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+    without_test_items(&stripped(text))
+}
+
+/// Drops each item marked `#[cfg(test)]`: the attribute, the attributes
+/// after it and the item, up to its `;` or its closing brace.
+fn without_test_items(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find(MARK) {
+        out.push_str(&rest[..at]);
+        let item = &rest[at + MARK.len()..];
+        let mut depth = 0usize;
+        let mut end = item.len();
+        for (i, c) in item.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The source without comments, string and char literals (raw strings
+/// included; a lifetime's `'` stays).
+fn stripped(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
     let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '/' if chars.peek() == Some(&'/') => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let word_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if c == '/' && at(i + 1) == '/' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
             }
-            '/' if chars.peek() == Some(&'*') => {
-                let mut last = ' ';
-                for c in chars.by_ref() {
-                    if last == '*' && c == '/' {
-                        break;
-                    }
-                    last = c;
-                }
+        } else if c == '/' && at(i + 1) == '*' {
+            i += 2;
+            while i < chars.len() && !(chars[i - 1] == '*' && chars[i] == '/') {
+                i += 1;
             }
-            '"' => {
-                let mut escaped = false;
-                for c in chars.by_ref() {
-                    if !escaped && c == '"' {
-                        break;
-                    }
-                    escaped = !escaped && c == '\\';
-                }
-                out.push_str("\"\"");
+            i += 1;
+        } else if c == 'r' && !word_before && (at(i + 1) == '"' || at(i + 1) == '#') {
+            // r"…" or r#"…"#: ends at a quote followed by as many hashes.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while at(j) == '#' {
+                hashes += 1;
+                j += 1;
             }
-            c => out.push(c),
+            if at(j) != '"' {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            while j < chars.len() && !(chars[j] == '"' && (1..=hashes).all(|h| at(j + h) == '#')) {
+                j += 1;
+            }
+            out.push_str("\"\"");
+            i = j + 1 + hashes;
+        } else if c == '"' {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '"' {
+                j += if chars[j] == '\\' { 2 } else { 1 };
+            }
+            out.push_str("\"\"");
+            i = j + 1;
+        } else if c == '\'' && at(i + 1) == '\\' {
+            // An escaped char literal: '\n', '\'', '\u{…}'.
+            let mut j = i + 3;
+            while j < chars.len() && chars[j] != '\'' {
+                j += 1;
+            }
+            out.push_str("' '");
+            i = j + 1;
+        } else if c == '\'' && at(i + 2) == '\'' {
+            out.push_str("' '");
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
         }
     }
     out
 }
 
 /// Every path a file names: the paths of its `use` trees (groups
-/// expanded), and `crate::` / `super::` / `self::` paths in its code.
+/// expanded), and every `a::b` path in its code.
 fn paths(code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for statement in code.split(';') {
@@ -136,7 +205,9 @@ fn paths(code: &str) -> Vec<Vec<String>> {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
-        if segments.len() > 1 && ["crate", "super", "self"].contains(&segments[0].as_str()) {
+        // `crate::`, `super::`, `self::` or a child's name: `resolve`
+        // keeps those that name a file of the crate.
+        if segments.len() > 1 {
             out.push(segments);
         }
     }
@@ -183,49 +254,33 @@ fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
     prefix.truncate(len);
 }
 
-/// The file module a path lands in, seen from `from` (a module file if
-/// `is_dir`): the longest prefix that is a file.
-fn resolve(
-    path: &[String],
-    from: &Module,
-    is_dir: bool,
-    files: &BTreeSet<Module>,
-) -> Option<Module> {
-    let mut base: Module = match path.first().map(String::as_str) {
-        Some("crate") => Vec::new(),
-        Some("super") | Some("self") => {
+/// The file module a path lands in, seen from module `from`: the longest
+/// prefix that is a file. A first segment that names a child file of
+/// `from` is that child (a local module shadows a crate of that name).
+fn resolve(path: &[String], from: &Module, files: &BTreeSet<Module>) -> Option<Module> {
+    let first = path.first().map(String::as_str)?;
+    let (mut base, rest): (Module, &[String]) = match first {
+        "crate" => (Vec::new(), &path[1..]),
+        "self" => (from.clone(), &path[1..]),
+        "super" => {
             let mut base = from.clone();
-            if !is_dir {
-                base.pop();
-            }
-            base
-        }
-        Some(child)
-            if is_dir && files.contains(&[from.clone(), vec![child.to_owned()]].concat()) =>
-        {
-            from.clone()
-        }
-        _ => return None,
-    };
-    let mut rest = match path.first().map(String::as_str) {
-        Some("crate") => &path[1..],
-        Some("self") => &path[1..],
-        Some("super") => {
+            base.pop();
             let mut rest = &path[1..];
-            if is_dir {
-                base.pop();
-            }
             while rest.first().map(String::as_str) == Some("super") {
                 base.pop();
                 rest = &rest[1..];
             }
-            rest
+            (base, rest)
         }
-        _ => path,
+        child if files.contains(&[from.clone(), vec![child.to_owned()]].concat()) => {
+            (from.clone(), path)
+        }
+        _ => return None,
     };
-    if rest.first().map(String::as_str) == Some("self") {
-        rest = &rest[1..];
-    }
+    let rest = match rest.first().map(String::as_str) {
+        Some("self") => &rest[1..],
+        _ => rest,
+    };
     base.extend(rest.iter().cloned());
     (0..=base.len())
         .rev()
@@ -245,14 +300,10 @@ fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
     let files: BTreeSet<Module> = modules.iter().map(|(m, _)| m.clone()).collect();
     let mut edges = BTreeMap::new();
     for (module, file) in &modules {
-        let is_dir = module.is_empty()
-            || file
-                .file_name()
-                .is_some_and(|n| n == "mod.rs" || n == "lib.rs");
         let text = std::fs::read_to_string(file).expect("a source file");
         let targets: BTreeSet<Module> = paths(&code(&text))
             .iter()
-            .filter_map(|p| resolve(p, module, is_dir, &files))
+            .filter_map(|p| resolve(p, module, &files))
             .filter(|t| t != module && !t.is_empty())
             .collect();
         edges.insert(module.clone(), targets);
@@ -326,6 +377,107 @@ fn no_crate_has_an_import_cycle_between_its_files() {
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
+/// The console's modules and what each imports (`import … from './x.js'`,
+/// `export … from './x.js'` and `import('./x.js')`).
+fn js_graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut edges = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("the console's folder") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_none_or(|e| e != "js") {
+            continue;
+        }
+        let name = path.file_name().expect("a name").to_string_lossy();
+        let text = std::fs::read_to_string(&path).expect("a module");
+        edges.insert(vec![name.into_owned()], js_imports(&text));
+    }
+    edges
+}
+
+/// The relative modules a JavaScript module imports, by file name (lines
+/// that are comments left out).
+fn js_imports(text: &str) -> BTreeSet<Module> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") || trimmed.starts_with('*') || trimmed.starts_with("/*") {
+            continue;
+        }
+        for key in ["from", "import("] {
+            for (at, _) in line.match_indices(key) {
+                if let Some(spec) = specifier(&line[at + key.len()..]) {
+                    out.insert(vec![spec]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `'./x.js'` (or `"./x.js"`) at the start of `rest`: `x.js`.
+fn specifier(rest: &str) -> Option<String> {
+    let rest = rest.trim_start();
+    let quote = rest.chars().next().filter(|q| *q == '\'' || *q == '"')?;
+    let spec = rest[1..].split(quote).next()?;
+    spec.strip_prefix("./").map(str::to_owned)
+}
+
+#[test]
+fn the_console_has_no_import_cycle_between_its_modules() {
+    let edges = js_graph(&workspace().join("scheduler/console"));
+    assert!(edges.len() > 1, "{edges:?}");
+    let found: Vec<String> = cycles(&edges)
+        .iter()
+        .map(|c| {
+            c.iter()
+                .map(|m| m.join(""))
+                .collect::<Vec<_>>()
+                .join(" <-> ")
+        })
+        .collect();
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+/// The checker sees a parent that calls into its child while the child
+/// imports the parent, an import after an early test item, and a circle
+/// of JavaScript modules.
+#[test]
+fn the_checker_sees_parent_child_test_item_and_js_cycles() {
+    let files: BTreeSet<Module> = [
+        vec![],
+        vec!["p".to_owned()],
+        vec!["p".to_owned(), "c".to_owned()],
+    ]
+    .into();
+    let p = vec!["p".to_owned()];
+    let c = vec!["p".to_owned(), "c".to_owned()];
+    let parent = code("mod c;\n#[cfg(test)]\nfn t() { let _ = '}'; }\npub fn f() { c::g() }\n");
+    let child = code("pub fn g() { super::h() }\n");
+    let edge = |text: &str, from: &Module| -> BTreeSet<Module> {
+        paths(text)
+            .iter()
+            .filter_map(|x| resolve(x, from, &files))
+            .filter(|t| t != from)
+            .collect()
+    };
+    let edges = BTreeMap::from([
+        (p.clone(), edge(&parent, &p)),
+        (c.clone(), edge(&child, &c)),
+    ]);
+    assert_eq!(edges[&p], BTreeSet::from([c.clone()]), "{parent}");
+    assert_eq!(cycles(&edges).len(), 1);
+    let js = BTreeMap::from([
+        (
+            vec!["a.js".to_owned()],
+            js_imports("import { x } from './b.js';\n"),
+        ),
+        (
+            vec!["b.js".to_owned()],
+            js_imports("const m = await import(\"./a.js\");\n"),
+        ),
+    ]);
+    assert_eq!(cycles(&js).len(), 1, "{js:?}");
+}
+
 #[test]
 fn the_checker_finds_a_cycle_and_resolves_groups_children_and_super() {
     let files: BTreeSet<Module> = [
@@ -342,14 +494,14 @@ fn the_checker_finds_a_cycle_and_resolves_groups_children_and_super() {
     ));
     let resolved: BTreeSet<Module> = found
         .iter()
-        .filter_map(|p| resolve(p, &vec![], true, &files))
+        .filter_map(|p| resolve(p, &vec![], &files))
         .collect();
     assert!(resolved.contains(&vec!["c".to_owned()]) && resolved.contains(&b));
     assert!(!resolved.contains(&vec!["nope".to_owned()]));
     let child = paths(&code("use b::Y;"));
-    assert_eq!(resolve(&child[0], &a, true, &files), Some(b.clone()));
+    assert_eq!(resolve(&child[0], &a, &files), Some(b.clone()));
     let up = paths(&code("use super::Thing;"));
-    assert_eq!(resolve(&up[0], &b, false, &files), Some(a.clone()));
+    assert_eq!(resolve(&up[0], &b, &files), Some(a.clone()));
     let edges = BTreeMap::from([
         (a.clone(), BTreeSet::from([b.clone()])),
         (b.clone(), BTreeSet::from([a.clone()])),

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::values::{ConfigError, is_loopback};
 
 #[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -139,7 +139,7 @@ impl XxlConfig {
                 "xxl.access_token is empty: set the token your executors send (xxl.job.accessToken), or, on a developer machine listening on loopback only, xxl.allow_no_token = true".into(),
             ));
         }
-        if !super::is_loopback(&self.listen_addr) {
+        if !is_loopback(&self.listen_addr) {
             return Err(ConfigError::Invalid(format!(
                 "xxl.allow_no_token is only for a gateway listening on loopback; xxl.listen_addr is {}: set xxl.access_token",
                 self.listen_addr

@@ -9,16 +9,8 @@
 
 use rondo_core::{Error, Job, clock};
 
-use super::{RouteContext, Routed, Target};
+use super::context::{RouteContext, Routed, Target};
 use crate::registry::{Activity, LiveExecutor};
-
-/// FAILOVER's freshness bound: half the lease, two lease renewals. An
-/// executor whose score is older has missed a renewal; it is still live
-/// (routing drops it only after four), but FAILOVER prefers one that is
-/// surely up.
-pub fn fresh_within_ms(lease_ms: u64) -> i64 {
-    (lease_ms as i64) / 2
-}
 
 /// FAILOVER: the first executor whose heartbeat is at most
 /// `ctx.fresh_within_ms` old. Just after a Redis outage no heartbeat is
@@ -96,12 +88,6 @@ mod tests {
             id: id.to_owned(),
             heartbeat_ms,
         }
-    }
-
-    #[test]
-    fn freshness_is_half_the_lease() {
-        assert_eq!(fresh_within_ms(2_000), 1_000);
-        assert_eq!(fresh_within_ms(3_000), 1_500);
     }
 
     #[test]

@@ -19,76 +19,23 @@
 //!   over per-job Redis state.
 //! * [`health`]: FAILOVER and BUSYOVER, read from the registry (no RPC).
 //! * SHARDING_BROADCAST is here: every executor, one shard each.
+//! * [`RouteContext`], [`Target`] and [`Routed`], what every strategy
+//!   reads and answers, are `context`'s (so the strategies need nothing
+//!   of this file).
 //!
 //! To add a strategy: a match arm in [`route`], a function in the family's
 //! file, and the strategy in `rondo_core::model::SUPPORTED_ROUTING`.
 
+mod context;
 pub mod hash;
 pub mod health;
 pub mod order;
 pub mod usage;
 
-use std::sync::Arc;
+use rondo_core::{Error, Job, Routing};
 
-use rondo_core::redis::Pool;
-use rondo_core::{Error, Job, Names, Routing};
-
-use crate::registry::{LiveExecutor, Registry};
-
-/// One executor picked for a trigger, with its shard.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub executor_id: String,
-    pub shard_index: u32,
-    pub shard_total: u32,
-}
-
-impl Target {
-    pub(crate) fn single(executor_id: &str) -> Self {
-        Target {
-            executor_id: executor_id.to_owned(),
-            shard_index: 0,
-            shard_total: 1,
-        }
-    }
-}
-
-/// The outcome of routing one fire.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Routed {
-    /// Publish one trigger to each.
-    To(Vec<Target>),
-    /// No executor fits (all stale, all busy): a failed trigger with this
-    /// message.
-    Refused(String),
-}
-
-/// Shared state strategies may read or update.
-#[derive(Clone)]
-pub struct RouteContext {
-    pub pool: Pool,
-    pub names: Names,
-    pub registry: Registry,
-    /// FAILOVER takes an executor whose registry score is at most this old.
-    pub fresh_within_ms: i64,
-    /// CONSISTENT_HASH rings of recently seen executor lists.
-    pub rings: Arc<hash::RingCache>,
-}
-
-impl RouteContext {
-    /// The context of a dispatcher: FAILOVER's freshness is half the
-    /// liveness lease, so one late renewal is tolerated and two missed ones
-    /// are not.
-    pub fn new(pool: Pool, names: Names, registry: Registry, lease_ms: u64) -> Self {
-        RouteContext {
-            pool,
-            names,
-            registry,
-            fresh_within_ms: health::fresh_within_ms(lease_ms),
-            rings: Arc::new(hash::RingCache::default()),
-        }
-    }
-}
+use crate::registry::LiveExecutor;
+pub use context::{RouteContext, Routed, Target, fresh_within_ms};
 
 /// Picks the targets of one fire. `executors` is non-empty and sorted by id.
 pub async fn route(

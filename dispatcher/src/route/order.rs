@@ -3,7 +3,7 @@
 use rand::Rng;
 use rondo_core::{Error, Job};
 
-use super::RouteContext;
+use super::context::RouteContext;
 
 /// A ROUND counter unused this long is dropped (XXL-JOB clears its counters
 /// every 24 h); a job in use keeps its rotation.

@@ -20,7 +20,7 @@ use rand::Rng;
 use redis::Script;
 use rondo_core::{Error, Job};
 
-use super::RouteContext;
+use super::context::RouteContext;
 
 /// LFU counts restart this long after the first use in a window.
 const LFU_WINDOW_MS: i64 = 24 * 3600 * 1000;

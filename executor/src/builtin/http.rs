@@ -38,7 +38,7 @@
 //! answer, and a retry would call it again. Params that cannot work (not
 //! JSON, no URL, a bad method or header, another scheme) abort the run
 //! (not retryable). The log shows the request line, the status with the
-//! elapsed time, and the first [`BODY_PREVIEW_BYTES`] bytes of the body.
+//! elapsed time, and the first `BODY_PREVIEW_BYTES` (1 KiB) of the body.
 //!
 //! # https
 //!
@@ -64,11 +64,10 @@ use serde::Deserialize;
 use crate::context::JobContext;
 use crate::error::{ExecutorError, JobError};
 use crate::handler::Handler;
-use body::End;
-use client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
 
-/// How much of the response body goes to the job log.
-pub(crate) const BODY_PREVIEW_BYTES: usize = 1024;
+use body::End;
+use client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings, chain};
+
 /// The header that carries the trigger id.
 pub const TRIGGER_ID_HEADER: &str = "X-Rondo-Trigger-Id";
 /// `timeout_s` when the params do not give one.
@@ -296,18 +295,6 @@ fn failure(e: &reqwest::Error, spec: &RequestSpec) -> JobError {
 fn cancelled(ctx: &JobContext) -> JobError {
     ctx.log("http: cancelled");
     JobError::fail("http: cancelled")
-}
-
-/// An error with its causes: reqwest's own message alone rarely says why.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -70,6 +70,8 @@
 //! show something useful without an adapter. Fields may be added in version
 //! 1; a change of meaning bumps `v`.
 
+mod channel;
+mod failure;
 mod render;
 mod smtp;
 #[cfg(test)]
@@ -80,83 +82,17 @@ use std::fmt;
 use std::time::Duration;
 
 use rondo_core::config::AlarmConfig;
-use rondo_core::event::{AlarmRecord, TriggerRecord, alarm_status};
-use rondo_core::{ExecResult, Job, Trigger, clock};
+use rondo_core::event::{AlarmRecord, alarm_status};
+use rondo_core::{Job, clock};
 use tracing::Instrument;
 
+use self::channel::timeout;
+pub use self::channel::{AlarmConfigError, DEFAULT_TIMEOUT};
+pub use self::failure::Failure;
 use self::render::Report;
+pub use self::render::{MAX_FIELD_BYTES, WEBHOOK_BODY_VERSION};
 use self::smtp::{Mail, mail_setup, recipients};
 use self::webhook::http_client;
-
-/// The timeout used when `[alarm] timeout_ms` is 0.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-/// `msg` and `params` are clipped to this many bytes in mails and webhook
-/// bodies (a stack trace stays readable, a mail stays small).
-pub const MAX_FIELD_BYTES: usize = 16 * 1024;
-/// The version of the webhook body (its `v`).
-pub const WEBHOOK_BODY_VERSION: u8 = 1;
-
-/// A failed trigger, as the alarm reports it: a run that ended badly, or a
-/// trigger that never reached an executor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub trigger_id: String,
-    /// The scheduled instant; with the trigger id, the key of the log row.
-    pub fire_ms: i64,
-    /// Empty when no executor was reached.
-    pub executor_id: String,
-    /// XXL-JOB's code ([`code::FAIL`], [`code::TIMEOUT`], …).
-    ///
-    /// [`code::FAIL`]: rondo_core::trigger::code::FAIL
-    /// [`code::TIMEOUT`]: rondo_core::trigger::code::TIMEOUT
-    pub code: i32,
-    pub msg: String,
-    /// The failed attempt's retry count (0 = the first run).
-    pub retry_count: u32,
-    pub params: String,
-}
-
-impl Failure {
-    /// A run that ended badly, with the trigger that started it.
-    pub fn of_result(result: &ExecResult, trigger: &Trigger) -> Failure {
-        Failure {
-            trigger_id: result.trigger_id.clone(),
-            fire_ms: result.fire_ms,
-            executor_id: result.executor_id.clone(),
-            code: result.code,
-            msg: result.msg.clone(),
-            retry_count: trigger.retry_count,
-            params: trigger.params.clone(),
-        }
-    }
-
-    /// A trigger the dispatcher could not deliver.
-    pub fn of_trigger(record: &TriggerRecord) -> Failure {
-        let t = &record.trigger;
-        Failure {
-            trigger_id: t.trigger_id.clone(),
-            fire_ms: t.fire_ms,
-            executor_id: t.executor_id.clone(),
-            code: record.code,
-            msg: record.msg.clone(),
-            retry_count: t.retry_count,
-            params: t.params.clone(),
-        }
-    }
-}
-
-/// An `[alarm]` section that cannot send (see [`Alarmer::try_new`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AlarmConfigError {
-    #[error("alarm.smtp_from {from:?} is not a mailbox: {reason}")]
-    From { from: String, reason: String },
-    #[error("alarm.smtp_tls must be none, starttls or tls, not {0:?}")]
-    Tls(String),
-    #[error("alarm.smtp_host {host:?}: {reason}")]
-    Smtp { host: String, reason: String },
-    #[error("alarm webhook client: {0}")]
-    Http(String),
-}
 
 /// Sends failure alarms. Cheap to clone (the clients are shared); holds no
 /// connection between alarms.
@@ -256,30 +192,22 @@ impl Alarmer {
             }
             Some(Outcome::new(
                 "email",
-                self.send_mail(&addresses, &report).await,
+                smtp::send(&self.mail, self.timeout, &addresses, &report).await,
             ))
         };
         let hook = async {
             if webhook.is_empty() {
                 return None;
             }
-            Some(Outcome::new("webhook", self.post(webhook, &report).await))
+            Some(Outcome::new(
+                "webhook",
+                webhook::post(&self.http, self.timeout, webhook, &report).await,
+            ))
         };
         let (mail, hook) = tokio::join!(mail, hook);
         let outcomes: Vec<Outcome> = [mail, hook].into_iter().flatten().collect();
         summarize(&outcomes)
     }
-}
-
-fn timeout(config: &AlarmConfig) -> Duration {
-    match config.timeout_ms {
-        0 => DEFAULT_TIMEOUT,
-        ms => Duration::from_millis(ms),
-    }
-}
-
-fn timed_out(timeout: Duration) -> String {
-    format!("timed out after {} ms", timeout.as_millis())
 }
 
 /// One channel's result.
@@ -314,26 +242,4 @@ fn summarize(outcomes: &[Outcome]) -> (i32, String) {
         alarm_status::SENT
     };
     (status, parts.join("; "))
-}
-
-/// An error and its sources, each once (some errors print their source
-/// in their own message, some wrap an error of the same kind).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in text.split(": ") {
-        if parts.last() != Some(&part) {
-            parts.push(part);
-        }
-    }
-    parts.join(": ")
 }

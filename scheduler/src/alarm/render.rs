@@ -8,7 +8,13 @@ use rondo_core::Job;
 use rondo_core::trigger::code;
 use serde::Serialize;
 
-use super::{Failure, MAX_FIELD_BYTES, WEBHOOK_BODY_VERSION};
+use super::failure::Failure;
+
+/// `msg` and `params` are clipped to this many bytes in mails and webhook
+/// bodies (a stack trace stays readable, a mail stays small).
+pub const MAX_FIELD_BYTES: usize = 16 * 1024;
+/// The version of the webhook body (its `v`).
+pub const WEBHOOK_BODY_VERSION: u8 = 1;
 
 const CLIPPED: &str = " …[truncated]";
 

@@ -2,6 +2,7 @@
 //! of `alarm_email`, and the sending of one message to all of them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lettre::message::Mailbox;
 use lettre::transport::smtp::authentication::Credentials;
@@ -9,8 +10,8 @@ use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use rondo_core::config::AlarmConfig;
 
+use super::channel::{AlarmConfigError, chain, timed_out, timeout};
 use super::render::{Report, mail_message};
-use super::{AlarmConfigError, Alarmer, chain, timed_out, timeout};
 
 #[derive(Clone)]
 pub(super) enum Mail {
@@ -23,40 +24,39 @@ pub(super) enum Mail {
     },
 }
 
-impl Alarmer {
-    /// Ok: what was sent; Err: why not.
-    pub(super) async fn send_mail(
-        &self,
-        addresses: &[&str],
-        report: &Report<'_>,
-    ) -> Result<String, String> {
-        let (transport, from) = match &self.mail {
-            Mail::NotConfigured => return Err("alarm.smtp_host is not configured".into()),
-            Mail::Broken(reason) => return Err(reason.clone()),
-            Mail::Ready { transport, from } => (transport, from),
-        };
-        let (to, invalid) = mailboxes(addresses);
-        let invalid_note = (!invalid.is_empty()).then(|| {
-            let list: Vec<String> = invalid.iter().map(|a| format!("{a:?}")).collect();
-            format!("not an address: {}", list.join(", "))
-        });
-        if to.is_empty() {
-            return Err(invalid_note.unwrap_or_default());
-        }
-        let message =
-            mail_message(from, &to, report).map_err(|e| format!("building the mail: {e}"))?;
-        let sent = tokio::time::timeout(self.timeout, transport.send(message))
-            .await
-            .map_err(|_| timed_out(self.timeout))
-            .and_then(|sent| sent.map_err(|e| chain(&e)));
-        let n = to.len();
-        let plural = if n == 1 { "" } else { "s" };
-        match (sent, invalid_note) {
-            (Ok(_), None) => Ok(format!("sent to {n} recipient{plural}")),
-            (Ok(_), Some(note)) => Err(format!("{note} (sent to the other {n} recipient{plural})")),
-            (Err(reason), None) => Err(reason),
-            (Err(reason), Some(note)) => Err(format!("{note}; {reason}")),
-        }
+/// Sends `report` to `addresses`, within `timeout`. Ok: what was sent;
+/// Err: why not.
+pub(super) async fn send(
+    mail: &Mail,
+    timeout: Duration,
+    addresses: &[&str],
+    report: &Report<'_>,
+) -> Result<String, String> {
+    let (transport, from) = match mail {
+        Mail::NotConfigured => return Err("alarm.smtp_host is not configured".into()),
+        Mail::Broken(reason) => return Err(reason.clone()),
+        Mail::Ready { transport, from } => (transport, from),
+    };
+    let (to, invalid) = mailboxes(addresses);
+    let invalid_note = (!invalid.is_empty()).then(|| {
+        let list: Vec<String> = invalid.iter().map(|a| format!("{a:?}")).collect();
+        format!("not an address: {}", list.join(", "))
+    });
+    if to.is_empty() {
+        return Err(invalid_note.unwrap_or_default());
+    }
+    let message = mail_message(from, &to, report).map_err(|e| format!("building the mail: {e}"))?;
+    let sent = tokio::time::timeout(timeout, transport.send(message))
+        .await
+        .map_err(|_| timed_out(timeout))
+        .and_then(|sent| sent.map_err(|e| chain(&e)));
+    let n = to.len();
+    let plural = if n == 1 { "" } else { "s" };
+    match (sent, invalid_note) {
+        (Ok(_), None) => Ok(format!("sent to {n} recipient{plural}")),
+        (Ok(_), Some(note)) => Err(format!("{note} (sent to the other {n} recipient{plural})")),
+        (Err(reason), None) => Err(reason),
+        (Err(reason), Some(note)) => Err(format!("{note}; {reason}")),
     }
 }
 

@@ -1,10 +1,12 @@
 //! Tests of the alarm's public surface and its orchestration; the
 //! fixtures are shared with the submodules' tests.
 
+use rondo_core::event::TriggerRecord;
 use rondo_core::model::ScheduleType;
 use rondo_core::trigger::code;
-use rondo_core::{BlockStrategy, Misfire, Routing, TriggerType};
+use rondo_core::{BlockStrategy, ExecResult, Misfire, Routing, Trigger, TriggerType};
 
+use super::channel::chain;
 use super::*;
 
 pub(super) fn job(email: &str, webhook: &str) -> Job {

@@ -2,35 +2,39 @@
 
 use std::time::Duration;
 
+use super::channel::{AlarmConfigError, chain, timed_out};
 use super::render::{Report, clip, one_line, webhook_body};
-use super::{AlarmConfigError, Alarmer, chain, timed_out};
 
 /// At most this much of a refusing webhook's answer goes into the reason.
 const MAX_REPLY_BYTES: usize = 256;
 
-impl Alarmer {
-    /// Ok: the 2xx status; Err: the status and the start of the answer, or
-    /// why there was none.
-    pub(super) async fn post(&self, url: &str, report: &Report<'_>) -> Result<String, String> {
-        let client = self.http.as_ref().map_err(Clone::clone)?;
-        let body = webhook_body(report);
-        let exchange = async {
-            let response = client
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .map_err(|e| http_error(e, self.timeout))?;
-            let status = response.status();
-            if status.is_success() {
-                return Ok(format!("sent (HTTP {})", status.as_u16()));
-            }
-            Err(format!("HTTP {status}{}", reply_excerpt(response).await))
-        };
-        tokio::time::timeout(self.timeout, exchange)
+/// Posts `report` to `url` with `http` (or why there is no client),
+/// within `timeout`. Ok: the 2xx status; Err: the status and the start of
+/// the answer, or why there was none.
+pub(super) async fn post(
+    http: &Result<reqwest::Client, String>,
+    timeout: Duration,
+    url: &str,
+    report: &Report<'_>,
+) -> Result<String, String> {
+    let client = http.as_ref().map_err(Clone::clone)?;
+    let body = webhook_body(report);
+    let exchange = async {
+        let response = client
+            .post(url)
+            .json(&body)
+            .send()
             .await
-            .unwrap_or_else(|_| Err(timed_out(self.timeout)))
-    }
+            .map_err(|e| http_error(e, timeout))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(format!("sent (HTTP {})", status.as_u16()));
+        }
+        Err(format!("HTTP {status}{}", reply_excerpt(response).await))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or_else(|_| Err(timed_out(timeout)))
 }
 
 pub(super) fn http_client(timeout: Duration) -> Result<reqwest::Client, AlarmConfigError> {

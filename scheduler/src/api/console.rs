@@ -38,6 +38,12 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("../../console/pages.js"),
     ),
+    ("routes.js", "text/javascript; charset=utf-8", ROUTES_JS),
+    (
+        "ui.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/ui.js"),
+    ),
     (
         "style.css",
         "text/css; charset=utf-8",
@@ -51,29 +57,35 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
      connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
 
-/// The console's screens: each answers with the page, which draws the
-/// screen the path names.
-const SCREENS: &[&str] = &[
-    "/",
-    "/login",
-    "/account",
-    "/jobs",
-    "/jobs/{*rest}",
-    "/logs",
-    "/logs/{*rest}",
-    "/groups",
-    "/groups/{*rest}",
-    "/users",
-    "/users/{*rest}",
-    "/audit",
-    "/cluster",
-];
+/// The console's route table, which its router (app.js) reads too.
+const ROUTES_JS: &str = include_str!("../../console/routes.js");
+
+/// The paths of the console's screens, read from its route table: each
+/// answers with the page, which draws the screen the path names. A
+/// `:name` segment (with its pattern, if any) is an axum `{name}`.
+fn screen_paths() -> Vec<String> {
+    ROUTES_JS
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("['"))
+        .filter_map(|line| line.split_once('\''))
+        .map(|(route, _)| {
+            route
+                .split('/')
+                .map(|part| match part.strip_prefix(':') {
+                    Some(param) => format!("{{{}}}", param.split('(').next().unwrap_or(param)),
+                    None => part.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect()
+}
 
 /// The console's routes (open: see the module's note).
 pub(super) fn routes() -> Router<AppState> {
     let mut router = Router::new().route("/assets/{file}", get(asset));
-    for path in SCREENS {
-        router = router.route(path, get(page));
+    for path in screen_paths() {
+        router = router.route(&path, get(page));
     }
     router
 }
@@ -104,5 +116,27 @@ async fn asset(Path(file): Path<String>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == file) {
         Some((_, content_type, body)) => with_headers(body.into_response(), content_type),
         None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::screen_paths;
+
+    #[test]
+    fn the_screens_are_read_from_the_route_table() {
+        let paths = screen_paths();
+        for path in [
+            "/",
+            "/login",
+            "/jobs",
+            "/jobs/new",
+            "/jobs/{id}",
+            "/logs/{trigger}",
+            "/audit",
+        ] {
+            assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
+        }
+        assert_eq!(paths.len(), 14, "{paths:?}");
     }
 }

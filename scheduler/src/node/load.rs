@@ -20,7 +20,7 @@ use rondo_core::clock;
 use rondo_core::names::parse_ring_member;
 use tokio_util::sync::CancellationToken;
 
-use super::{Entry, Firing};
+use super::{Entry, Firing, Loads};
 use crate::store::RingRead;
 
 /// Every this many loads, the loader reads the rings from the start; the
@@ -34,17 +34,6 @@ const FULL_LOAD_EVERY: u64 = 5;
 
 /// The fewest fresh members a partition's read may list (when room allows).
 const MIN_SHARE: usize = 64;
-
-/// Where the loads stand.
-#[derive(Debug, Default)]
-pub(super) struct Loads {
-    /// Loads done since the last failure (the first reads everything).
-    count: u64,
-    /// Everything due by this instant is loaded (or acked).
-    horizon: i64,
-    /// The last load was cut: the rings hold fires it left there.
-    behind: bool,
-}
 
 impl Firing {
     pub(super) async fn load_loop(self: Arc<Self>, shutdown: CancellationToken) {

@@ -10,7 +10,9 @@
 //!
 //! # Layout
 //!
-//! * [`Firing`] (here): the node's wheel, what is loaded, the counters.
+//! * [`Firing`] (here): the node's wheel, what is loaded, the counters:
+//!   the state that `load` and `fire` work on (they use this file; it uses
+//!   neither).
 //! * [`wheel`]: the in-memory millisecond wheel (pure).
 //! * `load`: reading the rings into the wheel, incrementally.
 //! * `fire`: releasing due fires, dispatching, retrying with backoff.
@@ -110,6 +112,17 @@ impl Loaded {
     }
 }
 
+/// Where the loads stand.
+#[derive(Debug, Default)]
+struct Loads {
+    /// Loads done since the last failure (the first reads everything).
+    count: u64,
+    /// Everything due by this instant is loaded (or acked).
+    horizon: i64,
+    /// The last load was cut: the rings hold fires it left there.
+    behind: bool,
+}
+
 /// Counters the API reports.
 #[derive(Debug, Default)]
 pub struct FiringStats {
@@ -134,7 +147,7 @@ pub struct Firing {
     /// (`scheduler.max_fires_in_flight`).
     in_flight: Arc<Semaphore>,
     /// Where the loads stand (incremental or from the start).
-    loads: std::sync::Mutex<load::Loads>,
+    loads: std::sync::Mutex<Loads>,
     pub stats: FiringStats,
 }
 
@@ -148,7 +161,7 @@ impl Firing {
         Arc::new(Firing {
             acks: ack::batcher(store.clone(), node.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_fires_in_flight.max(1))),
-            loads: std::sync::Mutex::new(load::Loads::default()),
+            loads: std::sync::Mutex::new(Loads::default()),
             store,
             dispatcher,
             node,

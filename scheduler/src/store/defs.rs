@@ -9,8 +9,8 @@
 
 use rondo_core::{Error, Names};
 
-use super::DEF;
-
+/// Field of `{pK}:job:<id>` (layout 2) that held the definition.
+pub(crate) const DEF: &str = "def";
 /// The `HMGET`s a pipeline holds for the definitions of `ids`, and where
 /// each answer goes.
 pub(crate) struct DefReads {

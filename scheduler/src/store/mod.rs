@@ -14,9 +14,13 @@
 //! `lua/fence.lua`, which refuses a term the partition no longer accepts.
 
 pub(crate) mod defs;
+mod fence;
 pub(crate) mod index;
 pub(crate) mod parsed;
 pub mod triggers;
+
+pub(crate) use defs::DEF;
+pub(crate) use fence::fenced;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,14 +30,6 @@ use rondo_core::model::Group;
 use rondo_core::redis::Pool;
 use rondo_core::schedule::MissedFires;
 use rondo_core::{Error, ErrorKind, Job, Names};
-
-/// Field of `{pK}:job:<id>` (layout 2) that held the definition.
-pub(crate) const DEF: &str = "def";
-
-/// A script that acts for a leader term: the fence first, then `body`.
-pub(crate) fn fenced(body: &str) -> Script {
-    Script::new(&format!("{}\n{body}", include_str!("../../lua/fence.lua")))
-}
 
 /// What a save does to a job's due-set entry (see [`Store::save_job`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

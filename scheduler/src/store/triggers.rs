@@ -18,7 +18,7 @@ use rondo_core::redis::Pool;
 use rondo_core::{Error, Names, Trigger, clock, inflight, registry};
 use serde::{Deserialize, Serialize};
 
-use super::fenced;
+use super::fence::fenced;
 
 /// A trigger whose handled mark is read or written: its mark lives in the
 /// set of its job's partition and of the minute of its `fire_ms`.

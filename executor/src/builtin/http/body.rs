@@ -2,7 +2,8 @@
 //! chunk by chunk as it arrives, keeping only its start for the job log,
 //! and stopping at the first chunk past the cap.
 
-use super::BODY_PREVIEW_BYTES;
+/// How much of the response body goes to the job log.
+pub(crate) const BODY_PREVIEW_BYTES: usize = 1024;
 
 /// What was read of a body.
 pub(crate) struct Body {

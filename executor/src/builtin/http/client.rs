@@ -14,8 +14,6 @@ use rondo_core::config::ExecutorConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::chain;
-
 /// The keys, as errors and logs name them.
 pub(crate) const CA_FILE_KEY: &str = "executor.http_ca_file";
 pub(crate) const INSECURE_KEY: &str = "executor.http_insecure";
@@ -115,4 +113,16 @@ pub(crate) fn refused_certificate<'e>(
         };
     }
     None
+}
+
+/// An error with its causes: reqwest's own message alone rarely says why.
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use super::body::BODY_PREVIEW_BYTES;
 use super::*;
 use crate::testing::{TestRun, run_handler};
 

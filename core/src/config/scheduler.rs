@@ -1,0 +1,178 @@
+//! The scheduler's sections: `[registry]` (the executors' liveness, which
+//! executors and gateways share), `[scheduler]`, `[monitor]`, `[alarm]`.
+
+use serde::Deserialize;
+
+/// Executor registry timings (XXL-JOB: beat every 30 s, dead after 90 s),
+/// and the short liveness lease that routing goes by.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// The full registration (handlers, host, running jobs) is rewritten
+    /// this often.
+    pub heartbeat_ms: u64,
+    /// An executor renews its registry score every `lease_ms / 4`; one
+    /// whose score is older than `lease_ms` gets no trigger, and the
+    /// leader moves what waits in its queue to a live executor.
+    pub lease_ms: u64,
+    /// An executor silent this long leaves the registry.
+    pub dead_after_ms: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            heartbeat_ms: 30_000,
+            lease_ms: 2_000,
+            dead_after_ms: 90_000,
+        }
+    }
+}
+
+impl RegistryConfig {
+    /// How often an executor renews its lease.
+    pub fn lease_renew(&self) -> std::time::Duration {
+        std::time::Duration::from_millis((self.lease_ms / 4).max(1))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// This node's id; empty = `<hostname>-<api port>`.
+    pub node_id: String,
+    /// Where the admin HTTP API listens.
+    pub api_addr: String,
+    /// How far ahead the leader claims (XXL-JOB's 5 s pre-read).
+    pub preread_ms: i64,
+    /// A fire later than this is a misfire.
+    pub misfire_threshold_ms: i64,
+    /// The leader claims once per this interval, aligned to it.
+    pub claim_interval_ms: u64,
+    /// Due jobs read per partition per round trip.
+    pub claim_batch: usize,
+    /// The most fires one job may put on rings in one claim.
+    pub max_fires_per_claim: usize,
+    /// A node reads its rings this often …
+    pub load_interval_ms: u64,
+    /// … for fires due within this much time.
+    pub load_ahead_ms: i64,
+    /// Fires a node has handed to the dispatcher and not yet settled, at
+    /// most. Beyond, due fires wait on the wheel and go out late, in order
+    /// (admission control: an overloaded node does not grow a task per
+    /// due fire).
+    pub max_fires_in_flight: usize,
+    /// Fires a node holds in memory (on its wheel or in flight), at most.
+    /// Beyond, the loader reads its rings with a limit, earliest first, and
+    /// the rest of a backlog waits in Redis: an overloaded node's memory
+    /// stays bounded.
+    pub max_fires_loaded: usize,
+    /// On SIGTERM, in-flight work gets this long.
+    pub shutdown_grace_ms: u64,
+    /// `/metrics` without credentials (otherwise any signed-in user's
+    /// token: Prometheus sends it as `authorization`).
+    pub metrics_public: bool,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            node_id: String::new(),
+            api_addr: "127.0.0.1:8600".into(),
+            preread_ms: 5000,
+            misfire_threshold_ms: 5000,
+            claim_interval_ms: 1000,
+            claim_batch: 1000,
+            max_fires_per_claim: 1000,
+            load_interval_ms: 100,
+            load_ahead_ms: 1500,
+            max_fires_in_flight: 4096,
+            max_fires_loaded: 65_536,
+            shutdown_grace_ms: 10_000,
+            metrics_public: false,
+        }
+    }
+}
+
+/// The scheduler's result monitor: retries, child jobs, lost triggers, and
+/// triggers stranded in a dead executor's queue.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// A trigger without a result for this long whose executor is gone is
+    /// marked failed ("lost") and retried per its job (XXL-JOB: 10 min).
+    pub lost_after_ms: i64,
+    /// How often the leader looks for lost triggers (offline executors'
+    /// queues are checked every quarter of `registry.lease_ms`).
+    pub scan_interval_ms: u64,
+    /// Triggers in an offline executor's queue wait this long for a live
+    /// executor of the group before they are failed.
+    pub reroute_timeout_ms: i64,
+    /// How long a handled mark is kept after its minute's set was last
+    /// written (seconds; from an hour and twice `lost_after_ms`, to a
+    /// year): a result that comes again
+    /// within it (redelivered, or republished by an executor whose trigger
+    /// was redelivered) is not reacted to twice. Every fire keeps one
+    /// (about 85 B of Redis) this long.
+    pub handled_ttl_s: u64,
+    /// Result *messages* unacked at once per node (AMQP prefetch). One
+    /// message carries many results when executors batch; what has been
+    /// delivered is handled as one group (at most 4,096 events).
+    pub prefetch: u16,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            lost_after_ms: 600_000,
+            scan_interval_ms: 5_000,
+            reroute_timeout_ms: 60_000,
+            handled_ttl_s: 7 * 24 * 3600,
+            prefetch: 256,
+        }
+    }
+}
+
+/// How failure alarms are sent (per job: `alarm_email`, `alarm_webhook`).
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AlarmConfig {
+    /// SMTP server; empty = e-mail alarms are not sent (status "failed").
+    pub smtp_host: String,
+    pub smtp_port: u16,
+    /// `none`, `starttls` or `tls`.
+    pub smtp_tls: String,
+    pub smtp_user: String,
+    pub smtp_password: String,
+    pub smtp_from: String,
+    /// Per webhook POST and per SMTP conversation.
+    pub timeout_ms: u64,
+}
+
+impl Default for AlarmConfig {
+    fn default() -> Self {
+        AlarmConfig {
+            smtp_host: String::new(),
+            smtp_port: 25,
+            smtp_tls: "none".into(),
+            smtp_user: String::new(),
+            smtp_password: String::new(),
+            smtp_from: "rondo@localhost".into(),
+            timeout_ms: 5_000,
+        }
+    }
+}
+
+impl std::fmt::Debug for AlarmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlarmConfig")
+            .field("smtp_host", &self.smtp_host)
+            .field("smtp_port", &self.smtp_port)
+            .field("smtp_tls", &self.smtp_tls)
+            .field("smtp_user", &self.smtp_user)
+            .field("smtp_password", &crate::redact::secret(&self.smtp_password))
+            .field("smtp_from", &self.smtp_from)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}

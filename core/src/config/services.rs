@@ -1,0 +1,173 @@
+//! The services' sections: `[redis]`, `[amqp]`, `[zookeeper]`, `[mysql]`.
+
+use serde::Deserialize;
+
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    pub url: String,
+    /// Connections to one Redis, each shared by every request of the
+    /// process (multiplexed: any number of requests in flight on each).
+    pub pool_size: usize,
+    /// Response timeout per command; redis-rs defaults to 500 ms, too short
+    /// for big pipelines under load.
+    pub response_timeout_ms: u64,
+    /// On a Redis Cluster: the replicas a write that must survive its
+    /// master's failover waits for (`WAIT`); unset means 1 on a cluster.
+    /// Ignored on one Redis.
+    pub wait_replicas: Option<u32>,
+    /// On a Redis Cluster: how long such a write waits for them (ms). A
+    /// `WAIT` holds every request of the process to that master behind it,
+    /// so this stays short; a master found without its replicas is not
+    /// waited for again for 10 s.
+    pub wait_timeout_ms: u64,
+}
+
+impl RedisConfig {
+    /// The seed URLs of a cluster, or `None` for one Redis.
+    pub fn cluster_seeds(&self) -> Result<Option<Vec<String>>, crate::error::Error> {
+        let url = self.url.trim();
+        for (scheme, plain) in [
+            ("redis+cluster://", "redis://"),
+            ("rediss+cluster://", "rediss://"),
+        ] {
+            if let Some(rest) = url.strip_prefix(scheme) {
+                let (userinfo, hosts) = match rest.rsplit_once('@') {
+                    Some((user, hosts)) => (format!("{user}@"), hosts),
+                    None => (String::new(), rest),
+                };
+                let (hosts, tail) = hosts.split_once('/').unwrap_or((hosts, ""));
+                let seeds: Vec<String> = hosts
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| {
+                        let tail = if tail.is_empty() {
+                            String::new()
+                        } else {
+                            format!("/{tail}")
+                        };
+                        format!("{plain}{userinfo}{h}{tail}")
+                    })
+                    .collect();
+                if seeds.is_empty() {
+                    return Err(crate::error::Error::invalid(
+                        "redis.url",
+                        "a cluster URL names no node",
+                    ));
+                }
+                return Ok(Some(seeds));
+            }
+        }
+        if url.contains(',') {
+            let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
+            if seeds.iter().any(|u| u.is_empty()) {
+                return Err(crate::error::Error::invalid(
+                    "redis.url",
+                    "an empty URL in the list of cluster nodes",
+                ));
+            }
+            return Ok(Some(seeds));
+        }
+        Ok(None)
+    }
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig {
+            url: "redis://127.0.0.1:6379".into(),
+            pool_size: 4,
+            response_timeout_ms: 5000,
+            wait_replicas: None,
+            wait_timeout_ms: 100,
+        }
+    }
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AmqpConfig {
+    /// One broker's URL, or the nodes of a cluster as URLs separated by
+    /// commas (a comma in a password is written `%2C`): each connection
+    /// goes to the next one that answers.
+    pub url: String,
+    /// `classic` (default: what works on one broker) or `quorum`: the
+    /// executor queues, the persist queue, the monitor queue and the dead
+    /// letters become quorum queues, replicated over the cluster's nodes
+    /// (a publish is confirmed once a majority has it).
+    pub queue_type: String,
+}
+
+impl Default for AmqpConfig {
+    fn default() -> Self {
+        AmqpConfig {
+            url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            queue_type: "classic".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ZkConfig {
+    pub connect: String,
+    /// A dead node is noticed after about this long.
+    pub session_timeout_ms: u64,
+}
+
+impl Default for ZkConfig {
+    fn default() -> Self {
+        ZkConfig {
+            connect: "127.0.0.1:2181".into(),
+            session_timeout_ms: 6000,
+        }
+    }
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MysqlConfig {
+    pub url: String,
+    pub pool_size: u32,
+}
+
+impl Default for MysqlConfig {
+    fn default() -> Self {
+        MysqlConfig {
+            url: "mysql://rondo:rondo@127.0.0.1:3306/rondo".into(),
+            pool_size: 4,
+        }
+    }
+}
+
+/// Config sections with a secret print it as `***`.
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &crate::redact::urls(&self.url))
+            .field("pool_size", &self.pool_size)
+            .field("response_timeout_ms", &self.response_timeout_ms)
+            .field("wait_replicas", &self.wait_replicas)
+            .field("wait_timeout_ms", &self.wait_timeout_ms)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for AmqpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpConfig")
+            .field("url", &crate::redact::urls(&self.url))
+            .field("queue_type", &self.queue_type)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for MysqlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlConfig")
+            .field("url", &crate::redact::url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}

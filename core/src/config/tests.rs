@@ -1,0 +1,156 @@
+fn seeds(url: &str) -> Result<Option<Vec<String>>, crate::error::Error> {
+    RedisConfig {
+        url: url.into(),
+        ..RedisConfig::default()
+    }
+    .cluster_seeds()
+}
+
+#[test]
+fn one_url_is_one_redis_and_a_cluster_url_or_a_list_are_seeds() {
+    assert_eq!(seeds("redis://127.0.0.1:6379").unwrap(), None);
+    assert_eq!(
+        seeds("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001").unwrap(),
+        Some(vec![
+            "redis://u:p@10.0.0.1:7000".to_owned(),
+            "redis://u:p@10.0.0.2:7001".to_owned()
+        ])
+    );
+    assert_eq!(
+        seeds("redis://a:7000, redis://b:7001").unwrap(),
+        Some(vec![
+            "redis://a:7000".to_owned(),
+            "redis://b:7001".to_owned()
+        ])
+    );
+    assert!(seeds("redis+cluster://").is_err());
+    assert!(seeds("redis://a:7000,,redis://b:1").is_err());
+}
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn empty_text_gives_working_defaults() {
+    let c = Config::load("", env(&[])).unwrap();
+    assert_eq!(c.namespace, "rondo");
+    assert_eq!(c.partitions, 16);
+    assert_eq!(c.scheduler.preread_ms, 5000);
+    assert_eq!(c.registry.dead_after_ms, 90_000);
+}
+
+#[test]
+fn file_then_env_overrides() {
+    let text =
+        "namespace = \"a\"\n[redis]\nurl = \"redis://x\"\n[scheduler]\napi_addr = \"0.0.0.0:1\"\n";
+    let c = Config::load(
+        text,
+        env(&[
+            ("RONDO_NAMESPACE", "b"),
+            ("RONDO_SCHEDULER_API_ADDR", "127.0.0.1:9"),
+            ("RONDO_PARTITIONS", "8"),
+            ("RONDO_PERSIST_BATCH_SIZE", "10"),
+            ("RONDO_MONITOR_PREFETCH", "32"),
+            ("RONDO_CONFIG", "/etc/rondo.toml"),
+            ("RONDO_LOG_FILTER", "debug"),
+            ("RONDO_API", "http://127.0.0.1:8600"),
+            ("HOME", "/root"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.namespace, "b");
+    assert_eq!(c.redis.url, "redis://x");
+    assert_eq!(c.scheduler.api_addr, "127.0.0.1:9");
+    assert_eq!(c.partitions, 8);
+    assert_eq!(c.persist.batch_size, 10);
+    assert_eq!(c.monitor.prefetch, 32);
+    assert_eq!(c.log.filter, "debug");
+}
+
+#[test]
+fn a_variable_naming_a_whole_section_is_an_error_that_says_so() {
+    let e = Config::load("", env(&[("RONDO_LOG", "debug")])).unwrap_err();
+    assert!(e.to_string().contains("RONDO_LOG_<KEY>"), "{e}");
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_errors() {
+    assert!(Config::load("nope = 1", env(&[])).is_err());
+    assert!(Config::load("[redis]\nurll = \"x\"", env(&[])).is_err());
+    assert!(Config::load("", env(&[("RONDO_PARTITIONS", "zero")])).is_err());
+    assert!(Config::load("partitions = 0", env(&[])).is_err());
+    assert!(Config::load("[registry]\nlease_ms = 100", env(&[])).is_err());
+    assert!(Config::load("[registry]\nlease_ms = 90000", env(&[])).is_err());
+    assert!(Config::load("namespace = \"a b\"", env(&[])).is_err());
+    assert!(Config::load("[log]\nformat = \"xml\"", env(&[])).is_err());
+    assert!(Config::load("[scheduler]\nmax_fires_loaded = 0", env(&[])).is_err());
+    let huge = "[scheduler]\nmax_fires_loaded = 2000000000";
+    let e = Config::load(huge, env(&[])).unwrap_err();
+    assert!(e.to_string().contains("scheduler.max_fires_loaded"), "{e}");
+    assert!(Config::load("[scheduler]\nmax_fires_in_flight = 0", env(&[])).is_err());
+    let brief = env(&[("RONDO_MONITOR_HANDLED_TTL_S", "60")]);
+    let e = Config::load("", brief).unwrap_err();
+    assert!(e.to_string().contains("monitor.handled_ttl_s"), "{e}");
+    let day = env(&[("RONDO_MONITOR_HANDLED_TTL_S", "86400")]);
+    assert_eq!(Config::load("", day).unwrap().monitor.handled_ttl_s, 86_400);
+    let shorter_than_lost = env(&[
+        ("RONDO_MONITOR_HANDLED_TTL_S", "7200"),
+        ("RONDO_MONITOR_LOST_AFTER_MS", "7200000"),
+    ]);
+    let e = Config::load("", shorter_than_lost).unwrap_err();
+    assert!(e.to_string().contains("monitor.lost_after_ms"), "{e}");
+    let lost_for_a_year = env(&[("RONDO_MONITOR_LOST_AFTER_MS", "31536000000")]);
+    let e = Config::load("", lost_for_a_year).unwrap_err();
+    assert!(
+        e.to_string().contains("monitor.lost_after_ms must be"),
+        "{e}"
+    );
+    assert!(Config::load("[auth]\nadmin_user = \"root\"", env(&[])).is_err());
+    let short = "[auth]\nadmin_user = \"root\"\nadmin_password = \"short\"";
+    assert!(Config::load(short, env(&[])).is_err());
+    let good = "[auth]\nadmin_user = \"root\"\nadmin_password = \"long enough pass\"";
+    assert!(Config::load(good, env(&[])).is_ok());
+}
+
+#[test]
+fn shipped_credentials_work_on_loopback_only() {
+    assert!(Config::load("", env(&[])).is_ok());
+    let remote = env(&[("RONDO_AMQP_URL", "amqp://guest:guest@mq.prod:5672/%2f")]);
+    let e = Config::load("", remote).unwrap_err();
+    assert!(e.to_string().contains("amqp.url"), "{e}");
+    let remote_db = env(&[("RONDO_MYSQL_URL", "mysql://rondo:rondo@10.0.0.5/rondo")]);
+    assert!(Config::load("", remote_db).is_err());
+    let own = env(&[("RONDO_AMQP_URL", "amqp://sched:x7Gq@mq.prod:5672/%2f")]);
+    assert!(Config::load("", own).is_ok());
+    let local = env(&[("RONDO_MYSQL_URL", "mysql://rondo:rondo@localhost:3306/x")]);
+    assert!(Config::load("", local).is_ok());
+    let v6 = env(&[("RONDO_AMQP_URL", "amqp://guest:guest@[::1]:5672/%2f")]);
+    assert!(Config::load("", v6).is_ok());
+}
+
+#[test]
+fn secrets_never_show_in_the_debug_form() {
+    let text = "[alarm]\nsmtp_password = \"smtp-secret\"\n[auth]\nadmin_user = \"root\"\nadmin_password = \"admin-secret-123\"";
+    let vars = env(&[
+        ("RONDO_AMQP_URL", "amqp://u:amqp-secret@127.0.0.1/%2f"),
+        ("RONDO_REDIS_URL", "redis://:redis-secret@127.0.0.1:6379"),
+        ("RONDO_MYSQL_URL", "mysql://u:mysql-secret@127.0.0.1/r"),
+    ]);
+    let shown = format!("{:?}", Config::load(text, vars).unwrap());
+    for secret in [
+        "smtp-secret",
+        "admin-secret",
+        "amqp-secret",
+        "redis-secret",
+        "mysql-secret",
+    ] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("127.0.0.1"));
+}
