@@ -121,21 +121,21 @@ pub fn query_escape(value: &str) -> String {
 
 /// The endpoints of the conversations below (shared with the check of the
 /// CLI against the API's spec).
-pub(crate) const LOGIN: &str = "/api/v1/auth/login";
-pub(crate) const LOGOUT: &str = "/api/v1/auth/logout";
-pub(crate) const PASSWORD: &str = "/api/v1/auth/password";
-pub(crate) const TOKENS: &str = "/api/v1/tokens";
+pub const LOGIN: &str = "/api/v1/auth/login";
+pub const LOGOUT: &str = "/api/v1/auth/logout";
+pub const PASSWORD: &str = "/api/v1/auth/password";
+pub const TOKENS: &str = "/api/v1/tokens";
 
-pub(crate) fn login_body(user: &str, password: &str) -> Value {
+pub fn login_body(user: &str, password: &str) -> Value {
     json!({ "username": user, "password": password })
 }
 
 /// The token `rondo login` makes.
-pub(crate) fn token_body(name: &str, days: u32) -> Value {
+pub fn token_body(name: &str, days: u32) -> Value {
     json!({ "name": name, "expires_in_days": days, "read_only": false })
 }
 
-pub(crate) fn password_body(current: &str, new: &str) -> Value {
+pub fn password_body(current: &str, new: &str) -> Value {
     json!({ "current_password": current, "new_password": new })
 }
 

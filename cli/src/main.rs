@@ -11,13 +11,10 @@
 // The CLI's job is to print.
 #![allow(clippy::print_stdout)]
 
-mod credentials;
-mod import;
-
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use rondo_cli::{Api, credentials};
 use serde_json::{Map, Value, json};
 
 #[derive(Parser)]
@@ -55,9 +52,14 @@ enum Command {
     /// Schedules not saved yet.
     #[command(subcommand)]
     Schedule(ScheduleCmd),
-    /// Brings jobs over from another scheduler.
-    #[command(subcommand)]
-    Import(ImportCmd),
+    /// Brings jobs over from another scheduler: runs `rondo-import`
+    /// (installed beside `rondo`) with these arguments; `rondo import
+    /// --help` lists its commands.
+    #[command(disable_help_flag = true)]
+    Import {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// One trigger's log row and log lines.
     Log {
         trigger_id: String,
@@ -143,29 +145,6 @@ enum Command {
         until_ms: Option<i64>,
         #[arg(long, default_value_t = 100)]
         limit: u32,
-    },
-}
-
-#[derive(Subcommand)]
-enum ImportCmd {
-    /// Creates groups and jobs from XXL-JOB's xxl_job_group and
-    /// xxl_job_info. Nothing is written when a row does not map; running it
-    /// again changes nothing (jobs keep their XXL-JOB id in import_ref).
-    XxlJob {
-        /// XXL-JOB's database: mysql://user:password@host:3306/xxl_job
-        #[arg(long, env = "RONDO_IMPORT_MYSQL", hide_env_values = true)]
-        mysql: String,
-        /// The IANA zone XXL-JOB's admin ran in, for its cron (default: the
-        /// cluster's `zone`).
-        #[arg(long)]
-        zone: Option<String>,
-        /// Names the source in import_ref (default: the database's name).
-        #[arg(long)]
-        source: Option<String>,
-        /// Prints what would be done and every row that does not map, with
-        /// each job's next fires beside XXL-JOB's trigger_next_time.
-        #[arg(long)]
-        dry_run: bool,
     },
 }
 
@@ -514,56 +493,6 @@ impl JobArgs {
     }
 }
 
-pub(crate) struct Api {
-    base: String,
-    http: reqwest::Client,
-    /// Sent as `Authorization: Bearer …`.
-    token: Option<String>,
-    /// A browser session's cookie and CSRF token (`rondo login` only).
-    session: Option<(String, String)>,
-}
-
-impl Api {
-    async fn call(
-        &mut self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(u16, Value)> {
-        let url = format!("{}{path}", self.base.trim_end_matches('/'));
-        let mut req = self.http.request(method, &url);
-        if let Some(token) = &self.token {
-            req = req.bearer_auth(token);
-        }
-        if let Some((cookie, csrf)) = &self.session {
-            req = req
-                .header("cookie", format!("rondo_session={cookie}"))
-                .header("x-csrf-token", csrf);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.with_context(|| format!("calling {url}"))?;
-        let status = resp.status().as_u16();
-        if let Some(cookie) = resp
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("rondo_session="))
-            .and_then(|v| v.split(';').next())
-        {
-            self.session = Some((cookie.to_owned(), String::new()));
-        }
-        let text = resp.text().await?;
-        let value = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
-        Ok((status, value))
-    }
-}
-
 /// The one HTTP call a plain command is. (`login`, `logout` and
 /// `password` are conversations: see `credentials`.)
 /// A password from the environment or the terminal: `(variable, what)`.
@@ -575,7 +504,7 @@ fn request(
 ) -> anyhow::Result<(reqwest::Method, String, Option<Value>)> {
     use reqwest::Method as M;
     Ok(match cmd {
-        Command::Login { .. } | Command::Logout | Command::Password | Command::Import(_) => {
+        Command::Login { .. } | Command::Logout | Command::Password | Command::Import { .. } => {
             anyhow::bail!("not a single call")
         }
         Command::Whoami => (M::GET, "/api/v1/auth/me".into(), None),
@@ -838,67 +767,37 @@ fn request(
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let token = cli
-        .token
-        .clone()
-        .or_else(|| credentials::saved_token(&cli.api));
-    let mut api = Api {
-        base: cli.api.clone(),
-        http: reqwest::Client::new(),
-        token,
-        session: None,
-    };
+    let mut api = Api::new(&cli.api, cli.token.clone());
     let outcome = match &cli.command {
         Command::Login { user, days } => credentials::login(&mut api, user, *days).await,
         Command::Logout => credentials::logout(&mut api).await,
         Command::Password => credentials::change_password(&mut api).await,
-        Command::Import(ImportCmd::XxlJob {
-            mysql,
-            zone,
-            source,
-            dry_run,
-        }) => {
-            let args = import::ImportArgs {
-                mysql,
-                zone: zone.as_deref(),
-                source: source.as_deref(),
-                dry_run: *dry_run,
-            };
-            import::xxl_job(&mut api, &args).await
-        }
+        Command::Import { args } => import(&cli, args),
         other => match request(other, &credentials::secret) {
             Ok((method, path, body)) => api.call(method, &path, body).await,
             Err(e) => Err(e),
         },
     };
-    match outcome {
-        Ok((status, value)) if status < 300 => {
-            if !value.is_null() {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&value).unwrap_or_default()
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Ok((status, value)) => {
-            eprintln!(
-                "{}",
-                serde_json::to_string_pretty(&value).unwrap_or_default()
-            );
-            if status == 401 {
-                eprintln!(
-                    "rondo: not signed in to {}: run `rondo login --user NAME`, or set RONDO_TOKEN",
-                    cli.api
-                );
-            }
-            ExitCode::from(if (400..500).contains(&status) { 2 } else { 1 })
-        }
-        Err(e) => {
-            eprintln!("rondo: {e:#}");
-            ExitCode::FAILURE
-        }
+    rondo_cli::finish(outcome, &cli.api)
+}
+
+/// Runs `rondo-import` with `args`, the API and its token: the binary
+/// beside this one, else the one on `PATH`. It replaces this process, so
+/// its output and exit code are the command's.
+fn import(cli: &Cli, args: &[String]) -> anyhow::Result<(u16, Value)> {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("rondo-import"))
+        .filter(|path| path.is_file());
+    let program = beside.unwrap_or_else(|| "rondo-import".into());
+    let mut command = std::process::Command::new(&program);
+    command.arg("--api").arg(&cli.api).args(args);
+    if let Some(token) = &cli.token {
+        command.env("RONDO_TOKEN", token);
     }
+    let error = command.exec();
+    Err(anyhow::anyhow!("cannot run {}: {error}", program.display()))
 }
 
 /// `key=value&…` of the pairs that have a value, each URL-encoded.
@@ -923,7 +822,7 @@ mod tests {
     /// added to `JobSpec` fails this test until the CLI can set it.
     #[test]
     fn job_flags_cover_every_field_of_the_shared_job_model() {
-        let all = rondo_core::JobSpec {
+        let all = rondo_model::JobSpec {
             group: Some(String::new()),
             description: Some(String::new()),
             schedule_type: Some(String::new()),

@@ -22,12 +22,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
-use rondo_core::JobSpec;
+use rondo_model::JobSpec;
 use serde_json::{Map, Value, json};
 use sqlx::mysql::MySqlRow;
 use sqlx::{Connection, MySqlConnection, Row};
 
-use crate::Api;
+use rondo_cli::Api;
 
 /// What the command was asked.
 pub struct ImportArgs<'a> {
@@ -104,7 +104,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
         .with_context(|| {
             format!(
                 "connecting to XXL-JOB's MySQL at {}",
-                rondo_core::redact::url(args.mysql)
+                rondo_model::redact::url(args.mysql)
             )
         })?;
     let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
@@ -128,7 +128,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
         .collect();
     let mut problems = problems;
     for g in &used_groups {
-        if let Err(e) = rondo_core::model::validate_app_name("app", &g.app) {
+        if let Err(e) = rondo_model::model::validate_app_name("app", &g.app) {
             problems.push(Problem {
                 table: "xxl_job_group",
                 id: g.id,
@@ -387,7 +387,7 @@ fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Problem>) {
                 } else {
                     format!("http://{address}")
                 };
-                match rondo_core::model::normalize_xxl_address(&url) {
+                match rondo_model::model::normalize_xxl_address(&url) {
                     Ok(a) if !kept.contains(&a) => kept.push(a),
                     Ok(_) => {}
                     Err(why) => problems.push(Problem {
@@ -398,7 +398,7 @@ fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Problem>) {
                     }),
                 }
             }
-            if kept.len() > rondo_core::model::MAX_XXL_ADDRESSES {
+            if kept.len() > rondo_model::model::MAX_XXL_ADDRESSES {
                 problems.push(Problem {
                     table: "xxl_job_group",
                     id: g.id,
@@ -406,7 +406,7 @@ fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Problem>) {
                     reason: format!(
                         "{} addresses; rondo keeps at most {}",
                         kept.len(),
-                        rondo_core::model::MAX_XXL_ADDRESSES
+                        rondo_model::model::MAX_XXL_ADDRESSES
                     ),
                 });
             }
@@ -572,11 +572,11 @@ fn check_child_graph(mapped: Vec<Mapped>) -> (Vec<Mapped>, Vec<Problem>) {
         let kids = &m.children;
         if kids.contains(&m.xxl.id) {
             problems.push(problem("names the job itself".into()));
-        } else if kids.len() > rondo_core::model::MAX_CHILD_JOBS {
+        } else if kids.len() > rondo_model::model::MAX_CHILD_JOBS {
             problems.push(problem(format!(
                 "names {} jobs; rondo allows {}",
                 kids.len(),
-                rondo_core::model::MAX_CHILD_JOBS
+                rondo_model::model::MAX_CHILD_JOBS
             )));
         } else if let Some(twice) = kids
             .iter()

@@ -109,6 +109,9 @@ impl Error {
     }
 }
 
+/// Redis errors (feature `redis`, which `rondo-core` turns on): a fenced
+/// write's refusal is [`ErrorKind::StaleTerm`], anything else unavailable.
+#[cfg(feature = "redis")]
 impl From<::redis::RedisError> for Error {
     fn from(e: ::redis::RedisError) -> Self {
         if e.to_string().contains("STALE_TERM") {
@@ -118,6 +121,8 @@ impl From<::redis::RedisError> for Error {
     }
 }
 
+/// Broker errors (feature `lapin`, which `rondo-core` turns on).
+#[cfg(feature = "lapin")]
 impl From<lapin::Error> for Error {
     fn from(e: lapin::Error) -> Self {
         Error::unavailable(format!("amqp: {e}"))

@@ -1,0 +1,73 @@
+//! `rondo-import` (and `rondo import`, which runs it): brings another
+//! scheduler's jobs over through the admin API, printing the answer as
+//! `rondo` does.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use rondo_cli::Api;
+use rondo_import::xxl_job;
+
+#[derive(Parser)]
+#[command(
+    name = "rondo import",
+    bin_name = "rondo import",
+    version,
+    about = "Brings jobs over from another scheduler into a rondo cluster"
+)]
+struct Cli {
+    /// Base URL of any scheduler node's admin API.
+    #[arg(long, env = "RONDO_API", default_value = "http://127.0.0.1:8600")]
+    api: String,
+    /// API token (`rondo_pat_…`); default: the one `rondo login` saved.
+    #[arg(long, env = "RONDO_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[command(subcommand)]
+    command: ImportCmd,
+}
+
+#[derive(Subcommand)]
+enum ImportCmd {
+    /// Creates groups and jobs from XXL-JOB's xxl_job_group and
+    /// xxl_job_info. Nothing is written when a row does not map; running it
+    /// again changes nothing (jobs keep their XXL-JOB id in import_ref).
+    XxlJob {
+        /// XXL-JOB's database: mysql://user:password@host:3306/xxl_job
+        #[arg(long, env = "RONDO_IMPORT_MYSQL", hide_env_values = true)]
+        mysql: String,
+        /// The IANA zone XXL-JOB's admin ran in, for its cron (default: the
+        /// cluster's `zone`).
+        #[arg(long)]
+        zone: Option<String>,
+        /// Names the source in import_ref (default: the database's name).
+        #[arg(long)]
+        source: Option<String>,
+        /// Prints what would be done and every row that does not map, with
+        /// each job's next fires beside XXL-JOB's trigger_next_time.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut api = Api::new(&cli.api, cli.token.clone());
+    let outcome = match &cli.command {
+        ImportCmd::XxlJob {
+            mysql,
+            zone,
+            source,
+            dry_run,
+        } => {
+            let args = xxl_job::ImportArgs {
+                mysql,
+                zone: zone.as_deref(),
+                source: source.as_deref(),
+                dry_run: *dry_run,
+            };
+            xxl_job::xxl_job(&mut api, &args).await
+        }
+    };
+    rondo_cli::finish(outcome, &cli.api)
+}
