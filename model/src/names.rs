@@ -111,8 +111,7 @@ impl Names {
     /// whose outcome the monitor has handled (reacted to, or found nothing
     /// to do), so a duplicate result is ignored; one set per minute of the
     /// triggers' `fire_ms` ([`Names::handled_minute`]), which expires whole.
-    /// A member costs about half a key of its own (`handled:<id>`, what
-    /// earlier builds wrote, [`Names::legacy_handled`]). A minute, not an
+    /// A member costs about half a key of its own. A minute, not an
     /// hour: a set is freed at once when it expires, and at 10 k fires/s
     /// over 4 partitions an hour's set would hold 9 M members.
     pub fn handled(&self, p: u32, fire_ms: i64) -> String {
@@ -132,10 +131,6 @@ impl Names {
 
     /// `ns:handled:<trigger id>`: a handled mark as builds before the
     /// per-minute sets wrote it (read until they expire, a week after).
-    pub fn legacy_handled(&self, trigger_id: &str) -> String {
-        format!("{}:handled:{trigger_id}", self.ns)
-    }
-
     /// `ns:{pK}:term`: the leader term the partition accepts.
     pub fn term(&self, p: u32) -> String {
         format!("{}:{{p{p}}}:term", self.ns)
@@ -152,25 +147,13 @@ impl Names {
 
     /// `ns:{pK}:defs-ver`: a random token set anew in the transaction of
     /// every save and delete of a job in [`Names::defs`] (and once a
-    /// rebuild or a layout move has filled them), so the leader's claim reuses the
+    /// rebuild has filled them), so the leader's claim reuses the
     /// definitions it parsed while the partition's token is the one it read
     /// before their bytes, and reads none of them again (random, not a
     /// counter: after a lost write or a flush, a counter could come back
     /// to a value the claim saw with other bytes).
     pub fn defs_version(&self, p: u32) -> String {
         format!("{}:{{p{p}}}:defs-ver", self.ns)
-    }
-
-    /// `ns:{pK}:job:<id>`: where builds of layout 2 kept a job's definition
-    /// (a hash, field `def`); the leader moves it into [`Names::defs`] once.
-    pub fn v2_job(&self, id: u64) -> String {
-        format!("{}:{{p{}}}:job:{id}", self.ns, self.partition_of(id))
-    }
-
-    /// `ns:job:<id>`: where the earliest builds kept a job's definition;
-    /// the leader moves it to [`Names::v2_job`], then into [`Names::defs`].
-    pub fn legacy_job(&self, id: u64) -> String {
-        format!("{}:job:{id}", self.ns)
     }
 
     /// `ns:{pK}:job-bits`: which jobs of the partition exist, a bitmap:
@@ -192,45 +175,25 @@ impl Names {
     /// `ns:{pK}:job-ids`: where builds up to layout 3 kept the ids of the
     /// partition's jobs (a sorted set scored by the id); the leader moves
     /// them into [`Names::job_bits`] once.
-    pub fn job_ids(&self, p: u32) -> String {
-        format!("{}:{{p{p}}}:job-ids", self.ns)
-    }
-
     /// `ns:{pK}:group-job-ids:<app>`: the ids of a group's jobs in the
     /// partition, scored by the id.
     pub fn group_job_ids(&self, p: u32, app: &str) -> String {
         format!("{}:{{p{p}}}:group-job-ids:{app}", self.ns)
     }
 
-    /// `ns:layout`: the key layout the namespace is in ([`LAYOUT`] once the
-    /// leader moved what earlier builds wrote).
+    /// `ns:layout`: the key layout the namespace is in ([`LAYOUT`],
+    /// recorded by its first leader).
     pub fn layout(&self) -> String {
         format!("{}:layout", self.ns)
     }
 
     /// `ns:job-ids`: every job id of the namespace in one sorted set, as
     /// builds before the per-partition layout kept it.
-    pub fn v1_job_index(&self) -> String {
-        format!("{}:job-ids", self.ns)
-    }
-
     /// `ns:group-job-ids:<app>`: a group's job ids in one sorted set, as
     /// builds before the per-partition layout kept them.
-    pub fn v1_group_jobs(&self, app: &str) -> String {
-        format!("{}:group-job-ids:{app}", self.ns)
-    }
-
     /// `ns:jobs`: the plain set of job ids the earliest builds kept.
-    pub fn legacy_job_index(&self) -> String {
-        format!("{}:jobs", self.ns)
-    }
-
     /// `ns:group-jobs:<app>`: a group's plain set of job ids of the
     /// earliest builds.
-    pub fn legacy_group_jobs(&self, app: &str) -> String {
-        format!("{}:group-jobs:{app}", self.ns)
-    }
-
     /// `ns:bootstrap`: the term of the leader rebuilding Redis from MySQL,
     /// while it does (an interrupted rebuild is resumed).
     pub fn bootstrap_marker(&self) -> String {
@@ -486,10 +449,8 @@ mod tests {
         assert_eq!(n.ring(3, "a"), "rondo:{p3}:ring:a");
         assert_eq!(n.term(3), "rondo:{p3}:term");
         assert_eq!(n.ring_owners(3), "rondo:{p3}:rings");
-        assert_eq!(n.v2_job(35), "rondo:{p3}:job:35");
         assert_eq!(n.defs(3), "rondo:{p3}:defs");
         assert_eq!(n.defs_version(3), "rondo:{p3}:defs-ver");
-        assert_eq!(n.job_ids(3), "rondo:{p3}:job-ids");
         assert_eq!(n.job_bits(3), "rondo:{p3}:job-bits");
         // Job 35 of 16 partitions: partition 3, bit 2 (2 * 16 + 3 = 35).
         assert_eq!((n.partition_of(35), n.job_bit(35)), (3, 2));
@@ -499,7 +460,6 @@ mod tests {
         assert_eq!(n.handled(3, 120_000), "rondo:{p3}:handled:2");
         assert_eq!(n.handled(3, 179_999), "rondo:{p3}:handled:2");
         assert_eq!(n.handled(3, -1), "rondo:{p3}:handled:-1");
-        assert_eq!(n.legacy_handled("7-1-0"), "rondo:handled:7-1-0");
     }
 
     #[test]

@@ -491,19 +491,8 @@ async fn a_stale_record_of_a_handled_trigger_is_forgotten_not_lost() {
     handled.sent_ms = old;
     let mut unanswered = trigger(j.id, old - 2 * 3_600_000 + 1);
     unanswered.sent_ms = old;
-    // Handled by a build before the per-minute sets: a key of its own.
-    let mut legacy = trigger(j.id, old - 2 * 3_600_000 + 2);
-    legacy.sent_ms = old;
-    f.record_inflight(&[handled.clone(), unanswered.clone(), legacy.clone()])
+    f.record_inflight(&[handled.clone(), unanswered.clone()])
         .await;
-    let () = f
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .set_ex(f.names.legacy_handled(&legacy.trigger_id), 1, 600)
-        .await
-        .unwrap();
     let triggers = TriggerStore::new(
         f.pool.clone(),
         f.names.clone(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use rondo_core::{Config, clock, testkit};
-use rondo_scheduler::leader::bootstrap::{migrate_layout, rebuild_if_empty};
+use rondo_scheduler::leader::bootstrap::{check_layout, rebuild_if_empty};
 use rondo_scheduler::store::Store;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::{Api, Cluster, World, eventually};
@@ -301,156 +301,41 @@ async fn a_redis_with_jobs_or_a_sequence_is_not_rebuilt() {
     cluster.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_layouts_of_earlier_builds_move_into_the_partitions_once() {
-    let mut cluster = Cluster::new(World::new("boot-legacy").await);
-    let node = cluster.start_node().await;
-    let api = cluster.api(node);
-    let config = cluster.config().clone();
-    let (status, body) = api.post("/api/v1/groups", json!({ "app": "old" })).await;
-    assert_eq!(status, 201, "{body}");
-    let spec = |d: &str| json!({ "group": "old", "description": d, "schedule_type": "NONE", "handler": "demo" });
-    let mut jobs = Vec::new();
-    for d in ["a", "b", "c", "d"] {
-        jobs.push(create_job(&api, spec(d)).await);
-    }
-    let ids: Vec<u64> = jobs.iter().map(id_of).collect();
-    let mut before = Vec::new();
-    for id in &ids {
-        before.push(definition(&api, *id).await.expect("defined"));
-    }
+/// A new namespace gets this build's key layout recorded by its first
+/// check; one recorded in another layout (written by a build this one
+/// cannot read) is refused with an error that names the key, every time,
+/// and nothing is changed in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_in_another_key_layout_is_refused() {
+    let world = World::new("boot-layout").await;
+    let config = world.config.clone();
     let names = config.names();
-    let mut conn = redis(&config).await;
-    // Put the namespace back as earlier builds left it: the first job's
-    // definition at `job:<id>` and its ids only in the plain sets of the
-    // earliest builds; the next two's definitions at `{pK}:job:<id>`
-    // (layout 2) and their ids in the namespace-wide sorted sets; the last
-    // one's as layout 3 kept it, its definition in `{pK}:defs`, its id in
-    // the partition's sorted set `{pK}:job-ids`, not in the bitmap.
-    let mut pipe = redis::pipe();
-    for (i, id) in ids.iter().enumerate() {
-        let p = names.partition_of(*id);
-        pipe.setbit(names.job_bits(p), names.job_bit(*id) as usize, false)
-            .ignore();
-        // Earlier builds kept no definitions version.
-        pipe.del(names.defs_version(p)).ignore();
-        if i == 3 {
-            pipe.zadd(names.job_ids(p), *id, *id).ignore();
-            continue;
-        }
-        let def: String = conn.hget(names.defs(p), *id).await.unwrap();
-        let old_key = if i == 0 {
-            names.legacy_job(*id)
-        } else {
-            names.v2_job(*id)
-        };
-        pipe.hset(old_key, "def", def).ignore();
-        pipe.hdel(names.defs(p), *id).ignore();
-        pipe.zrem(names.group_job_ids(p, "old"), *id).ignore();
-        if i == 0 {
-            pipe.sadd(names.legacy_job_index(), *id).ignore();
-            pipe.sadd(names.legacy_group_jobs("old"), *id).ignore();
-        } else {
-            pipe.zadd(names.v1_job_index(), *id, *id).ignore();
-            pipe.zadd(names.v1_group_jobs("old"), *id, *id).ignore();
-        }
-    }
-    pipe.del(names.layout()).ignore();
-    let () = pipe.query_async(&mut conn).await.unwrap();
-
-    // Until the leader moves them, a job read by id finds its old key.
-    for (id, want) in ids.iter().zip(&before) {
-        let def = definition(&api, *id).await.expect("found at its old key");
-        assert_eq!(&def, want);
-    }
-
     let pool = rondo_core::redis::pool(&config.redis).expect("redis pool");
     let store = Store::new(pool, config.names());
-    // So does a read of many (the claim's, the load's), for layout 2.
-    let bulk = store.get_job_defs(&ids[1..3]).await.unwrap();
-    assert!(bulk.iter().all(Option::is_some), "{bulk:?}");
-    // The list of every job finds layout 3's index.
-    let (total, page) = store.job_page(None, 0, 10, false).await.unwrap();
-    assert_eq!(
-        (total, page),
-        (1, vec![ids[3]]),
-        "layout 3's sorted set is read"
-    );
+    let mut conn = redis(&config).await;
+    let before: Option<u32> = conn.get(names.layout()).await.unwrap();
+    assert_eq!(before, None, "a new namespace");
+    check_layout(&store)
+        .await
+        .expect("a new namespace is taken");
+    let recorded: Option<u32> = conn.get(names.layout()).await.unwrap();
+    assert_eq!(recorded, Some(rondo_core::names::LAYOUT));
+    check_layout(&store).await.expect("and taken again");
+
+    let other = rondo_core::names::LAYOUT - 1;
+    let () = conn.set(names.layout(), other).await.unwrap();
     for _ in 0..2 {
-        migrate_layout(&store).await.unwrap();
-        let mut listed: Vec<u64> = Vec::new();
-        for p in 0..names.partitions() {
-            let left: bool = conn.exists(names.job_ids(p)).await.unwrap();
-            assert!(!left, "partition {p}'s sorted set of ids is gone");
-            let bits: Vec<u8> = conn.get(names.job_bits(p)).await.unwrap();
-            for (j, byte) in bits.iter().enumerate() {
-                for k in 0..8 {
-                    if byte & (0x80 >> k) != 0 {
-                        let bit = (8 * j + k) as u64;
-                        listed.push(bit * u64::from(names.partitions()) + u64::from(p));
-                    }
-                }
-            }
-            let group: Vec<u64> = conn
-                .zrange(names.group_job_ids(p, "old"), 0, -1)
-                .await
-                .unwrap();
-            assert!(group.iter().all(|id| names.partition_of(*id) == p));
-        }
-        listed.sort_unstable();
-        assert_eq!(listed, ids);
-        let old: (bool, bool, bool, bool, u32) = redis::pipe()
-            .exists(names.legacy_job_index())
-            .exists(names.legacy_group_jobs("old"))
-            .exists(names.v1_job_index())
-            .exists(names.v1_group_jobs("old"))
-            .get(names.layout())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(old, (false, false, false, false, rondo_core::names::LAYOUT));
-        for id in &ids {
-            let old: (bool, bool, bool) = redis::pipe()
-                .exists(names.legacy_job(*id))
-                .exists(names.v2_job(*id))
-                .hexists(names.defs(names.partition_of(*id)), *id)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(
-                old,
-                (false, false, true),
-                "job {id}: in its partition's hash, its old keys gone"
-            );
-        }
-        let mut after = Vec::new();
-        for id in &ids {
-            after.push(definition(&api, *id).await.expect("defined"));
-        }
-        assert_eq!(after, before, "every definition came through unchanged");
-        for id in &ids {
-            let versioned: bool = conn
-                .exists(names.defs_version(names.partition_of(*id)))
-                .await
-                .unwrap();
-            assert!(
-                versioned,
-                "the move set the definitions version of job {id}'s partition"
-            );
-        }
-        let (_, page) = api.get("/api/v1/jobs?group=old").await;
-        assert_eq!(page["total"], 4, "{page}");
-        let (_, page) = api.get("/api/v1/jobs").await;
-        assert_eq!(page["total"], 4, "{page}");
-        let listed: Vec<u64> = page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(id_of)
-            .collect();
-        assert_eq!(listed, ids, "every job in the list, in id order");
+        let refused = check_layout(&store).await.expect_err("another layout");
+        assert_eq!(
+            refused.kind,
+            rondo_core::ErrorKind::InvalidInput,
+            "{refused:?}"
+        );
+        assert!(refused.message.contains(&names.layout()), "{refused:?}");
+        let kept: Option<u32> = conn.get(names.layout()).await.unwrap();
+        assert_eq!(kept, Some(other), "left as it was");
     }
-    cluster.stop().await;
+    drop(world);
 }
 
 /// A rebuild gives every partition a definitions version, so the leader's

@@ -38,7 +38,7 @@ use rondo_core::schedule::MisfireRule;
 use rondo_core::{Error, ErrorKind, Job, Names, clock};
 use rondo_history::{BadRow, History};
 
-use crate::store::{DEF, Store};
+use crate::store::Store;
 
 /// Job rows read from MySQL per query (and written per Redis pipeline).
 pub const PAGE: u32 = 5_000;
@@ -120,71 +120,32 @@ pub async fn rebuild_if_empty(
     Ok(Some(report))
 }
 
-/// Moves what earlier builds wrote into this build's key layout
-/// ([`LAYOUT`]), once per namespace; a leader calls it once per term,
-/// before its first claim, and it returns at once when `layout` says the
-/// namespace is done.
-///
-/// * The earliest builds kept the job indexes as plain sets (`jobs`,
-///   `group-jobs:<app>`); later ones as namespace-wide sorted sets
-///   (`job-ids`, `group-job-ids:<app>`). Both become the per-partition
-///   sorted sets `{pK}:job-ids` and `{pK}:group-job-ids:<app>`.
-/// * Definitions move from `job:<id>` to `{pK}:job:<id>` (layout 2), and
-///   from there into the partition's hash `{pK}:defs` (layout 3); a
-///   definition the API already wrote in the new place is newer and wins.
-/// * The partition's sorted set of job ids `{pK}:job-ids` becomes its
-///   bitmap `{pK}:job-bits` (layout 4), one script per partition, so a job
-///   the API deletes meanwhile is not brought back.
-///
-/// Idempotent: an interrupted move is finished by the next call (the old
-/// indexes are deleted only after their ids were copied, the marker set
-/// last). Builds before layout 2 never ran on a Redis Cluster, so on one
-/// only the moves into `{pK}:defs` and `{pK}:job-bits` have something to
-/// do. Not atomic with the writes of a node of an earlier build: the
-/// scheduler nodes of a namespace are upgraded together across this change
-/// (docs/operations.md, "Upgrading").
-pub async fn migrate_layout(store: &Store) -> Result<(), Error> {
+/// Holds the namespace to this build's key layout ([`LAYOUT`]): a leader
+/// calls it once per term, before its first claim. A namespace without a
+/// recorded layout is new (its first leader records it); one recorded in
+/// another layout was written by a build this one cannot read, and the
+/// leader refuses to claim in it (every tick says why) rather than misread
+/// its keys. No released build wrote another layout.
+pub async fn check_layout(store: &Store) -> Result<(), Error> {
     let names = store.names();
     let mut conn = store.pool().get().await?;
+    let _: Option<String> = redis::cmd("SET")
+        .arg(names.layout())
+        .arg(LAYOUT)
+        .arg("NX")
+        .query_async(&mut conn)
+        .await?;
     let layout: Option<u32> = conn.get(names.layout()).await?;
-    let layout = layout.unwrap_or(0);
-    if layout >= LAYOUT {
-        return Ok(());
+    match layout {
+        Some(LAYOUT) => Ok(()),
+        other => Err(Error::invalid(
+            "layout",
+            format!(
+                "the namespace's Redis keys are in layout {other:?} ({}); this build reads layout {LAYOUT} only: use a new namespace, or empty this one and let the leader rebuild it from MySQL",
+                names.layout()
+            ),
+        )),
     }
-    if layout < 3 {
-        into_defs(store, &mut conn).await?;
-    }
-    // Layout 3 → 4: each partition's sorted set of ids into its bitmap, a
-    // bounded batch per script (Redis serves nobody else while one runs).
-    let started = Instant::now();
-    let mut moved = 0u64;
-    for p in 0..names.partitions() {
-        loop {
-            let ids: u64 = redis::cmd("EVAL")
-                .arg(INTO_BITS)
-                .arg(2)
-                .arg(names.job_ids(p))
-                .arg(names.job_bits(p))
-                .arg(names.partitions())
-                .arg(INTO_BITS_BATCH)
-                .query_async(&mut conn)
-                .await?;
-            moved += ids;
-            if ids == 0 {
-                break;
-            }
-        }
-    }
-    if moved > 0 {
-        tracing::info!(
-            jobs = moved,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "moved the job indexes of an earlier build into the partitions' bitmaps"
-        );
-    }
-    new_defs_versions(store).await?;
-    let _: () = conn.set(names.layout(), LAYOUT).await?;
-    Ok(())
 }
 
 /// Gives every partition a new definitions version (`{pK}:defs-ver`)
@@ -203,130 +164,6 @@ async fn new_defs_versions(store: &Store) -> Result<(), Error> {
     Ok(())
 }
 
-/// Layouts up to 2 into layout 3: the earliest builds' indexes into the
-/// per-partition sorted sets and their definitions to `{pK}:job:<id>` (one
-/// Redis only), then every definition into its partition's hash.
-async fn into_defs(store: &Store, conn: &mut rondo_core::redis::Connection) -> Result<(), Error> {
-    let names = store.names();
-    if !store.pool().is_cluster() {
-        let started = Instant::now();
-        let groups: Vec<String> = conn.hkeys(names.groups()).await?;
-        let mut sources = vec![
-            (names.legacy_job_index(), None),
-            (names.v1_job_index(), None),
-        ];
-        for g in &groups {
-            sources.push((names.legacy_group_jobs(g), Some(g.as_str())));
-            sources.push((names.v1_group_jobs(g), Some(g.as_str())));
-        }
-        let mut moved = 0u64;
-        for (key, group) in sources {
-            let ids = old_index(conn, &key).await?;
-            for chunk in ids.chunks(5_000) {
-                let mut pipe = redis::pipe();
-                for &id in chunk {
-                    let p = names.partition_of(id);
-                    match group {
-                        None => {
-                            pipe.cmd("EVAL")
-                                .arg(MOVE_DEF)
-                                .arg(2)
-                                .arg(names.legacy_job(id))
-                                .arg(names.v2_job(id));
-                            pipe.zadd(names.job_ids(p), id, id).ignore();
-                        }
-                        Some(g) => {
-                            pipe.zadd(names.group_job_ids(p, g), id, id).ignore();
-                        }
-                    }
-                }
-                let renamed: Vec<u64> = pipe.query_async(&mut *conn).await?;
-                moved += renamed.iter().sum::<u64>();
-            }
-            if !ids.is_empty() {
-                let _: () = conn.del(&key).await?;
-                tracing::info!(key = %key, jobs = ids.len(), "moved a job index of an earlier build into the per-partition indexes");
-            }
-        }
-        if moved > 0 {
-            tracing::info!(
-                definitions = moved,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "moved job definitions of an earlier build into their partitions"
-            );
-        }
-    }
-    // Layout 2 → 3: every definition into its partition's hash, on a
-    // Redis Cluster as well (both keys carry the partition's hash tag).
-    let started = Instant::now();
-    let mut moved = 0u64;
-    for p in 0..names.partitions() {
-        let ids: Vec<u64> = conn.zrange(names.job_ids(p), 0, -1).await?;
-        for chunk in ids.chunks(5_000) {
-            let mut pipe = redis::pipe();
-            for &id in chunk {
-                pipe.cmd("EVAL")
-                    .arg(INTO_DEFS)
-                    .arg(2)
-                    .arg(names.v2_job(id))
-                    .arg(names.defs(p))
-                    .arg(id)
-                    .arg(DEF);
-            }
-            let into: Vec<u64> = pipe.query_async(&mut *conn).await?;
-            moved += into.iter().sum::<u64>();
-        }
-    }
-    if moved > 0 {
-        tracing::info!(
-            definitions = moved,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "moved job definitions of an earlier build into their partitions' hashes"
-        );
-    }
-    Ok(())
-}
-
-/// Moves up to ARGV[2] ids of the sorted set KEYS[1] into the bitmap
-/// KEYS[2] (bit `id / ARGV[1]`, ARGV[1] the number of partitions), taking
-/// them out of the set; the number moved (0: the set is gone). Both keys
-/// are in one hash slot, and a save or delete of a job writes both in one
-/// transaction, so a job deleted meanwhile is not brought back.
-const INTO_BITS: &str = "local ids = redis.call('ZPOPMIN', KEYS[1], ARGV[2]) \
-local n = tonumber(ARGV[1]) \
-for k = 1, #ids, 2 do \
-redis.call('SETBIT', KEYS[2], string.format('%d', math.floor(tonumber(ids[k]) / n)), 1) end \
-return #ids / 2";
-
-/// Ids moved per [`INTO_BITS`] call.
-const INTO_BITS_BATCH: usize = 5_000;
-
-/// Moves a definition of layout 2 (field ARGV[2] of the hash KEYS[1]) into
-/// the partition's hash (KEYS[2], field ARGV[1]) unless one is there (then
-/// it is newer: the API wrote it), and deletes the old key; 1 when it moved
-/// one. Both keys are in one hash slot.
-const INTO_DEFS: &str = "local def = redis.call('HGET', KEYS[1], ARGV[2]) \
-if not def then return 0 end \
-local moved = redis.call('HSETNX', KEYS[2], ARGV[1], def) \
-redis.call('DEL', KEYS[1]) return moved";
-
-/// Moves a definition of an earlier build (KEYS[1]) to its new key
-/// (KEYS[2]) unless the new one exists (then it is newer: the old one is
-/// dropped); 1 when it moved one. One Redis only (two slots).
-const MOVE_DEF: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DEL', KEYS[1]) return 0 end \
-redis.call('RENAME', KEYS[1], KEYS[2]) return 1";
-
-/// The ids of an index of an earlier build: a plain set or a sorted set.
-async fn old_index(conn: &mut rondo_core::redis::Connection, key: &str) -> Result<Vec<u64>, Error> {
-    let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut *conn).await?;
-    Ok(match kind.as_str() {
-        "set" => conn.smembers(key).await?,
-        "zset" => conn.zrange(key, 0, -1).await?,
-        _ => Vec::new(),
-    })
-}
-
 fn marker(names: &Names) -> String {
     names.bootstrap_marker()
 }
@@ -336,8 +173,6 @@ async fn redis_state(store: &Store) -> Result<RedisState, Error> {
     let mut pipe = redis::pipe();
     for p in 0..names.partitions() {
         pipe.cmd("BITCOUNT").arg(names.job_bits(p));
-        // Layout 3's index, before the leader moved it.
-        pipe.zcard(names.job_ids(p));
     }
     let counts: Vec<u64> = pipe.query_async(&mut store.pool().get().await?).await?;
     let jobs: u64 = counts.iter().sum();

@@ -69,9 +69,9 @@ pub struct Claimer {
     /// Duration of each successful tick (ms) and what the last one did.
     pub tick_ms: Histogram,
     pub last_tick: std::sync::Mutex<TickReport>,
-    /// The term whose leader converted the legacy job indexes (once per
+    /// The term whose leader checked the namespace's key layout (once per
     /// term, not every tick).
-    migrated_term: std::sync::atomic::AtomicU64,
+    layout_checked_term: std::sync::atomic::AtomicU64,
     /// Definitions parsed in this tick and the last.
     definitions: Definitions,
 }
@@ -93,7 +93,7 @@ impl Claimer {
             last_claim_ms: watch::channel(0).0,
             tick_ms: Histogram::default(),
             last_tick: std::sync::Mutex::new(TickReport::default()),
-            migrated_term: std::sync::atomic::AtomicU64::new(0),
+            layout_checked_term: std::sync::atomic::AtomicU64::new(0),
             definitions: Definitions::default(),
         })
     }
@@ -211,9 +211,9 @@ impl Claimer {
     /// the rebuild again for as long as Redis stays empty.
     async fn bootstrap(&self, term: u64) -> Result<(), Error> {
         use std::sync::atomic::Ordering;
-        if self.migrated_term.load(Ordering::Relaxed) != term {
-            bootstrap::migrate_layout(&self.store).await?;
-            self.migrated_term.store(term, Ordering::Relaxed);
+        if self.layout_checked_term.load(Ordering::Relaxed) != term {
+            bootstrap::check_layout(&self.store).await?;
+            self.layout_checked_term.store(term, Ordering::Relaxed);
         }
         match bootstrap::rebuild_if_empty(&self.store, &self.history, term).await {
             Ok(_) => Ok(()),

@@ -2,15 +2,9 @@
 //! `{pK}:defs` ([`Names::defs`]): one `HMGET` per partition, so the claim,
 //! the node's load and the monitor read a thousand definitions with a
 //! handful of commands instead of a thousand `HGET`s.
-//!
-//! A definition an earlier build left at `{pK}:job:<id>` (layout 2) is
-//! still found until the leader has moved it ([`fill_from_earlier`], one
-//! more round trip, only when some definition is missing).
 
 use rondo_core::{Error, Names};
 
-/// Field of `{pK}:job:<id>` (layout 2) that held the definition.
-pub(crate) const DEF: &str = "def";
 /// The `HMGET`s a pipeline holds for the definitions of `ids`, and where
 /// each answer goes.
 pub(crate) struct DefReads {
@@ -78,43 +72,6 @@ impl DefReads {
         }
         Ok(defs)
     }
-}
-
-/// Looks up, where `defs` has none, the definition at the key of layout 2
-/// (an upgraded namespace whose leader has not moved it yet): one round
-/// trip, none when nothing is missing. The old key is read before the hash
-/// again, in one pipeline, so a definition the leader moves in between is
-/// found in one place or the other; where both hold one, the hash's is the
-/// newer (the API wrote it).
-pub(crate) async fn fill_from_earlier(
-    conn: &mut rondo_core::redis::Connection,
-    names: &Names,
-    ids: &[u64],
-    defs: &mut [Option<String>],
-) -> Result<(), Error> {
-    let missing: Vec<usize> = (0..ids.len()).filter(|i| defs[*i].is_none()).collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let missing_ids: Vec<u64> = missing.iter().map(|i| ids[*i]).collect();
-    let mut pipe = redis::pipe();
-    for id in &missing_ids {
-        pipe.hget(names.v2_job(*id), DEF);
-    }
-    let again = DefReads::add(&mut pipe, names, &missing_ids);
-    let mut replies: Vec<redis::Value> = pipe.query_async(conn).await?;
-    if replies.len() != missing_ids.len() + again.replies() {
-        return Err(Error::internal(
-            "redis answered a different number of replies",
-        ));
-    }
-    let now = again.assemble(replies.split_off(missing_ids.len()))?;
-    for ((i, old), now) in missing.into_iter().zip(replies).zip(now) {
-        let old: Option<String> = redis::from_redis_value(old)
-            .map_err(|e| Error::internal(format!("redis reply: {e}")))?;
-        defs[i] = now.or(old);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -18,32 +18,6 @@
 //! A group's page still merges the sorted sets `{pK}:group-job-ids:<app>`
 //! (`Store::job_page`).
 
-/// The ids set in `bitmaps`: how many there are.
-pub fn count(bitmaps: &[Vec<u8>]) -> usize {
-    bitmaps
-        .iter()
-        .flat_map(|b| b.iter())
-        .map(|byte| byte.count_ones() as usize)
-        .sum()
-}
-
-/// A page of the ids set in `bitmaps` (one per partition, in partition
-/// order, as Redis stores them: bit 0 is the most significant bit of byte
-/// 0), from rank `offset` on, at most `limit`, ascending or (`descending`)
-/// newest first; and how many ids there are in all.
-pub fn page(
-    bitmaps: &[Vec<u8>],
-    offset: usize,
-    limit: usize,
-    descending: bool,
-) -> (usize, Vec<u64>) {
-    let total = count(bitmaps);
-    if limit == 0 || offset >= total {
-        return (total, Vec::new());
-    }
-    (total, cut(bitmaps, 0, offset, limit, descending))
-}
-
 /// The ids from rank `offset` on, at most `limit`, in a window of the
 /// bitmaps: `window[p]` holds partition `p`'s bytes from column `first` on
 /// (what `GETRANGE key first last` returns). Ranks count within the
@@ -105,22 +79,48 @@ pub fn first_window(end: usize, partitions: usize) -> usize {
     (end + end / 4).div_ceil(8 * partitions.max(1)) + 1
 }
 
-/// Sets job `id`'s bit in `bitmaps` (one per partition), growing the
-/// partition's bitmap as Redis's `SETBIT` would: for ids still kept in a
-/// sorted set of layout 3, read while the leader has not moved them yet.
-pub fn set(bitmaps: &mut [Vec<u8>], id: u64) {
-    let partitions = bitmaps.len() as u64;
-    let (p, bit) = ((id % partitions) as usize, id / partitions);
-    let j = (bit / 8) as usize;
-    if bitmaps[p].len() <= j {
-        bitmaps[p].resize(j + 1, 0);
-    }
-    bitmaps[p][j] |= 0x80 >> (bit % 8);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ids set in `bitmaps`: how many there are.
+    fn count(bitmaps: &[Vec<u8>]) -> usize {
+        bitmaps
+            .iter()
+            .flat_map(|b| b.iter())
+            .map(|byte| byte.count_ones() as usize)
+            .sum()
+    }
+
+    /// A page of the ids set in whole `bitmaps` (what a window of all
+    /// columns cuts) (one per partition, in partition
+    /// order, as Redis stores them: bit 0 is the most significant bit of byte
+    /// 0), from rank `offset` on, at most `limit`, ascending or (`descending`)
+    /// newest first; and how many ids there are in all.
+    fn page(
+        bitmaps: &[Vec<u8>],
+        offset: usize,
+        limit: usize,
+        descending: bool,
+    ) -> (usize, Vec<u64>) {
+        let total = count(bitmaps);
+        if limit == 0 || offset >= total {
+            return (total, Vec::new());
+        }
+        (total, cut(bitmaps, 0, offset, limit, descending))
+    }
+
+    /// Sets job `id`'s bit in `bitmaps` (one per partition), growing the
+    /// partition's bitmap as Redis's `SETBIT` would.
+    fn set(bitmaps: &mut [Vec<u8>], id: u64) {
+        let partitions = bitmaps.len() as u64;
+        let (p, bit) = ((id % partitions) as usize, id / partitions);
+        let j = (bit / 8) as usize;
+        if bitmaps[p].len() <= j {
+            bitmaps[p].resize(j + 1, 0);
+        }
+        bitmaps[p][j] |= 0x80 >> (bit % 8);
+    }
 
     fn bitmaps(partitions: usize, ids: &[u64]) -> Vec<Vec<u8>> {
         let mut maps = vec![Vec::new(); partitions];

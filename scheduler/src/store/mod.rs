@@ -19,7 +19,6 @@ pub(crate) mod index;
 pub(crate) mod parsed;
 pub mod triggers;
 
-pub(crate) use defs::DEF;
 pub(crate) use fence::fenced;
 
 use std::collections::HashMap;
@@ -277,23 +276,7 @@ impl Store {
     pub async fn get_job(&self, id: u64) -> Result<Job, Error> {
         let mut conn = self.conn().await?;
         let p = self.names.partition_of(id);
-        let mut json: Option<String> = conn.hget(self.names.defs(p), id).await?;
-        if json.is_none() {
-            // An upgraded namespace whose leader has not moved the
-            // definitions of earlier builds yet (bootstrap::migrate_layout):
-            // the older places first, then the hash again, in the order the
-            // leader moves a definition (job:<id> → {pK}:job:<id> →
-            // {pK}:defs), so one moved in between is found.
-            let mut pipe = redis::pipe();
-            let legacy = !self.pool.is_cluster();
-            if legacy {
-                pipe.hget(self.names.legacy_job(id), DEF);
-            }
-            pipe.hget(self.names.v2_job(id), DEF)
-                .hget(self.names.defs(p), id);
-            let found: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
-            json = found.into_iter().rev().flatten().next();
-        }
+        let json: Option<String> = conn.hget(self.names.defs(p), id).await?;
         let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
         Ok(serde_json::from_str(&json)?)
     }
@@ -330,9 +313,7 @@ impl Store {
         let reads = defs::DefReads::add(&mut pipe, &self.names, ids);
         let mut conn = self.conn().await?;
         let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        let mut found = reads.assemble(replies)?;
-        defs::fill_from_earlier(&mut conn, &self.names, ids, &mut found).await?;
-        Ok(found)
+        reads.assemble(replies)
     }
 
     /// A page of job ids in id order (`descending`: newest first), of one
@@ -413,9 +394,7 @@ impl Store {
     /// A page of every job, from the bitmaps `{pK}:job-bits` ([`index`]):
     /// one round trip counts them (`BITCOUNT`, `STRLEN`), one more reads
     /// the window of columns the page needs (`GETRANGE`), wider and again
-    /// while the window had too few ids. In a namespace whose leader has not
-    /// moved layout 3's sorted sets `{pK}:job-ids` into the bitmaps yet
-    /// (`bootstrap::migrate_layout`), the whole of both is read instead.
+    /// while the window had too few ids.
     async fn all_jobs_page(
         &self,
         offset: usize,
@@ -425,23 +404,17 @@ impl Store {
         let parts = self.names.partitions();
         let mut conn = self.conn().await?;
         let mut pipe = redis::pipe();
-        pipe.get(self.names.layout());
         for p in 0..parts {
             pipe.cmd("BITCOUNT").arg(self.names.job_bits(p));
             pipe.strlen(self.names.job_bits(p));
         }
         let replies: Vec<Option<u64>> = pipe.query_async(&mut conn).await?;
-        if replies[0].is_none_or(|layout| layout < 4) {
-            return self
-                .all_jobs_page_unmoved(&mut conn, offset, limit, descending)
-                .await;
-        }
-        let total = replies[1..]
+        let total = replies
             .iter()
             .step_by(2)
             .map(|c| c.unwrap_or(0) as usize)
             .sum();
-        let columns = replies[2..]
+        let columns = replies[1..]
             .iter()
             .step_by(2)
             .map(|l| l.unwrap_or(0) as usize)
@@ -471,35 +444,6 @@ impl Store {
             }
             width = width.saturating_mul(2);
         }
-    }
-
-    /// [`Store::all_jobs_page`] before the leader moved the sorted sets:
-    /// each partition's old ids, then its bitmap, in one pipeline, so a
-    /// partition moved in between is found in the bitmap.
-    async fn all_jobs_page_unmoved(
-        &self,
-        conn: &mut rondo_core::redis::Connection,
-        offset: usize,
-        limit: usize,
-        descending: bool,
-    ) -> Result<(usize, Vec<u64>), Error> {
-        let mut pipe = redis::pipe();
-        for p in 0..self.names.partitions() {
-            pipe.zrange(self.names.job_ids(p), 0, -1)
-                .get(self.names.job_bits(p));
-        }
-        let replies: Vec<redis::Value> = pipe.query_async(&mut *conn).await?;
-        let mut bitmaps = Vec::with_capacity(replies.len() / 2);
-        let mut old = Vec::new();
-        let mut replies = replies.into_iter();
-        while let (Some(ids), Some(bits)) = (replies.next(), replies.next()) {
-            old.extend(triggers::parsed::<Vec<u64>>(ids)?);
-            bitmaps.push(triggers::parsed::<Option<Vec<u8>>>(bits)?.unwrap_or_default());
-        }
-        for id in old {
-            index::set(&mut bitmaps, id);
-        }
-        Ok(index::page(&bitmaps, offset, limit, descending))
     }
 
     /// The id at rank `rank` (0-based) of the merged indexes `keys`, in
@@ -564,16 +508,11 @@ impl Store {
             .ignore()
             .set(self.names.defs_version(p), rand::random::<u64>())
             .ignore()
-            .del(self.names.v2_job(job.id))
-            .ignore()
             .setbit(
                 self.names.job_bits(p),
                 self.names.job_bit(job.id) as usize,
                 false,
             )
-            .ignore()
-            // Layout 3's index, until the leader moved it into the bitmap.
-            .zrem(self.names.job_ids(p), job.id)
             .ignore()
             .zrem(self.names.group_job_ids(p, &job.group), job.id)
             .ignore()

@@ -364,8 +364,7 @@ impl TriggerStore {
                 replies.len()
             )));
         }
-        let mut jobs = reads.assemble(replies.split_off(query.inflight.len()))?;
-        super::defs::fill_from_earlier(conn, &self.names, &query.jobs, &mut jobs).await?;
+        let jobs = reads.assemble(replies.split_off(query.inflight.len()))?;
         Ok(GroupRead {
             inflight: replies
                 .into_iter()
@@ -390,18 +389,12 @@ impl TriggerStore {
         }
         let mut pipe = redis::pipe();
         for id in ids {
-            // And the key an earlier build set, until it expires.
             pipe.sismember(
                 self.names.handled(self.partition(id.job_id), id.fire_ms),
                 id.trigger_id,
-            )
-            .exists(self.names.legacy_handled(id.trigger_id));
+            );
         }
-        let found: Vec<bool> = pipe.query_async(conn).await?;
-        Ok(found
-            .chunks(2)
-            .map(|pair| pair.iter().any(|b| *b))
-            .collect())
+        Ok(pipe.query_async(conn).await?)
     }
 
     /// Marks a group's triggers handled, then forgets their in-flight
