@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use rondo_cli::{Api, credentials};
+use rondo_model::model::ScheduleType;
 use serde_json::{Map, Value, json};
 
 #[derive(Parser)]
@@ -447,16 +448,19 @@ impl JobArgs {
         put("group", self.group.clone().map(Value::from));
         put("handler", self.handler.clone().map(Value::from));
         if let Some(expr) = &self.cron {
-            put("schedule_type", Some("CRON".into()));
+            put("schedule_type", Some(ScheduleType::Cron.as_str().into()));
             put("schedule_conf", Some(expr.clone().into()));
         } else if let Some(rate) = &self.fix_rate {
-            put("schedule_type", Some("FIX_RATE".into()));
+            put("schedule_type", Some(ScheduleType::FixRate.as_str().into()));
             put("schedule_conf", Some(rate.clone().into()));
         } else if let Some(delay) = &self.fix_delay {
-            put("schedule_type", Some("FIX_DELAY".into()));
+            put(
+                "schedule_type",
+                Some(ScheduleType::FixDelay.as_str().into()),
+            );
             put("schedule_conf", Some(delay.clone().into()));
         } else if self.no_schedule {
-            put("schedule_type", Some("NONE".into()));
+            put("schedule_type", Some(ScheduleType::None.as_str().into()));
         }
         put("params", self.params.clone().map(Value::from));
         put("description", self.description.clone().map(Value::from));
@@ -750,12 +754,13 @@ fn request(
             count,
         }) => {
             let (ty, conf) = match (cron, fix_rate, fix_delay) {
-                (Some(c), _, _) => ("CRON", c.clone()),
-                (_, Some(r), _) => ("FIX_RATE", r.clone()),
-                (_, _, Some(d)) => ("FIX_DELAY", d.clone()),
+                (Some(c), _, _) => (ScheduleType::Cron, c.clone()),
+                (_, Some(r), _) => (ScheduleType::FixRate, r.clone()),
+                (_, _, Some(d)) => (ScheduleType::FixDelay, d.clone()),
                 _ => anyhow::bail!("name a schedule: --cron, --fix-rate or --fix-delay"),
             };
-            let mut body = json!({ "schedule_type": ty, "schedule_conf": conf, "count": count });
+            let mut body =
+                json!({ "schedule_type": ty.as_str(), "schedule_conf": conf, "count": count });
             if let Some(zone) = zone {
                 body["zone"] = zone.clone().into();
             }

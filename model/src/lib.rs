@@ -28,6 +28,7 @@ pub mod dedupe;
 pub mod error;
 pub mod event;
 pub mod model;
+mod named;
 pub mod names;
 pub mod redact;
 pub mod schedule;

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Error;
+use crate::named::named_enum;
+pub use crate::schedule::ScheduleType;
 use crate::schedule::{MisfireRule, Schedule, parse_zone};
 
 /// The largest `params` accepted, in bytes. Parameters travel inside every
@@ -15,57 +17,6 @@ pub const MAX_PARAMS_BYTES: usize = 16 * 1024;
 pub const MAX_TEXT: usize = 255;
 /// The longest group app name (it becomes part of queue names).
 pub const MAX_APP_NAME: usize = 64;
-
-macro_rules! named_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        pub enum $name {
-            $($(#[$vm])* #[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            /// Every name, in declaration order.
-            pub const NAMES: &'static [&'static str] = &[$($text),+];
-
-            /// The XXL-JOB name.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-
-            /// Parses an XXL-JOB name; the error names `field`.
-            pub fn parse(field: &str, text: &str) -> Result<Self, Error> {
-                match text {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(Error::invalid(field, format!(
-                        "unknown value {other:?}, expected one of {}", Self::NAMES.join(", ")))),
-                }
-            }
-        }
-
-        // By hand: the derive does not see the names through the macro.
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-                utoipa::openapi::ObjectBuilder::new()
-                    .schema_type(utoipa::openapi::schema::Type::String)
-                    .enum_values(Some(Self::NAMES.iter().copied()))
-                    .into()
-            }
-        }
-
-        impl utoipa::ToSchema for $name {
-            fn name() -> std::borrow::Cow<'static, str> {
-                std::borrow::Cow::Borrowed(stringify!($name))
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
 
 named_enum!(
     /// How the dispatcher picks executors of the group for a trigger.
@@ -97,18 +48,6 @@ named_enum!(
     Misfire {
         DoNothing = "DO_NOTHING",
         FireOnceNow = "FIRE_ONCE_NOW",
-    }
-);
-
-named_enum!(
-    /// XXL-JOB's schedule types.
-    ScheduleType {
-        None = "NONE",
-        Cron = "CRON",
-        FixRate = "FIX_RATE",
-        /// Not in XXL-JOB: the next fire is a delay after the previous run's
-        /// final result.
-        FixDelay = "FIX_DELAY",
     }
 );
 
@@ -421,7 +360,7 @@ fn compile_schedule(
     zone: &str,
 ) -> Result<Schedule, Error> {
     let zone = parse_zone("zone", zone)?;
-    Schedule::parse(schedule_type.as_str(), conf, zone)
+    Schedule::parse(schedule_type, conf, zone)
 }
 
 fn threshold_ms(ms: Option<u64>) -> Option<i64> {
@@ -429,6 +368,45 @@ fn threshold_ms(ms: Option<u64>) -> Option<i64> {
 }
 
 impl Job {
+    /// Job `id` of `group` running `handler`, every other field empty or
+    /// at its API default: no schedule (`NONE`), UTC, `DO_NOTHING`,
+    /// `FIRST`, `SERIAL_EXECUTION`, enabled, no time. The one literal of
+    /// every field outside the places a job is read from (a spec, a row):
+    /// tests, fixtures and rows build on it with
+    /// `Job { field: …, ..Job::new(id, group, handler) }`, so a new field
+    /// is added here and where it is read.
+    pub fn new(id: u64, group: &str, handler: &str) -> Job {
+        Job {
+            id,
+            group: group.to_owned(),
+            description: String::new(),
+            schedule_type: ScheduleType::None,
+            schedule_conf: String::new(),
+            zone: "UTC".into(),
+            misfire: Misfire::DoNothing,
+            misfire_threshold_ms: None,
+            routing: Routing::First,
+            block: BlockStrategy::SerialExecution,
+            handler: handler.to_owned(),
+            params: String::new(),
+            timeout_s: 0,
+            retries: 0,
+            child_jobs: Vec::new(),
+            retry_backoff_s: 0,
+            alarm_email: String::new(),
+            alarm_webhook: String::new(),
+            glue_type: GlueType::default(),
+            glue_source: String::new(),
+            glue_remark: String::new(),
+            glue_version: 0,
+            glue_updated_ms: 0,
+            import_ref: String::new(),
+            enabled: true,
+            created_ms: 0,
+            updated_ms: 0,
+        }
+    }
+
     /// The compiled schedule. Stored jobs were validated, so this only fails
     /// on data written by something else.
     pub fn schedule(&self) -> Result<Schedule, Error> {
@@ -612,7 +590,7 @@ impl JobSpec {
         }
         let zone = self.zone.unwrap_or_else(utc);
         let tz = parse_zone("zone", &zone)?;
-        Schedule::parse(schedule_type.as_str(), &schedule_conf, tz)?;
+        Schedule::parse(schedule_type, &schedule_conf, tz)?;
         let misfire_threshold_ms = self.misfire_threshold_ms;
         if misfire_threshold_ms
             .is_some_and(|ms| !(MIN_MISFIRE_THRESHOLD_MS..=MAX_MISFIRE_THRESHOLD_MS).contains(&ms))

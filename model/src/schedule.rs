@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Error;
+use crate::named::named_enum;
 
 pub mod quartz;
 
@@ -40,6 +41,18 @@ pub fn parse_zone(field: &str, name: &str) -> Result<Tz, Error> {
     })
 }
 
+named_enum!(
+    /// XXL-JOB's schedule types.
+    ScheduleType {
+        None = "NONE",
+        Cron = "CRON",
+        FixRate = "FIX_RATE",
+        /// Not in XXL-JOB: the next fire is a delay after the previous run's
+        /// final result.
+        FixDelay = "FIX_DELAY",
+    }
+);
+
 /// How a job is scheduled. Parsed from XXL-JOB's `schedule_type` /
 /// `schedule_conf` pair.
 #[derive(Debug, Clone)]
@@ -60,18 +73,14 @@ pub enum Schedule {
 impl Schedule {
     /// Parses a schedule whose cron fields are read in `zone`; errors name
     /// the field that is wrong.
-    pub fn parse(schedule_type: &str, conf: &str, zone: Tz) -> Result<Schedule, Error> {
+    pub fn parse(schedule_type: ScheduleType, conf: &str, zone: Tz) -> Result<Schedule, Error> {
         match schedule_type {
-            "NONE" => Ok(Schedule::None),
-            "CRON" => parse_quartz(conf, zone).map(|c| Schedule::Cron(Box::new(c), zone)),
-            "FIX_RATE" => parse_fix_rate(conf).map(Schedule::FixRate),
-            "FIX_DELAY" => parse_fix_rate(conf).map(Schedule::FixDelay),
-            other => Err(Error::invalid(
-                "schedule_type",
-                format!(
-                    "unknown schedule type {other:?}, expected CRON, FIX_RATE, FIX_DELAY or NONE"
-                ),
-            )),
+            ScheduleType::None => Ok(Schedule::None),
+            ScheduleType::Cron => {
+                parse_quartz(conf, zone).map(|c| Schedule::Cron(Box::new(c), zone))
+            }
+            ScheduleType::FixRate => parse_fix_rate(conf).map(Schedule::FixRate),
+            ScheduleType::FixDelay => parse_fix_rate(conf).map(Schedule::FixDelay),
         }
     }
 

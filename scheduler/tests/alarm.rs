@@ -9,10 +9,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::post;
 use axum::{Json, Router};
+use rondo_core::Job;
 use rondo_core::config::AlarmConfig;
 use rondo_core::event::{AlarmRecord, alarm_status};
 use rondo_core::model::ScheduleType;
-use rondo_core::{BlockStrategy, Job, Misfire, Routing};
 use rondo_scheduler::alarm::{Alarmer, Failure};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -28,33 +28,14 @@ const SLACK: Duration = Duration::from_millis(1500);
 
 fn job(alarm_email: &str, alarm_webhook: &str) -> Job {
     Job {
-        id: 42,
-        group: "demo".into(),
         description: "nightly report".into(),
         schedule_type: ScheduleType::Cron,
         schedule_conf: "0 0 3 * * ?".into(),
-        zone: "UTC".into(),
-        misfire: Misfire::DoNothing,
-        misfire_threshold_ms: None,
-        routing: Routing::First,
-        block: BlockStrategy::SerialExecution,
-        handler: "report".into(),
         params: "--day=today".into(),
-        timeout_s: 0,
         retries: 1,
-        child_jobs: vec![],
-        retry_backoff_s: 0,
         alarm_email: alarm_email.into(),
         alarm_webhook: alarm_webhook.into(),
-        glue_type: Default::default(),
-        glue_source: String::new(),
-        glue_remark: String::new(),
-        glue_version: 0,
-        glue_updated_ms: 0,
-        import_ref: String::new(),
-        enabled: true,
-        created_ms: 0,
-        updated_ms: 0,
+        ..Job::new(42, "demo", "report")
     }
 }
 

@@ -4,7 +4,7 @@
 //! `Job { params: "x".into(), ..fixtures::job(7) }`.
 
 use crate::event::{AlarmRecord, Event, LogLine, LogLines, TriggerRecord};
-use crate::model::{BlockStrategy, Group, Job, Misfire, Routing, ScheduleType};
+use crate::model::{BlockStrategy, Group, Job, ScheduleType};
 use crate::trigger::{ExecResult, Trigger, TriggerType, code};
 
 /// A fixed instant (2023-11-14T22:13:20Z) fixtures are dated from.
@@ -24,33 +24,12 @@ pub fn group(app: &str) -> Group {
 /// other field at its API default.
 pub fn job(id: u64) -> Job {
     Job {
-        id,
-        group: "demo".into(),
         description: format!("job {id}"),
         schedule_type: ScheduleType::Cron,
         schedule_conf: "0/5 * * * * ?".into(),
-        zone: "UTC".into(),
-        misfire: Misfire::DoNothing,
-        misfire_threshold_ms: None,
-        routing: Routing::First,
-        block: BlockStrategy::SerialExecution,
-        handler: "demo".into(),
-        params: String::new(),
-        timeout_s: 0,
-        retries: 0,
-        child_jobs: Vec::new(),
-        retry_backoff_s: 0,
-        alarm_email: String::new(),
-        alarm_webhook: String::new(),
-        glue_type: Default::default(),
-        glue_source: String::new(),
-        glue_remark: String::new(),
-        glue_version: 0,
-        glue_updated_ms: 0,
-        import_ref: String::new(),
-        enabled: true,
         created_ms: T0,
         updated_ms: T0,
+        ..Job::new(id, "demo", "demo")
     }
 }
 

@@ -1,39 +1,23 @@
 use rondo_core::event::{AlarmRecord, LogLine, LogLines, TriggerRecord, alarm_status};
 use rondo_core::model::ScheduleType;
 use rondo_core::trigger::{ExecResult, Trigger, TriggerType};
-use rondo_core::{BlockStrategy, Event, Group, Job, Misfire, Routing};
+use rondo_core::{BlockStrategy, Event, Group, Job};
 
 use super::*;
 
 fn job(id: u64, updated_ms: i64) -> Job {
     Job {
-        id,
-        group: "demo".into(),
         description: "d".into(),
         schedule_type: ScheduleType::Cron,
         schedule_conf: "* * * * * ?".into(),
         zone: "Asia/Shanghai".into(),
-        misfire: Misfire::DoNothing,
         misfire_threshold_ms: Some(60_000),
-        routing: Routing::First,
-        block: BlockStrategy::SerialExecution,
-        handler: "h".into(),
-        params: String::new(),
-        timeout_s: 0,
-        retries: 0,
         child_jobs: vec![2, 3],
         retry_backoff_s: 30,
-        alarm_email: String::new(),
         alarm_webhook: "https://hooks.example.com/x".into(),
-        glue_type: Default::default(),
-        glue_source: String::new(),
-        glue_remark: String::new(),
-        glue_version: 0,
-        glue_updated_ms: 0,
-        import_ref: String::new(),
-        enabled: true,
         created_ms: 1,
         updated_ms,
+        ..Job::new(id, "demo", "h")
     }
 }
 

@@ -17,7 +17,7 @@ fn fmt(ms: i64) -> String {
 }
 
 fn cron(expr: &str) -> Schedule {
-    Schedule::parse("CRON", expr, Tz::UTC).unwrap_or_else(|e| panic!("{expr}: {e}"))
+    Schedule::parse(ScheduleType::Cron, expr, Tz::UTC).unwrap_or_else(|e| panic!("{expr}: {e}"))
 }
 
 /// Quartz expressions XXL-JOB users write, with the fires Quartz gives.
@@ -171,7 +171,7 @@ fn malformed_crons_are_refused_naming_the_field() {
         "0 0 0 30 2 ?",
         "1 2 3 4 5 6 7 8",
     ] {
-        let err = Schedule::parse("CRON", bad, Tz::UTC).expect_err(bad);
+        let err = Schedule::parse(ScheduleType::Cron, bad, Tz::UTC).expect_err(bad);
         assert_eq!(err.field.as_deref(), Some("schedule_conf"), "{bad}: {err}");
     }
 }
@@ -179,35 +179,35 @@ fn malformed_crons_are_refused_naming_the_field() {
 #[test]
 fn fix_rate_in_seconds_or_milliseconds() {
     assert!(matches!(
-        Schedule::parse("FIX_RATE", "5", Tz::UTC).unwrap(),
+        Schedule::parse(ScheduleType::FixRate, "5", Tz::UTC).unwrap(),
         Schedule::FixRate(5000)
     ));
     assert!(matches!(
-        Schedule::parse("FIX_RATE", "5s", Tz::UTC).unwrap(),
+        Schedule::parse(ScheduleType::FixRate, "5s", Tz::UTC).unwrap(),
         Schedule::FixRate(5000)
     ));
     assert!(matches!(
-        Schedule::parse("FIX_RATE", "250ms", Tz::UTC).unwrap(),
+        Schedule::parse(ScheduleType::FixRate, "250ms", Tz::UTC).unwrap(),
         Schedule::FixRate(250)
     ));
     assert_eq!(
-        Schedule::parse("FIX_RATE", "250ms", Tz::UTC)
+        Schedule::parse(ScheduleType::FixRate, "250ms", Tz::UTC)
             .unwrap()
             .next_after(1000),
         Some(1250)
     );
     for bad in ["", "abc", "-1", "0", "5ms", "1.5", "99999999999"] {
-        let err = Schedule::parse("FIX_RATE", bad, Tz::UTC).expect_err(bad);
+        let err = Schedule::parse(ScheduleType::FixRate, bad, Tz::UTC).expect_err(bad);
         assert_eq!(err.field.as_deref(), Some("schedule_conf"), "{bad}");
     }
 }
 
 #[test]
 fn unknown_schedule_type_names_the_field() {
-    let err = Schedule::parse("WEEKLY", "x", Tz::UTC).unwrap_err();
+    let err = ScheduleType::parse("schedule_type", "WEEKLY").unwrap_err();
     assert_eq!(err.field.as_deref(), Some("schedule_type"));
     assert!(
-        Schedule::parse("NONE", "", Tz::UTC)
+        Schedule::parse(ScheduleType::None, "", Tz::UTC)
             .unwrap()
             .next_after(0)
             .is_none()
@@ -340,7 +340,7 @@ fn a_job_threshold_overrides_the_cluster_one() {
 
 #[test]
 fn a_fixed_delay_fires_once_and_waits_for_its_result() {
-    let s = Schedule::parse("FIX_DELAY", "30s", Tz::UTC).unwrap();
+    let s = Schedule::parse(ScheduleType::FixDelay, "30s", Tz::UTC).unwrap();
     assert_eq!(s.first_after(1_000), Some(31_000));
     assert_eq!(
         s.next_after(31_000),
@@ -361,7 +361,7 @@ fn a_fixed_delay_fires_once_and_waits_for_its_result() {
 #[test]
 fn a_preview_lists_the_next_fires_in_the_jobs_zone() {
     let shanghai: Tz = "Asia/Shanghai".parse().unwrap();
-    let s = Schedule::parse("CRON", "0 0 2 * * ?", shanghai).unwrap();
+    let s = Schedule::parse(ScheduleType::Cron, "0 0 2 * * ?", shanghai).unwrap();
     // 02:00 in Shanghai is 18:00 UTC the day before.
     assert_eq!(
         s.preview(ms("2026-11-21 19:00:00"), 2)

@@ -4,40 +4,20 @@
 use rondo_core::event::TriggerRecord;
 use rondo_core::model::ScheduleType;
 use rondo_core::trigger::code;
-use rondo_core::{BlockStrategy, ExecResult, Misfire, Routing, Trigger, TriggerType};
+use rondo_core::{BlockStrategy, ExecResult, Trigger, TriggerType};
 
 use super::channel::chain;
 use super::*;
 
 pub(super) fn job(email: &str, webhook: &str) -> Job {
     Job {
-        id: 42,
-        group: "demo".into(),
         description: "nightly report".into(),
         schedule_type: ScheduleType::Cron,
         schedule_conf: "0 0 3 * * ?".into(),
-        zone: "UTC".into(),
-        misfire: Misfire::DoNothing,
-        misfire_threshold_ms: None,
-        routing: Routing::First,
-        block: BlockStrategy::SerialExecution,
-        handler: "report".into(),
         params: "--day=today".into(),
-        timeout_s: 0,
-        retries: 0,
-        child_jobs: vec![],
-        retry_backoff_s: 0,
         alarm_email: email.into(),
         alarm_webhook: webhook.into(),
-        glue_type: Default::default(),
-        glue_source: String::new(),
-        glue_remark: String::new(),
-        glue_version: 0,
-        glue_updated_ms: 0,
-        import_ref: String::new(),
-        enabled: true,
-        created_ms: 0,
-        updated_ms: 0,
+        ..Job::new(42, "demo", "report")
     }
 }
 

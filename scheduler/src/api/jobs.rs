@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
 use rondo_core::event::TriggerRecord;
-use rondo_core::model::validate_app_name;
+use rondo_core::model::{ScheduleType, validate_app_name};
 use rondo_core::{Error, Event, Job, JobSpec, TriggerType, clock};
 use rondo_dispatcher::Fire;
 use rondo_history::{JobQuery, JobSort};
@@ -333,15 +333,7 @@ impl JobListQuery {
         };
         let schedule_type = match q.get("schedule_type") {
             None => None,
-            Some(t) if ["CRON", "FIX_RATE", "FIX_DELAY", "NONE"].contains(&t.as_str()) => {
-                Some(t.clone())
-            }
-            Some(t) => {
-                return Err(Error::invalid(
-                    "schedule_type",
-                    format!("must be CRON, FIX_RATE, FIX_DELAY or NONE, got {t:?}"),
-                ));
-            }
+            Some(t) => Some(ScheduleType::parse("schedule_type", t)?.as_str().to_owned()),
         };
         let raw_sort = q.get("sort").map(String::as_str).unwrap_or("id");
         let (descending, key) = match raw_sort.strip_prefix('-') {

@@ -135,7 +135,7 @@ pub(super) async fn preview(State(s): State<AppState>, body: Bytes) -> ApiResult
     if !(1..=MAX_PREVIEW).contains(&count) {
         return Err(Error::invalid("count", format!("must be 1 to {MAX_PREVIEW}")).into());
     }
-    let schedule = Schedule::parse(ty.as_str(), &conf, zone)?;
+    let schedule = Schedule::parse(ty, &conf, zone)?;
     Ok(Json(NextFires::of(
         &schedule,
         zone,
