@@ -22,8 +22,9 @@ use rondo_executor::{Executor, ExecutorBuilder, ExecutorError};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// How long a test waits for something that should happen in well under it.
-pub const PATIENCE: Duration = Duration::from_secs(10);
+/// How long a test waits for something that should happen in well under
+/// it: the one patience of every test (`rondo_core::testkit`).
+pub use rondo_core::testkit::PATIENCE;
 
 pub struct Harness {
     pub config: Config,

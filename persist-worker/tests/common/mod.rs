@@ -5,7 +5,6 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::future::Future;
-use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
@@ -20,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use rondo_history::testing::story::*;
 
-/// How long a test waits for the worker before failing.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+/// How long a test waits for something that should happen in well under
+/// it: the one patience of every test (`rondo_core::testkit`).
+pub use rondo_core::testkit::PATIENCE;
 
 /// A test's own database and AMQP namespace, removed when dropped (also
 /// when the test panics).
