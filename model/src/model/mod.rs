@@ -1,0 +1,26 @@
+//! Executor groups and jobs: what users define through the API, the enums
+//! with XXL-JOB's names, and the validation that turns raw input into a job.
+//!
+//! * `vocabulary`: routing, block strategy, misfire, glue type;
+//! * `text`: bounds and checks of free text;
+//! * `group`: executor groups;
+//! * `job`: a job as stored and fired;
+//! * `spec`: a job as a user sends it, and its validation.
+
+mod group;
+mod job;
+mod spec;
+#[cfg(test)]
+mod tests;
+mod text;
+mod vocabulary;
+
+pub use crate::schedule::ScheduleType;
+pub use group::{Group, GroupSpec, MAX_XXL_ADDRESSES, normalize_xxl_address};
+pub use job::{Job, JobSchedule};
+pub use spec::{
+    JobSpec, MAX_CHILD_JOBS, MAX_MISFIRE_THRESHOLD_MS, MAX_RETRIES, MAX_RETRY_BACKOFF_S,
+    MAX_TIMEOUT_S, MIN_MISFIRE_THRESHOLD_MS, SUPPORTED_ROUTING,
+};
+pub use text::{MAX_APP_NAME, MAX_PARAMS_BYTES, MAX_TEXT, MAX_URL, validate_app_name};
+pub use vocabulary::{BlockStrategy, GlueType, MAX_SCRIPT_BYTES, Misfire, Routing};

@@ -1,0 +1,82 @@
+//! The bounds and checks of free text: names, handler-sized fields, alarm
+//! addresses and webhooks.
+
+use crate::error::Error;
+
+/// The largest `params` accepted, in bytes. Parameters travel inside every
+/// trigger message and every log row; larger payloads belong in a store the
+/// handler reads.
+pub const MAX_PARAMS_BYTES: usize = 16 * 1024;
+
+/// The longest handler name, description or alarm address.
+pub const MAX_TEXT: usize = 255;
+
+/// The longest group app name (it becomes part of queue names).
+pub const MAX_APP_NAME: usize = 64;
+
+/// Checks an app name: it becomes part of queue names and Redis keys.
+pub fn validate_app_name(field: &str, app: &str) -> Result<(), Error> {
+    if app.is_empty() || app.len() > MAX_APP_NAME {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1 to {MAX_APP_NAME} characters"),
+        ));
+    }
+    if !app
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    {
+        return Err(Error::invalid(
+            field,
+            "may contain only ASCII letters, digits, '-' and '_'",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_len(field: &str, value: &str, max: usize) -> Result<(), Error> {
+    if value.len() > max {
+        return Err(Error::invalid(
+            field,
+            format!("is {} bytes, the limit is {max}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The longest alarm webhook URL.
+pub const MAX_URL: usize = 1024;
+
+/// Checks a comma-separated list of e-mail addresses (empty = no mail).
+pub(crate) fn validate_emails(list: &str) -> Result<(), Error> {
+    for addr in list.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let valid = addr.split_once('@').is_some_and(|(user, host)| {
+            !user.is_empty() && host.contains('.') && !addr.contains(char::is_whitespace)
+        });
+        if !valid {
+            return Err(Error::invalid(
+                "alarm_email",
+                format!("{addr:?} is not an e-mail address"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the alarm webhook: empty, or an http(s) URL.
+pub(crate) fn validate_webhook(url: &str) -> Result<(), Error> {
+    if url.is_empty() {
+        return Ok(());
+    }
+    check_len("alarm_webhook", url, MAX_URL)?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    if rest.is_none_or(|r| r.is_empty() || r.starts_with('/') || r.contains(char::is_whitespace)) {
+        return Err(Error::invalid(
+            "alarm_webhook",
+            "must be an http:// or https:// URL",
+        ));
+    }
+    Ok(())
+}
