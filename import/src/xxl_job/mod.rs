@@ -1,0 +1,335 @@
+//! `rondo import xxl-job`: brings XXL-JOB's executor groups and jobs over.
+//!
+//! It reads `xxl_job_group` and `xxl_job_info` from XXL-JOB's MySQL (both
+//! column generations: `title`/`name` and `job_desc`/`name`), maps every row
+//! to rondo's job model, checks each with the model's own validation, and
+//! only then writes through the admin API: groups first, then jobs, then
+//! their child jobs (XXL-JOB ids mapped to rondo ids). A row that does not
+//! map stops the import before anything is written; `--dry-run` lists what
+//! would be done, every row that does not map with the reason, and each
+//! job's next fires beside XXL-JOB's `trigger_next_time`.
+//!
+//! Each job keeps where it came from in `import_ref`
+//! (`xxl-job/<source>#<id>`, the source being the database name unless
+//! `--source` names it), so running the import again finds the jobs it made
+//! and changes nothing, or only what changed in XXL-JOB since.
+//!
+//! Not taken over: XXL-JOB's `trigger_next_time` (rondo computes the next
+//! fire from now), `add_time`/`update_time`, `author`, the executors'
+//! addresses and access tokens (rondo executors consume queues), users,
+//! logs and script versions older than the current one.
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Context;
+use rondo_model::JobSpec;
+use serde_json::{Map, Value, json};
+use sqlx::{Connection, MySqlConnection};
+
+use rondo_cli::Api;
+
+mod map;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+use map::{import_ref, map_jobs};
+use tables::{Problem, XxlGroup, manual_addresses, read_groups, read_jobs};
+
+/// What the command was asked.
+pub struct ImportArgs<'a> {
+    pub mysql: &'a str,
+    pub zone: Option<&'a str>,
+    pub source: Option<&'a str>,
+    pub dry_run: bool,
+}
+
+/// Runs the import; the report is printed by the caller (status 200, or
+/// 400 when rows do not map and nothing was written).
+pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u16, Value)> {
+    let mut conn = MySqlConnection::connect(args.mysql)
+        .await
+        .with_context(|| {
+            format!(
+                "connecting to XXL-JOB's MySQL at {}",
+                rondo_model::redact::url(args.mysql)
+            )
+        })?;
+    let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+        .fetch_one(&mut conn)
+        .await?;
+    let source = match (args.source, database) {
+        (Some(source), _) => source.to_owned(),
+        (None, Some(db)) => db,
+        (None, None) => {
+            anyhow::bail!("the MySQL URL names no database: add /<database> or --source")
+        }
+    };
+    let (groups, group_problems) = manual_addresses(read_groups(&mut conn).await?);
+    let jobs = read_jobs(&mut conn).await?;
+    let _ = conn.close().await;
+
+    let (mapped, problems) = map_jobs(&groups, &jobs, args.zone, &source);
+    let used_groups: Vec<&XxlGroup> = groups
+        .iter()
+        .filter(|g| mapped.iter().any(|m| m.xxl.group == g.id))
+        .collect();
+    let mut problems = problems;
+    for g in &used_groups {
+        if let Err(e) = rondo_model::model::validate_app_name("app", &g.app) {
+            problems.push(Problem {
+                table: "xxl_job_group",
+                id: g.id,
+                column: "app_name".into(),
+                reason: e.message,
+            });
+        }
+    }
+    problems.extend(
+        group_problems
+            .into_iter()
+            .filter(|p| used_groups.iter().any(|g| g.id == p.id)),
+    );
+
+    let existing = existing_jobs(api, &source).await?;
+    let mut report = Map::new();
+    report.insert("source".into(), json!(format!("xxl-job/{source}")));
+    report.insert("dry_run".into(), json!(args.dry_run));
+    report.insert(
+        "problems".into(),
+        Value::Array(problems.iter().map(Problem::to_json).collect()),
+    );
+    if !problems.is_empty() && !args.dry_run {
+        report.insert(
+            "written".into(),
+            json!("nothing: fix or remove the rows above, then run the import again"),
+        );
+        return Ok((400, Value::Object(report)));
+    }
+
+    // Groups.
+    let mut group_actions = Vec::new();
+    for g in &used_groups {
+        let (status, current) = api
+            .call(
+                reqwest::Method::GET,
+                &format!("/api/v1/groups/{}", g.app),
+                None,
+            )
+            .await?;
+        let have: Vec<String> =
+            serde_json::from_value(current["xxl_addresses"].clone()).unwrap_or_default();
+        let action = match status {
+            200 if have == g.addresses => "exists",
+            200 if args.dry_run => "update",
+            200 => {
+                let (status, out) = api
+                    .call(
+                        reqwest::Method::PUT,
+                        &format!("/api/v1/groups/{}", g.app),
+                        Some(json!({ "xxl_addresses": g.addresses })),
+                    )
+                    .await?;
+                if status != 200 {
+                    return Ok((status, json!({ "group": g.app, "error": out })));
+                }
+                "updated"
+            }
+            404 if args.dry_run => "create",
+            404 => {
+                let mut spec = json!({ "app": g.app, "title": g.title });
+                if !g.addresses.is_empty() {
+                    spec["xxl_addresses"] = json!(g.addresses);
+                }
+                let (status, out) = api
+                    .call(reqwest::Method::POST, "/api/v1/groups", Some(spec))
+                    .await?;
+                if status != 201 {
+                    return Ok((status, json!({ "group": g.app, "error": out })));
+                }
+                "created"
+            }
+            other => anyhow::bail!("reading group {}: status {other}", g.app),
+        };
+        group_actions.push(json!({ "xxl_id": g.id, "app": g.app, "action": action }));
+    }
+    report.insert("groups".into(), Value::Array(group_actions));
+
+    // Jobs, without children first: a child may come later in the list.
+    let mut ids: HashMap<i64, u64> = HashMap::new();
+    let mut job_actions = Vec::new();
+    for m in &mapped {
+        let reference = import_ref(&source, m.xxl.id);
+        let current = existing.get(&reference);
+        let mut entry = json!({ "xxl_id": m.xxl.id, "import_ref": reference });
+        let action = match current {
+            Some(job) if same(&m.spec, job) => "unchanged",
+            Some(_) if args.dry_run => "update",
+            None if args.dry_run => "create",
+            Some(job) => {
+                let id = job["id"].as_u64().context("a job id")?;
+                let (status, out) = api
+                    .call(
+                        reqwest::Method::PUT,
+                        &format!("/api/v1/jobs/{id}"),
+                        Some(spec_json(&m.spec)),
+                    )
+                    .await?;
+                if status != 200 {
+                    return Ok((status, json!({ "xxl_id": m.xxl.id, "error": out })));
+                }
+                "updated"
+            }
+            None => {
+                let (status, out) = api
+                    .call(
+                        reqwest::Method::POST,
+                        "/api/v1/jobs",
+                        Some(spec_json(&m.spec)),
+                    )
+                    .await?;
+                if status != 201 {
+                    return Ok((status, json!({ "xxl_id": m.xxl.id, "error": out })));
+                }
+                ids.insert(m.xxl.id, out["id"].as_u64().context("the new job's id")?);
+                "created"
+            }
+        };
+        if let Some(id) = current.and_then(|j| j["id"].as_u64()) {
+            ids.insert(m.xxl.id, id);
+        }
+        entry["action"] = json!(action);
+        if let Some(id) = ids.get(&m.xxl.id) {
+            entry["id"] = json!(id);
+        }
+        if args.dry_run {
+            entry["job"] = spec_json(&m.spec);
+            entry["next_fires"] = next_fires(api, &m.spec).await?;
+            entry["xxl_trigger_next_ms"] = json!(m.xxl.next_ms);
+        }
+        job_actions.push(entry);
+    }
+
+    // Children, by rondo id.
+    if !args.dry_run {
+        for (m, entry) in mapped.iter().zip(job_actions.iter_mut()) {
+            let want: Vec<u64> = m
+                .children
+                .iter()
+                .filter_map(|c| ids.get(c).copied())
+                .collect();
+            let reference = import_ref(&source, m.xxl.id);
+            let had: Vec<u64> = existing
+                .get(&reference)
+                .and_then(|j| serde_json::from_value(j["child_jobs"].clone()).ok())
+                .unwrap_or_default();
+            if want == had || (want.is_empty() && !existing.contains_key(&reference)) {
+                continue;
+            }
+            let id = ids[&m.xxl.id];
+            let (status, out) = api
+                .call(
+                    reqwest::Method::PUT,
+                    &format!("/api/v1/jobs/{id}"),
+                    Some(json!({ "child_jobs": want })),
+                )
+                .await?;
+            if status != 200 {
+                return Ok((status, json!({ "xxl_id": m.xxl.id, "error": out })));
+            }
+            if entry["action"] == "unchanged" {
+                entry["action"] = json!("updated");
+            }
+        }
+    }
+    let count = |what: &str| job_actions.iter().filter(|j| j["action"] == what).count();
+    report.insert(
+        "summary".into(),
+        json!({
+            "jobs": mapped.len(),
+            "created": count("created") + count("create"),
+            "updated": count("updated") + count("update"),
+            "unchanged": count("unchanged"),
+            "problems": problems.len(),
+        }),
+    );
+    report.insert("jobs".into(), Value::Array(job_actions));
+    let status = if problems.is_empty() { 200 } else { 400 };
+    Ok((status, Value::Object(report)))
+}
+
+/// The spec as the API takes it (fields that are set).
+fn spec_json(spec: &JobSpec) -> Value {
+    let mut value = serde_json::to_value(spec).unwrap_or_default();
+    if let Value::Object(m) = &mut value {
+        m.retain(|_, v| !v.is_null());
+    }
+    value
+}
+
+/// Whether the stored job already has every field the spec sets.
+fn same(spec: &JobSpec, job: &Value) -> bool {
+    let Value::Object(want) = spec_json(spec) else {
+        return false;
+    };
+    // A remark belongs to a script version: rondo keeps it only when the
+    // source changes, so a remark edited alone in XXL-JOB is not a change
+    // (else every later run would "update" the job again).
+    let same_source = want.get("glue_source") == job.get("glue_source");
+    want.iter()
+        .filter(|(k, _)| !(same_source && k.as_str() == "glue_remark"))
+        .all(|(k, v)| job.get(k) == Some(v))
+}
+
+/// Every job the API shows that an earlier import of `source` made, by
+/// `import_ref`.
+async fn existing_jobs(api: &mut Api, source: &str) -> anyhow::Result<BTreeMap<String, Value>> {
+    let prefix = format!("xxl-job/{source}#");
+    let mut found = BTreeMap::new();
+    let mut offset = 0;
+    loop {
+        let (status, page) = api
+            .call(
+                reqwest::Method::GET,
+                &format!("/api/v1/jobs?limit=1000&offset={offset}"),
+                None,
+            )
+            .await?;
+        if status != 200 {
+            anyhow::bail!("listing jobs: status {status}: {page}");
+        }
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        for job in &items {
+            if let Some(r) = job["import_ref"]
+                .as_str()
+                .filter(|r| r.starts_with(&prefix))
+            {
+                found.insert(r.to_owned(), job.clone());
+            }
+        }
+        offset += items.len();
+        if items.is_empty() || offset as u64 >= page["total"].as_u64().unwrap_or(0) {
+            return Ok(found);
+        }
+    }
+}
+
+/// The job's next five fires, as the API previews them.
+async fn next_fires(api: &mut Api, spec: &JobSpec) -> anyhow::Result<Value> {
+    let mut body = json!({
+        "schedule_type": spec.schedule_type,
+        "schedule_conf": spec.schedule_conf,
+        "count": 5,
+    });
+    if let Some(zone) = &spec.zone {
+        body["zone"] = json!(zone);
+    }
+    let (_, out) = api
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/schedules/preview",
+            Some(body),
+        )
+        .await?;
+    Ok(out["fires"].clone())
+}

@@ -1,0 +1,243 @@
+//! XXL-JOB's tables as the importer reads them: `xxl_job_group` and
+//! `xxl_job_info` in both column generations, and the rows that do not
+//! map (a [`Problem`] names the table, the id and the column).
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+/// A group as XXL-JOB has it.
+#[derive(Debug, Clone)]
+pub(super) struct XxlGroup {
+    pub(super) id: i64,
+    pub(super) app: String,
+    pub(super) title: String,
+    /// Its executors' addresses when fed by hand (`address_type = 1`),
+    /// as rondo keeps them; empty for a group its executors register in.
+    pub(super) addresses: Vec<String>,
+}
+
+/// A job as XXL-JOB has it (the columns the importer maps).
+#[derive(Debug, Clone, Default)]
+pub(super) struct XxlJob {
+    pub(super) id: i64,
+    pub(super) group: i64,
+    pub(super) desc: String,
+    pub(super) alarm_email: String,
+    pub(super) schedule_type: String,
+    pub(super) schedule_conf: String,
+    pub(super) misfire: String,
+    pub(super) routing: String,
+    pub(super) handler: String,
+    pub(super) params: String,
+    pub(super) block: String,
+    pub(super) timeout_s: i64,
+    pub(super) retries: i64,
+    pub(super) glue_type: String,
+    pub(super) glue_source: String,
+    pub(super) glue_remark: String,
+    pub(super) children: String,
+    pub(super) running: bool,
+    pub(super) next_ms: i64,
+}
+
+/// A row that does not map, and why.
+#[derive(Debug, Clone)]
+pub(super) struct Problem {
+    pub(super) table: &'static str,
+    pub(super) id: i64,
+    pub(super) column: String,
+    pub(super) reason: String,
+}
+
+impl Problem {
+    pub(super) fn to_json(&self) -> Value {
+        json!({ "table": self.table, "id": self.id, "column": self.column, "reason": self.reason })
+    }
+}
+
+/// The names of `table`'s columns in the current database.
+pub(super) async fn columns(
+    conn: &mut MySqlConnection,
+    table: &str,
+) -> anyhow::Result<Vec<String>> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = ?",
+    )
+    .bind(table)
+    .fetch_all(&mut *conn)
+    .await?;
+    if names.is_empty() {
+        anyhow::bail!("no table {table} in this database: is it XXL-JOB's?");
+    }
+    Ok(names)
+}
+
+/// `new` if the table has it, else `old` (XXL-JOB renamed a few columns).
+pub(super) fn either(columns: &[String], new: &str, old: &str) -> anyhow::Result<String> {
+    [new, old]
+        .into_iter()
+        .find(|c| columns.iter().any(|have| have == c))
+        .map(str::to_owned)
+        .with_context(|| format!("neither {new} nor {old} is a column"))
+}
+
+pub(super) async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlGroup>> {
+    let cols = columns(conn, "xxl_job_group").await?;
+    let title = either(&cols, "name", "title")?;
+    let sql = format!(
+        "SELECT id, CAST(app_name AS CHAR) AS app, CAST({title} AS CHAR) AS title, \
+         address_type, CAST(address_list AS CHAR) AS address_list \
+         FROM xxl_job_group ORDER BY id"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let manual = int(r, "address_type")? == 1;
+            let list = text(r, "address_list")?;
+            Ok(XxlGroup {
+                id: int(r, "id")?,
+                app: text(r, "app")?,
+                title: text(r, "title")?,
+                addresses: if manual {
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|a| !a.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            })
+        })
+        .collect()
+}
+
+/// The groups with their manual addresses as rondo keeps them; an address
+/// rondo refuses (or too many) is a problem naming `address_list`.
+pub(super) fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let groups = groups
+        .into_iter()
+        .map(|mut g| {
+            let mut kept: Vec<String> = Vec::new();
+            for address in &g.addresses {
+                // XXL-JOB before 2.1 listed `ip:port` (its own RPC); 2.1
+                // on, the executors' `http://ip:port/`.
+                let url = if address.contains("://") {
+                    address.clone()
+                } else {
+                    format!("http://{address}")
+                };
+                match rondo_model::model::normalize_xxl_address(&url) {
+                    Ok(a) if !kept.contains(&a) => kept.push(a),
+                    Ok(_) => {}
+                    Err(why) => problems.push(Problem {
+                        table: "xxl_job_group",
+                        id: g.id,
+                        column: "address_list".into(),
+                        reason: format!("{address:?}: {why}"),
+                    }),
+                }
+            }
+            if kept.len() > rondo_model::model::MAX_XXL_ADDRESSES {
+                problems.push(Problem {
+                    table: "xxl_job_group",
+                    id: g.id,
+                    column: "address_list".into(),
+                    reason: format!(
+                        "{} addresses; rondo keeps at most {}",
+                        kept.len(),
+                        rondo_model::model::MAX_XXL_ADDRESSES
+                    ),
+                });
+            }
+            g.addresses = kept;
+            g
+        })
+        .collect();
+    (groups, problems)
+}
+
+pub(super) async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlJob>> {
+    let cols = columns(conn, "xxl_job_info").await?;
+    let desc = either(&cols, "name", "job_desc")?;
+    // Before 2.3, XXL-JOB had only cron (`job_cron`) and no misfire choice.
+    let (schedule_type, schedule_conf, misfire) = if cols.iter().any(|c| c == "schedule_type") {
+        ("schedule_type", "schedule_conf", "misfire_strategy")
+    } else {
+        ("'CRON'", "job_cron", "'DO_NOTHING'")
+    };
+    let sql = format!(
+        "SELECT id, job_group, CAST({desc} AS CHAR) AS job_desc, \
+         CAST(alarm_email AS CHAR) AS alarm_email, CAST({schedule_type} AS CHAR) AS schedule_type, \
+         CAST({schedule_conf} AS CHAR) AS schedule_conf, CAST({misfire} AS CHAR) AS misfire_strategy, \
+         CAST(executor_route_strategy AS CHAR) AS executor_route_strategy, \
+         CAST(executor_handler AS CHAR) AS executor_handler, CAST(executor_param AS CHAR) AS executor_param, \
+         CAST(executor_block_strategy AS CHAR) AS executor_block_strategy, \
+         executor_timeout, executor_fail_retry_count, CAST(glue_type AS CHAR) AS glue_type, \
+         CAST(glue_source AS CHAR) AS glue_source, CAST(glue_remark AS CHAR) AS glue_remark, \
+         CAST(child_jobid AS CHAR) AS child_jobid, trigger_status, trigger_next_time \
+         FROM xxl_job_info ORDER BY id"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(XxlJob {
+                id: int(r, "id")?,
+                group: int(r, "job_group")?,
+                desc: text(r, "job_desc")?,
+                alarm_email: text(r, "alarm_email")?,
+                schedule_type: text(r, "schedule_type")?,
+                schedule_conf: text(r, "schedule_conf")?,
+                misfire: text(r, "misfire_strategy")?,
+                routing: text(r, "executor_route_strategy")?,
+                handler: text(r, "executor_handler")?,
+                params: text(r, "executor_param")?,
+                block: text(r, "executor_block_strategy")?,
+                timeout_s: int(r, "executor_timeout")?,
+                retries: int(r, "executor_fail_retry_count")?,
+                glue_type: text(r, "glue_type")?,
+                glue_source: text(r, "glue_source")?,
+                glue_remark: text(r, "glue_remark")?,
+                children: text(r, "child_jobid")?,
+                running: int(r, "trigger_status")? == 1,
+                next_ms: int(r, "trigger_next_time")?,
+            })
+        })
+        .collect()
+}
+
+/// An integer column of any width, NULL as 0.
+pub(super) fn int(row: &MySqlRow, column: &str) -> anyhow::Result<i64> {
+    let value = row
+        .try_get::<Option<i64>, _>(column)
+        .or_else(|_| {
+            row.try_get::<Option<i32>, _>(column)
+                .map(|v| v.map(i64::from))
+        })
+        .or_else(|_| {
+            row.try_get::<Option<i8>, _>(column)
+                .map(|v| v.map(i64::from))
+        })
+        .or_else(|_| {
+            row.try_get::<Option<i16>, _>(column)
+                .map(|v| v.map(i64::from))
+        })
+        .with_context(|| format!("reading column {column}"))?;
+    Ok(value.unwrap_or(0))
+}
+
+/// A text column, NULL as "".
+pub(super) fn text(row: &MySqlRow, column: &str) -> anyhow::Result<String> {
+    Ok(row
+        .try_get::<Option<String>, _>(column)
+        .with_context(|| format!("reading column {column}"))?
+        .unwrap_or_default())
+}

@@ -1,0 +1,112 @@
+use super::map::*;
+use super::tables::*;
+
+fn xxl(id: i64) -> XxlJob {
+    XxlJob {
+        id,
+        group: 1,
+        desc: format!("job {id}"),
+        schedule_type: "CRON".into(),
+        schedule_conf: "0 0 2 * * ?".into(),
+        misfire: "DO_NOTHING".into(),
+        routing: "FIRST".into(),
+        handler: "demoJobHandler".into(),
+        block: "SERIAL_EXECUTION".into(),
+        glue_type: "BEAN".into(),
+        running: true,
+        ..XxlJob::default()
+    }
+}
+
+fn groups() -> Vec<XxlGroup> {
+    vec![XxlGroup {
+        id: 1,
+        app: "xxl-job-executor-sample".into(),
+        title: "sample".into(),
+        addresses: Vec::new(),
+    }]
+}
+
+#[test]
+fn rows_that_do_not_map_name_the_xxl_column_and_take_their_parents_along() {
+    let mut groovy = xxl(2);
+    groovy.glue_type = "GLUE_BASIC".into();
+    let mut py2 = xxl(3);
+    py2.glue_type = "GLUE_PYTHON2".into();
+    let mut cron = xxl(4);
+    cron.schedule_conf = "0 0 25 * * ?".into();
+    let mut parent = xxl(5);
+    parent.children = "2".into();
+    let mut orphan = xxl(6);
+    orphan.group = 9;
+    let mut ok = xxl(7);
+    ok.children = "1".into();
+    let jobs = [xxl(1), groovy, py2, cron, parent, orphan, ok];
+    let (mapped, problems) = map_jobs(&groups(), &jobs, Some("Asia/Shanghai"), "xxl");
+    let ids: Vec<i64> = mapped.iter().map(|m| m.xxl.id).collect();
+    assert_eq!(ids, [1, 7]);
+    let columns: Vec<(i64, &str)> = problems.iter().map(|p| (p.id, p.column.as_str())).collect();
+    assert_eq!(
+        columns,
+        [
+            (2, "glue_type"),
+            (3, "glue_type"),
+            (4, "schedule_conf"),
+            (5, "child_jobid"),
+            (6, "job_group")
+        ]
+    );
+    assert_eq!(mapped[1].children, [1]);
+    assert_eq!(mapped[0].spec.import_ref.as_deref(), Some("xxl-job/xxl#1"));
+
+    let mut a = xxl(1);
+    a.children = "2".into();
+    let mut b = xxl(2);
+    b.children = "1".into();
+    let mut own = xxl(3);
+    own.children = "3".into();
+    let (mapped, problems) = map_jobs(&groups(), &[a, b, own, xxl(4)], None, "xxl");
+    assert_eq!(mapped.iter().map(|m| m.xxl.id).collect::<Vec<_>>(), [4]);
+    let reasons: Vec<(i64, &str)> = problems.iter().map(|p| (p.id, p.column.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [(1, "child_jobid"), (2, "child_jobid"), (3, "child_jobid")]
+    );
+}
+
+#[test]
+fn groovy_jobs_map_for_xxl_jobs_own_executors() {
+    let mut groovy = xxl(1);
+    groovy.glue_type = "GLUE_GROOVY".into();
+    groovy.glue_source = "class DemoGlueJobHandler {}".into();
+    let (mapped, problems) = map_jobs(&groups(), &[groovy], None, "xxl");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(mapped[0].spec.glue_type.as_deref(), Some("GLUE_GROOVY"));
+}
+
+#[test]
+fn manual_groups_keep_their_addresses_and_bad_ones_are_problems() {
+    let manual = XxlGroup {
+        addresses: vec![
+            "http://10.0.0.5:9999/".into(),
+            "http://10.0.0.6:9999".into(),
+            "http://10.0.0.6:9999/".into(),
+            "10.0.0.7:9999".into(),
+            "ftp://10.0.0.8/".into(),
+        ],
+        ..groups().remove(0)
+    };
+    let (groups, problems) = manual_addresses(vec![manual]);
+    assert_eq!(
+        groups[0].addresses,
+        [
+            "http://10.0.0.5:9999/",
+            "http://10.0.0.6:9999/",
+            "http://10.0.0.7:9999/"
+        ],
+        "an address of XXL-JOB before 2.1 (ip:port) is read as http://"
+    );
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].column, "address_list");
+    assert!(problems[0].reason.contains("ftp://10.0.0.8/"));
+}
