@@ -24,6 +24,11 @@ const INDEX: &str = include_str!("../../console/index.html");
 /// The console's files: name, content type, body.
 const ASSETS: &[(&str, &str, &str)] = &[
     (
+        "admin-pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/admin-pages.js"),
+    ),
+    (
         "app.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/app.js"),
@@ -32,6 +37,21 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "choices.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/choices.js"),
+    ),
+    (
+        "groups-pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/groups-pages.js"),
+    ),
+    (
+        "jobs-pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/jobs-pages.js"),
+    ),
+    (
+        "logs-pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/logs-pages.js"),
     ),
     (
         "pages.js",
@@ -43,6 +63,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "ui.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/ui.js"),
+    ),
+    (
+        "widgets.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/widgets.js"),
     ),
     (
         "style.css",
@@ -138,5 +163,23 @@ mod tests {
             assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
         }
         assert_eq!(paths.len(), 14, "{paths:?}");
+    }
+
+    /// Every file of the console's folder is served: a module added there
+    /// and not listed would fail in the browser only.
+    #[test]
+    fn every_console_file_is_an_asset() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("console");
+        for entry in std::fs::read_dir(dir).expect("console/") {
+            let name = entry.expect("an entry").file_name();
+            let name = name.to_string_lossy();
+            if name == "index.html" {
+                continue;
+            }
+            assert!(
+                super::ASSETS.iter().any(|(file, _, _)| *file == name),
+                "{name} is not served"
+            );
+        }
     }
 }
