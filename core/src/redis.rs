@@ -18,6 +18,12 @@
 //! the pipeline's order; the commands of different slots are then not
 //! ordered among themselves, so a caller that needs an order of writes
 //! across slots sends them one after the other (see `Store::save_job`).
+//!
+//! Why one file of ~800 lines: [`Pool`] and [`Connection`] are one
+//! abstraction over two clients (one Redis, a Redis Cluster), and the
+//! cluster's health, slot grouping and pipelines exist only to give both
+//! arms the same behaviour; a split into `single`, `cluster` and `health`
+//! files is the next step when either client grows.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,4 +1,8 @@
 //! Publishing triggers: route, publish with confirms, record.
+//!
+//! Why one file of ~600 lines: routing, publishing with confirms and
+//! recording are the one path every fire takes, with one set of outcomes;
+//! the batching it uses lives in `lanes` and `rondo_core::batcher`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -12,6 +12,9 @@
 //!
 //! The outcome is published on watch channels: the node's [`Role`] and the
 //! live node list, read by the claim loop and the API.
+//!
+//! Why one file of ~500 lines: membership, election and the term are one
+//! ZooKeeper session's work, and a session event changes all three at once.
 
 use std::time::Duration;
 

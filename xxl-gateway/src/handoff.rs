@@ -30,6 +30,10 @@
 //!    progress, and the executor is asked (`/log`: a run that started has
 //!    a log file; a send of a trigger still waiting there is refused as a
 //!    repeat): the trigger is sent again only if it has neither.
+//!
+//! Why one file of ~700 lines: the hand-off is one protocol (claim, send,
+//! answer, settle) whose steps fence each other; each step's failure rules
+//! are read beside the step they guard.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -19,6 +19,10 @@
 //!
 //! Every write carries `executor.dedupe_ttl_s`, so nothing outlives the
 //! marks.
+//!
+//! Why one file of ~550 lines: every key the gateway keeps for a run, with
+//! the scripts that change them together; one place says what each key
+//! holds and who may write it.
 
 use std::sync::LazyLock;
 

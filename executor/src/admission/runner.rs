@@ -49,6 +49,10 @@
 //! mark back (`DEL`): either way its redelivery runs it normally. (Only if
 //! Redis refuses that `DEL` is the trigger answered with 500 "shut down
 //! before the run started" instead.)
+//!
+//! Why one file of ~500 lines: [`Runner::admit`]'s five steps, each
+//! durable before the next, read in order; the slots, the dedupe and the
+//! workers it calls are files of their own.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -22,6 +22,11 @@
 //! [`CronExpr::parse`] refuses it with the reason instead (see
 //! [`CronExpr::sanity`]); the differential test against Quartz itself
 //! (`tests/tests/quartz_oracle.rs`) holds the port to the original.
+//!
+//! Why one file of ~1,100 lines: it ports one Java class (`CronExpression`)
+//! in that class's order, so that it reads beside Quartz's source method by
+//! method; splitting it would break that reading. Its table test is
+//! `quartz/tests.rs`.
 
 use std::collections::BTreeSet;
 

@@ -7,7 +7,7 @@ use rondo_core::config::AlarmConfig;
 
 /// The timeout used when `[alarm] timeout_ms` is 0.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-/// An `[alarm]` section that cannot send (see [`Alarmer::try_new`]).
+/// An `[alarm]` section that cannot send (see [`Alarmer::try_new`](super::Alarmer::try_new)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AlarmConfigError {
     #[error("alarm.smtp_from {from:?} is not a mailbox: {reason}")]

@@ -1,6 +1,11 @@
 //! Jobs: create, list, read, update, delete, start, stop, and trigger once
 //! now. Every change is written to Redis (definition and due entry in one
 //! step) and announced as a `job.*` event.
+//!
+//! Why one file of ~700 lines: every route of `/api/v1/jobs` with its
+//! input checks, so that a route's validation, write and event are read
+//! together; the list's query parsing is the largest part and the first to
+//! move out.
 
 use std::collections::HashMap;
 use std::sync::Arc;

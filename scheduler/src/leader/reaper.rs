@@ -40,6 +40,10 @@
 //! trigger. Draining a queue is broker work that Redis cannot fence; the
 //! reaper checks its term before each offline executor, and a drain raced
 //! by two leaders re-sends the same trigger ids, which executors run once.
+//!
+//! Why one file of ~650 lines: the reaper's two scans share the leader's
+//! term, the in-flight reads and the moves they make; each scan's rules are
+//! written once here, beside the code that applies them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

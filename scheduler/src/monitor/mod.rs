@@ -24,6 +24,10 @@
 //!   results, which this monitor then retries and alarms like any failure;
 //!   triggers waiting in an offline executor's queue are routed again to live
 //!   executors of the group, or failed after `monitor.reroute_timeout_ms`.
+//!
+//! Why one file of ~550 lines: the consumer of the `monitor` queue and its
+//! group handling (two round trips per group); the decisions are
+//! [`decide`](mod@decide), pure and tested alone.
 
 pub mod decide;
 
