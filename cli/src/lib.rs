@@ -14,6 +14,25 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::Value;
 
+/// Which cluster a command talks to, and as whom: the arguments every
+/// `rondo` binary takes.
+#[derive(clap::Args)]
+pub struct Target {
+    /// Base URL of any scheduler node's admin API.
+    #[arg(long, env = "RONDO_API", default_value = "http://127.0.0.1:8600")]
+    pub api: String,
+    /// API token (`rondo_pat_…`); default: the one `rondo login` saved.
+    #[arg(long, env = "RONDO_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+impl Target {
+    /// A client of the API with these credentials.
+    pub fn api(&self) -> Api {
+        Api::new(&self.api, self.token.clone())
+    }
+}
+
 /// A client of one scheduler node's admin API, with its credentials.
 pub struct Api {
     pub(crate) base: String,

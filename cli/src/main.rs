@@ -28,7 +28,7 @@ use call::{Call, Secret, query_string};
 use clap::{Parser, Subcommand};
 use groups::GroupCmd;
 use jobs::{JobCmd, ScheduleCmd};
-use rondo_cli::{Api, credentials};
+use rondo_cli::{Target, credentials};
 use serde_json::{Value, json};
 use users::{TokenCmd, UserCmd};
 
@@ -39,12 +39,8 @@ use users::{TokenCmd, UserCmd};
     about = "Command-line client of a rondo scheduler cluster"
 )]
 struct Cli {
-    /// Base URL of any scheduler node's admin API.
-    #[arg(long, env = "RONDO_API", default_value = "http://127.0.0.1:8600")]
-    api: String,
-    /// API token (`rondo_pat_…`); default: the one `rondo login` saved.
-    #[arg(long, env = "RONDO_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    target: Target,
     #[command(subcommand)]
     command: Command,
 }
@@ -261,7 +257,7 @@ fn request(cmd: &Command, secret: Secret<'_>) -> anyhow::Result<Call> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut api = Api::new(&cli.api, cli.token.clone());
+    let mut api = cli.target.api();
     let outcome = match &cli.command {
         Command::Login { user, days } => credentials::login(&mut api, user, *days).await,
         Command::Logout => credentials::logout(&mut api).await,
@@ -272,7 +268,7 @@ async fn main() -> ExitCode {
             Err(e) => Err(e),
         },
     };
-    rondo_cli::finish(outcome, &cli.api)
+    rondo_cli::finish(outcome, &cli.target.api)
 }
 
 /// Runs `rondo-import` with `args`, the API and its token: the binary
@@ -286,8 +282,8 @@ fn import(cli: &Cli, args: &[String]) -> anyhow::Result<(u16, Value)> {
         .filter(|path| path.is_file());
     let program = beside.unwrap_or_else(|| "rondo-import".into());
     let mut command = std::process::Command::new(&program);
-    command.arg("--api").arg(&cli.api).args(args);
-    if let Some(token) = &cli.token {
+    command.arg("--api").arg(&cli.target.api).args(args);
+    if let Some(token) = &cli.target.token {
         command.env("RONDO_TOKEN", token);
     }
     let error = command.exec();

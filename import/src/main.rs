@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use rondo_cli::Api;
+use rondo_cli::Target;
 use rondo_import::xxl_job;
 
 #[derive(Parser)]
@@ -16,12 +16,8 @@ use rondo_import::xxl_job;
     about = "Brings jobs over from another scheduler into a rondo cluster"
 )]
 struct Cli {
-    /// Base URL of any scheduler node's admin API.
-    #[arg(long, env = "RONDO_API", default_value = "http://127.0.0.1:8600")]
-    api: String,
-    /// API token (`rondo_pat_…`); default: the one `rondo login` saved.
-    #[arg(long, env = "RONDO_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    target: Target,
     #[command(subcommand)]
     command: ImportCmd,
 }
@@ -52,7 +48,7 @@ enum ImportCmd {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut api = Api::new(&cli.api, cli.token.clone());
+    let mut api = cli.target.api();
     let outcome = match &cli.command {
         ImportCmd::XxlJob {
             mysql,
@@ -69,5 +65,5 @@ async fn main() -> ExitCode {
             xxl_job::xxl_job(&mut api, &args).await
         }
     };
-    rondo_cli::finish(outcome, &cli.api)
+    rondo_cli::finish(outcome, &cli.target.api)
 }
