@@ -1,11 +1,12 @@
-//! Jobs: create, list, read, update, delete, start, stop, and trigger once
-//! now. Every change is written to Redis (definition and due entry in one
-//! step) and announced as a `job.*` event.
-//!
-//! Why one file of ~700 lines: every route of `/api/v1/jobs` with its
-//! input checks, so that a route's validation, write and event are read
-//! together; the list's query parsing is the largest part and the first to
-//! move out.
+//! Jobs: create, read, update, delete, start and stop here, with the
+//! checks every route shares; the list ([`list`]), script versions
+//! ([`scripts`]) and trigger once ([`trigger`]) beside. Every change is
+//! written to Redis (definition and due entry in one step) and announced as
+//! a `job.*` event.
+
+pub(super) mod list;
+pub(super) mod scripts;
+pub(super) mod trigger;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,11 +16,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
-use rondo_core::event::TriggerRecord;
-use rondo_core::model::{ScheduleType, validate_app_name};
-use rondo_core::{Error, Event, Job, JobSpec, TriggerType, clock};
-use rondo_dispatcher::Fire;
-use rondo_history::{JobQuery, JobSort};
+use rondo_core::{Error, Event, Job, JobSpec, clock};
 use serde::Serialize;
 
 use rondo_core::schedule::MissedFires;
@@ -28,7 +25,7 @@ use crate::store::Due;
 
 use super::auth::Caller;
 use super::doc::ApiErrors;
-use super::input::{parse_body, parse_id, query_usize};
+use super::input::{parse_body, parse_id};
 use super::schedules::{NextFires, count_param};
 use super::state::{ApiResult, AppState};
 
@@ -40,19 +37,6 @@ pub(super) struct JobView {
     /// The next scheduled fire (ms since the epoch, UTC); null when the
     /// job is stopped or its schedule has no more fires.
     next_fire_ms: Option<i64>,
-}
-
-/// A page of jobs.
-#[derive(Serialize, utoipa::ToSchema)]
-pub(super) struct JobPage {
-    /// Jobs matching, on all pages: exactly, or at least this many when
-    /// `total_exact` is false (a count that stopped at 10,000, or a text
-    /// search, which counts only the pages so far and one more if there
-    /// are more).
-    total: usize,
-    total_exact: bool,
-    offset: usize,
-    items: Vec<Job>,
 }
 
 /// The `{id}` path parameter of a job.
@@ -227,158 +211,6 @@ pub(super) async fn create_job(
     ))
 }
 
-/// A page of jobs: by id from Redis (always current), or, with a search,
-/// a filter or another order, ids from the MySQL mirror (a job saved a
-/// moment ago shows once the persistence worker has written it, within
-/// its linger) and the definitions from Redis.
-#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
-    params(
-        ("group" = Option<String>, Query, description = "Only this group's jobs.", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("q" = Option<String>, Query, description = "A job id (a number), or text found in the description or the handler, in any case (not counted: `total_exact` is false while there are more).", max_length = 255),
-        ("enabled" = Option<bool>, Query, description = "Only running (`true`) or stopped (`false`) jobs."),
-        ("schedule_type" = Option<String>, Query, description = "Only jobs of this schedule type.", pattern = "^(CRON|FIX_RATE|FIX_DELAY|NONE)$"),
-        ("sort" = Option<String>, Query, description = "The order: `id` (default), `description`, `updated`; a leading `-` reverses it.", pattern = "^-?(id|description|updated)$"),
-        ("limit" = Option<u32>, Query, description = "Page size (default 100).", maximum = 1000),
-        ("offset" = Option<i64>, Query, description = "Jobs to skip (default 0).", minimum = 0),
-    ),
-    responses((status = 200, description = "A page of jobs.", body = JobPage), ApiErrors))]
-pub(super) async fn list_jobs(
-    State(s): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<JobPage>> {
-    let query = JobListQuery::parse(&q)?;
-    if let Some(g) = &query.group {
-        caller.require(Access::ReadGroup(g), "group")?;
-    }
-    let groups: Option<Vec<String>> = match (&query.group, caller.readable_groups()) {
-        (Some(g), _) => Some(vec![g.clone()]),
-        (None, Some(readable)) => Some(readable.iter().cloned().collect()),
-        (None, None) => None,
-    };
-    let (total, total_exact, page) = if query.by_id_only() {
-        let (total, ids) = s
-            .store
-            .job_page(
-                groups.as_deref(),
-                query.offset,
-                query.limit,
-                query.descending,
-            )
-            .await?;
-        (total, true, ids)
-    } else {
-        let found = s
-            .history
-            .search_jobs(&JobQuery {
-                groups,
-                text: query.text.clone(),
-                enabled: query.enabled,
-                schedule_type: query.schedule_type.clone(),
-                sort: query.sort,
-                descending: query.descending,
-                offset: query.offset as u64,
-                limit: query.limit as u32,
-            })
-            .await?;
-        (found.total as usize, found.exact, found.ids)
-    };
-    let jobs = s.store.get_jobs(&page).await?;
-    // The page's ids may come from MySQL's mirror, which trails Redis: a
-    // job moved to a group the caller may not read is left out here.
-    let items = page
-        .iter()
-        .filter_map(|id| jobs.get(id))
-        .filter(|j| caller.principal.may(Access::ReadGroup(&j.group)))
-        .map(|j| Job::clone(j))
-        .collect();
-    Ok(Json(JobPage {
-        total,
-        total_exact,
-        offset: query.offset,
-        items,
-    }))
-}
-
-/// The job list's query, checked: each bad value is a 400 naming its key.
-struct JobListQuery {
-    group: Option<String>,
-    text: Option<String>,
-    enabled: Option<bool>,
-    schedule_type: Option<String>,
-    sort: JobSort,
-    descending: bool,
-    limit: usize,
-    offset: usize,
-}
-
-impl JobListQuery {
-    fn parse(q: &HashMap<String, String>) -> Result<JobListQuery, Error> {
-        let group = q.get("group").cloned();
-        if let Some(g) = &group {
-            validate_app_name("group", g)?;
-        }
-        let text = q
-            .get("q")
-            .map(|t| t.trim().to_owned())
-            .filter(|t| !t.is_empty());
-        if text.as_ref().is_some_and(|t| t.chars().count() > 255) {
-            return Err(Error::invalid("q", "must be at most 255 characters"));
-        }
-        let enabled = match q.get("enabled").map(String::as_str) {
-            None => None,
-            Some("true") => Some(true),
-            Some("false") => Some(false),
-            Some(other) => {
-                return Err(Error::invalid(
-                    "enabled",
-                    format!("must be true or false, got {other:?}"),
-                ));
-            }
-        };
-        let schedule_type = match q.get("schedule_type") {
-            None => None,
-            Some(t) => Some(ScheduleType::parse("schedule_type", t)?.as_str().to_owned()),
-        };
-        let raw_sort = q.get("sort").map(String::as_str).unwrap_or("id");
-        let (descending, key) = match raw_sort.strip_prefix('-') {
-            Some(key) => (true, key),
-            None => (false, raw_sort),
-        };
-        let sort = match key {
-            "id" => JobSort::Id,
-            "description" => JobSort::Description,
-            "updated" => JobSort::Updated,
-            _ => {
-                return Err(Error::invalid(
-                    "sort",
-                    format!(
-                        "must be id, description or updated, optionally with a leading -, got {raw_sort:?}"
-                    ),
-                ));
-            }
-        };
-        Ok(JobListQuery {
-            group,
-            text,
-            enabled,
-            schedule_type,
-            sort,
-            descending,
-            limit: query_usize(q, "limit", 100, 1000)?,
-            offset: query_usize(q, "offset", 0, super::input::MAX_ID as usize)?,
-        })
-    }
-
-    /// Nothing but id order: Redis answers, current to the last save.
-    fn by_id_only(&self) -> bool {
-        self.text.is_none()
-            && self.enabled.is_none()
-            && self.schedule_type.is_none()
-            && self.sort == JobSort::Id
-    }
-}
-
 /// One job, with its next fire.
 #[utoipa::path(get, path = "/api/v1/jobs/{id}", tag = "jobs",
     params(JobIdParam),
@@ -476,100 +308,6 @@ pub(super) async fn job_misfires(
     Ok(Json(s.store.missed_fires(job.id).await?))
 }
 
-/// A script job's kept script versions (the newest 30), newest first.
-#[derive(Serialize, utoipa::ToSchema)]
-pub(super) struct ScriptVersions {
-    /// The job's current version (0: never a script).
-    current: u32,
-    /// Versions as the persistence worker stored them (the current one
-    /// shows up within moments of its save).
-    items: Vec<rondo_history::GlueVersion>,
-}
-
-/// The saved versions of a script job's script.
-#[utoipa::path(get, path = "/api/v1/jobs/{id}/scripts", tag = "jobs",
-    params(JobIdParam),
-    responses((status = 200, description = "The versions, newest first.", body = ScriptVersions), ApiErrors))]
-pub(super) async fn script_versions(
-    State(s): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<ScriptVersions>> {
-    let job = readable_job(&s, &caller, &id).await?;
-    Ok(Json(ScriptVersions {
-        current: job.glue_version,
-        items: s.history.glue_versions(job.id).await?,
-    }))
-}
-
-/// What a restore saves with the restored script.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RestoreSpec {
-    /// Default: "restored from version N".
-    #[schema(max_length = 255)]
-    remark: Option<String>,
-}
-
-/// Makes a kept version of the script the job's current script: saved as
-/// a new version, so the history only grows.
-#[utoipa::path(post, path = "/api/v1/jobs/{id}/scripts/{version}/restore", tag = "jobs",
-    params(JobIdParam, ("version" = u32, Path, description = "The version to restore.", minimum = 1)),
-    request_body(content = Option<RestoreSpec>, description = "An optional remark."),
-    responses((status = 200, description = "The job, with the restored script.", body = JobView), ApiErrors))]
-pub(super) async fn restore_script(
-    State(s): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path((raw, version)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult<Json<JobView>> {
-    let spec = parse_body::<RestoreSpec>(&body)?;
-    let old = operable_job(&s, &caller, &raw).await?;
-    let number: u32 = version
-        .parse()
-        .map_err(|_| Error::invalid("version", format!("{version:?} is not a version number")))?;
-    let kept = s
-        .history
-        .glue_version(old.id, number)
-        .await?
-        .ok_or_else(|| {
-            Error::not_found(
-                "version",
-                format!("job {} has no kept script version {number}", old.id),
-            )
-        })?;
-    let patch = JobSpec {
-        glue_type: Some(kept.glue_type),
-        glue_source: Some(kept.glue_source),
-        glue_remark: Some(
-            spec.remark
-                .unwrap_or_else(|| format!("restored from version {number}")),
-        ),
-        ..JobSpec::default()
-    };
-    let mut base = old.to_spec();
-    base.handler = None;
-    let now = clock::now_ms();
-    let job = base
-        .overlay(patch)
-        .validate(old.id, now, Some(old.created_ms))?
-        .versioned_after(Some(&old), now);
-    save_and_announce(
-        &s,
-        &caller,
-        "job.script.restore",
-        &job,
-        Due::Keep,
-        Some(&old.group),
-    )
-    .await?;
-    let next = s.store.next_fire(old.id).await?;
-    Ok(Json(JobView {
-        job,
-        next_fire_ms: next,
-    }))
-}
-
 /// Deletes a job (its logs stay until retention drops them).
 #[utoipa::path(delete, path = "/api/v1/jobs/{id}", tag = "jobs",
     params(JobIdParam),
@@ -658,70 +396,4 @@ mod tests {
         assert_eq!(cycle_path(1, 3, &reached), "1 → 2 → 3 → 1");
         assert_eq!(cycle_path(1, 2, &reached), "1 → 2 → 1");
     }
-}
-
-/// A manual trigger.
-#[derive(serde::Deserialize, Default, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct TriggerSpec {
-    /// Params for this run instead of the job's; at most 16 KiB.
-    #[schema(max_length = 16384)]
-    params: Option<String>,
-}
-
-/// The triggers a manual fire sent (one per shard for a broadcast).
-#[derive(Serialize, utoipa::ToSchema)]
-pub(super) struct Triggered {
-    triggers: Vec<TriggerRecord>,
-}
-
-/// Fires a job once, now, whatever its schedule or status (XXL-JOB's
-/// "execute once"), optionally with other params.
-#[utoipa::path(post, path = "/api/v1/jobs/{id}/trigger", tag = "jobs",
-    params(JobIdParam), request_body(content = Option<TriggerSpec>, description = "Optional: no body runs the job's own params."),
-    responses((status = 200, description = "What was sent; a trigger the broker did not take has code 500.", body = Triggered), ApiErrors))]
-pub(super) async fn trigger_job(
-    State(s): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> ApiResult<Json<Triggered>> {
-    let spec = parse_body::<TriggerSpec>(&body)?;
-    if let Some(p) = &spec.params
-        && p.len() > rondo_core::model::MAX_PARAMS_BYTES
-    {
-        return Err(Error::invalid(
-            "params",
-            format!(
-                "is {} bytes, the limit is {}",
-                p.len(),
-                rondo_core::model::MAX_PARAMS_BYTES
-            ),
-        )
-        .into());
-    }
-    let job = operable_job(&s, &caller, &id).await?;
-    may_run_children(&s, &caller, &job).await?;
-    let audit = caller.audit(
-        "job.trigger",
-        format!("job:{}", job.id),
-        Some(&job.group),
-        spec.params
-            .as_ref()
-            .map(|p| format!("params {} bytes", p.len())),
-    );
-    let fire = Fire {
-        job: Arc::new(job),
-        fire_ms: clock::now_ms(),
-        trigger_type: TriggerType::Manual,
-        params: spec.params,
-        retry_count: 0,
-        trigger_id: None,
-        shard: None,
-    };
-    let dispatched = s.dispatcher.dispatch(&fire).await?;
-    s.events.publish(&[audit]).await?;
-    Ok(Json(Triggered {
-        triggers: dispatched.records,
-    }))
 }

@@ -1,0 +1,83 @@
+//! Trigger once: fire a job now, whatever its schedule or status.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use rondo_core::event::TriggerRecord;
+use rondo_core::{Error, TriggerType, clock};
+use rondo_dispatcher::Fire;
+use serde::Serialize;
+
+use super::{JobIdParam, may_run_children, operable_job};
+use crate::api::auth::Caller;
+use crate::api::doc::ApiErrors;
+use crate::api::input::parse_body;
+use crate::api::state::{ApiResult, AppState};
+
+/// A manual trigger.
+#[derive(serde::Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TriggerSpec {
+    /// Params for this run instead of the job's; at most 16 KiB.
+    #[schema(max_length = 16384)]
+    params: Option<String>,
+}
+
+/// The triggers a manual fire sent (one per shard for a broadcast).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct Triggered {
+    triggers: Vec<TriggerRecord>,
+}
+
+/// Fires a job once, now, whatever its schedule or status (XXL-JOB's
+/// "execute once"), optionally with other params.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/trigger", tag = "jobs",
+    params(JobIdParam), request_body(content = Option<TriggerSpec>, description = "Optional: no body runs the job's own params."),
+    responses((status = 200, description = "What was sent; a trigger the broker did not take has code 500.", body = Triggered), ApiErrors))]
+pub(crate) async fn trigger_job(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Triggered>> {
+    let spec = parse_body::<TriggerSpec>(&body)?;
+    if let Some(p) = &spec.params
+        && p.len() > rondo_core::model::MAX_PARAMS_BYTES
+    {
+        return Err(Error::invalid(
+            "params",
+            format!(
+                "is {} bytes, the limit is {}",
+                p.len(),
+                rondo_core::model::MAX_PARAMS_BYTES
+            ),
+        )
+        .into());
+    }
+    let job = operable_job(&s, &caller, &id).await?;
+    may_run_children(&s, &caller, &job).await?;
+    let audit = caller.audit(
+        "job.trigger",
+        format!("job:{}", job.id),
+        Some(&job.group),
+        spec.params
+            .as_ref()
+            .map(|p| format!("params {} bytes", p.len())),
+    );
+    let fire = Fire {
+        job: Arc::new(job),
+        fire_ms: clock::now_ms(),
+        trigger_type: TriggerType::Manual,
+        params: spec.params,
+        retry_count: 0,
+        trigger_id: None,
+        shard: None,
+    };
+    let dispatched = s.dispatcher.dispatch(&fire).await?;
+    s.events.publish(&[audit]).await?;
+    Ok(Json(Triggered {
+        triggers: dispatched.records,
+    }))
+}
