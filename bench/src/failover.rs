@@ -22,14 +22,15 @@ use rondo_core::{Config, clock};
 use serde::Serialize;
 
 use crate::broker;
-use crate::cluster::api::{Api, Latency};
 use crate::cluster::fires::{self, Created, FireCount};
+use crate::cluster::latency::Latency;
 use crate::cluster::{Binaries, Cluster, Spec, create_jobs, job_spec, sleep_until_ms};
 use crate::machine::Machine;
 use crate::options::Options;
 use crate::output::Report;
 use crate::sandbox::with_sandbox;
 use crate::throughput::executor_queues;
+use rondo_testkit::Api;
 
 const NODES: usize = 3;
 const PERIOD_MS: i64 = 1_000;

@@ -62,13 +62,13 @@ use std::path::PathBuf;
 use rondo_core::Config;
 
 pub use cluster::Binaries;
-pub use cluster::api::Latency;
 pub use cluster::fires::FireCount;
-pub use cluster::procs::Binary;
+pub use cluster::latency::Latency;
 pub use cpu::{CpuShare, ProcessCpu};
 pub use machine::Machine;
 pub use options::{ExecutorKind, Options, Scenario, Topology};
 pub use output::{Report, write_report};
+pub use rondo_testkit::watchdog::Binary;
 
 /// Runs the scenarios `options` selects against the services of `config`
 /// (its namespace and database are not used: each measurement makes its

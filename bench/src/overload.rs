@@ -24,8 +24,8 @@ use chrono::{DateTime, Timelike as _, Utc};
 use rondo_core::{Config, clock};
 use serde::Serialize;
 
-use crate::cluster::api::Latency;
 use crate::cluster::fires::{self, Created, FireCount};
+use crate::cluster::latency::Latency;
 use crate::cluster::recorder::Run;
 use crate::cluster::{Binaries, Cluster, Spec, create_jobs, job_spec, sleep_until_ms};
 use crate::machine::Machine;
@@ -460,8 +460,8 @@ fn per_second(runs: &[Run]) -> Vec<Second> {
     }
     by_second
         .into_iter()
-        .map(|(at_ms, mut late)| {
-            let l = Latency::of(&mut late);
+        .map(|(at_ms, late)| {
+            let l = Latency::of(&late);
             Second {
                 at_ms,
                 fires: l.count,

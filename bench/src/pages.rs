@@ -19,12 +19,13 @@ use chrono::{DateTime, Timelike as _, Utc};
 use rondo_core::Config;
 use serde::Serialize;
 
-use crate::cluster::api::{Api, Latency};
+use crate::cluster::latency::Latency;
 use crate::cluster::{Cluster, Spec, eventually};
 use crate::machine::Machine;
 use crate::options::Options;
 use crate::output::Report;
 use crate::sandbox::{Sandbox, with_sandbox};
+use rondo_testkit::Api;
 
 /// The bound for a page, on the p99 of its requests.
 pub const TARGET_MS: i64 = 200;
@@ -129,7 +130,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<PagesRepor
             || {
                 let api = api.clone();
                 async move {
-                    let page = api.get("/api/v1/jobs?limit=0").await.ok()?;
+                    let page = api.try_get("/api/v1/jobs?limit=0").await.ok()?;
                     (page["total"].as_u64() == Some(jobs)).then_some(())
                 }
             },
@@ -142,7 +143,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<PagesRepor
         let mut timings = Vec::new();
         let mid = params.jobs / 2;
         let day_ago = newest_ms - 86_400_000;
-        let first = api.get("/api/v1/logs?limit=50").await?;
+        let first = api.try_get("/api/v1/logs?limit=50").await?;
         let next = first["next"].as_str().unwrap_or_default().to_owned();
         let requests: Vec<(&'static str, String)> = vec![
             ("jobs", "/api/v1/jobs?sort=-id&limit=20".into()),
@@ -229,16 +230,16 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<PagesRepor
 async fn time(api: &Api, path: &str, repeat: usize) -> anyhow::Result<(Latency, usize)> {
     let mut rows = 0;
     for _ in 0..2 {
-        api.get(path).await?;
+        api.try_get(path).await?;
     }
     let mut sample = Vec::with_capacity(repeat);
     for _ in 0..repeat.max(1) {
         let t = Instant::now();
-        let answer = api.get(path).await?;
+        let answer = api.try_get(path).await?;
         sample.push(t.elapsed().as_micros() as i64);
         rows = answer["items"].as_array().map_or(0, Vec::len);
     }
-    Ok((Latency::of(&mut sample), rows))
+    Ok((Latency::of(&sample), rows))
 }
 
 /// `n` rows `INSERT … SELECT`ed from MariaDB's sequence engine, `CHUNK`

@@ -34,8 +34,8 @@ use rondo_scheduler::store::Store;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cluster::api::Latency;
 use crate::cluster::fires::{self, Created, FireCount};
+use crate::cluster::latency::Latency;
 use crate::cluster::{Binaries, Cluster, Creation, Spec, create_jobs, eventually, job_spec};
 use crate::machine::Machine;
 use crate::options::Options;

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::broker;
 use crate::cluster::Binaries;
-use crate::cluster::api::Latency;
+use crate::cluster::latency::Latency;
 use crate::machine::Machine;
 use crate::options::{Options, Topology};
 use crate::output::Report;

@@ -36,8 +36,8 @@ use serde::Serialize;
 use sqlx::MySqlPool;
 
 use crate::broker;
-use crate::cluster::api::Latency;
 use crate::cluster::fires::{self, FireCount};
+use crate::cluster::latency::Latency;
 use crate::cluster::recorder::Run;
 use crate::cluster::{self, Binaries, Cluster, Spec, create_jobs, job_spec_for};
 use crate::counts::{Counters, PerFire};
@@ -601,6 +601,7 @@ async fn started_rows_between(
             job_id,
             fire_ms,
             start_ms,
+            executor: String::new(),
         })
         .collect())
 }

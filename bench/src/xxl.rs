@@ -107,7 +107,7 @@ pub struct Exchange {
 /// `/beat`s to a stand-in, `exchanges` of them one after another.
 async fn exchange_cost(exchanges: u64) -> anyhow::Result<Exchange> {
     let binary = procs::binary("xxl-standin")?;
-    let port = procs::free_addr()?.port();
+    let port = procs::free_addr().port();
     let dir = std::env::temp_dir().join(format!("rondo-bench-exchange-{port}"));
     let args: Vec<String> = [
         "--port",

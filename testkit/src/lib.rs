@@ -26,6 +26,9 @@
 //!   a ZooKeeper ensemble and its members killed and restarted.
 //! * [`xxl`]: the XXL-JOB gateway and stand-in XXL-JOB executors as
 //!   processes.
+//! * [`watchdog`]: a child that dies with its driver even when the driver
+//!   is killed -9 (the benchmark's clusters, which are built on this
+//!   crate).
 //!
 //! Also re-exported from `rondo_core::testkit`: [`eventually`] (wait for a
 //! positive signal, never sleep-then-assert), [`fixtures`], [`queue_depth`],
@@ -39,6 +42,7 @@ pub mod receiver;
 pub mod recorder;
 pub mod stats;
 pub mod topology;
+pub mod watchdog;
 pub mod witness;
 pub mod xxl;
 
@@ -172,16 +176,35 @@ pub async fn stored_codes(db: &MySqlPool, id: u64) -> Vec<(Option<i32>, Option<i
 /// (say, a malformed event for the persistence worker to dead-letter),
 /// as the broker user of `amqp_url`, and waits for the confirm.
 pub async fn publish_raw_event(amqp_url: &str, config: &Config, routing_key: &str, body: &[u8]) {
+    let exchange = config.names().events_exchange();
+    publish_raw(amqp_url, &exchange, routing_key, false, body).await;
+}
+
+/// Publishes `body` as it is to the trigger exchange for executor `id`
+/// (say, a malformed batch for the executor to dead-letter), mandatory: it
+/// must reach the executor's queue.
+pub async fn publish_raw_trigger(config: &Config, id: &str, body: &[u8]) {
+    let exchange = config.names().trigger_exchange();
+    publish_raw(&config.amqp.url, &exchange, id, true, body).await;
+}
+
+async fn publish_raw(
+    amqp_url: &str,
+    exchange: &str,
+    routing_key: &str,
+    mandatory: bool,
+    body: &[u8],
+) {
     let conn = rondo_core::amqp::connect(amqp_url, "testkit")
         .await
         .expect("connect to the broker");
     let ch = rondo_core::amqp::confirm_channel(&conn)
         .await
         .expect("a confirm channel");
-    let exchange = config.names().events_exchange();
     let publish = rondo_core::amqp::Publish {
-        exchange: &exchange,
+        exchange,
         routing_key,
+        mandatory,
         ..rondo_core::amqp::Publish::default()
     };
     let confirmed = rondo_core::amqp::publish_confirmed(&ch, publish, body)
@@ -219,10 +242,16 @@ enum Target {
 impl Api {
     /// A node's API at `addr`, without credentials.
     pub fn new(addr: std::net::SocketAddr) -> Api {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            // The benchmark creates jobs many at a time.
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("an http client without TLS builds");
         Api {
             target: Target::Http {
                 base: format!("http://{addr}"),
-                http: reqwest::Client::new(),
+                http,
             },
             token: None,
         }
@@ -240,6 +269,37 @@ impl Api {
     pub fn with_token(mut self, token: &str) -> Api {
         self.token = Some(token.to_owned());
         self
+    }
+
+    /// [`Api::post`] for a driver that reports a failed call instead of
+    /// panicking (the benchmark): an error if the API cannot be reached.
+    pub async fn try_post(&self, path: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
+        self.try_send(Method::POST, path, Some(body.to_string()))
+            .await
+    }
+
+    /// GETs a JSON document; an error unless the API answers 2xx within
+    /// 5 s.
+    pub async fn try_get(&self, path: &str) -> anyhow::Result<Value> {
+        let get = self.try_send(Method::GET, path, None);
+        let (status, body) = tokio::time::timeout(std::time::Duration::from_secs(5), get)
+            .await
+            .map_err(|_| anyhow::anyhow!("GET {path}: no answer within 5 s"))??;
+        anyhow::ensure!((200..300).contains(&status), "GET {path}: {status} {body}");
+        Ok(body)
+    }
+
+    /// The node's `GET /api/v1/cluster`, if it answers.
+    pub async fn cluster(&self) -> Option<Value> {
+        self.try_get("/api/v1/cluster").await.ok()
+    }
+
+    /// `POST /api/v1/cluster/stats/reset`: whether the node reset its
+    /// latency histograms.
+    pub async fn reset_stats(&self) -> bool {
+        self.try_post("/api/v1/cluster/stats/reset", &Value::Null)
+            .await
+            .is_ok_and(|(status, _)| (200..300).contains(&status))
     }
 
     /// Sends a request; returns the status and the JSON body (Null if empty).
@@ -306,11 +366,19 @@ impl Api {
 
     /// Fires a job once now (asserting 200) and returns its trigger id.
     pub async fn trigger_now(&self, job_id: u64) -> String {
+        self.trigger_with(job_id, serde_json::json!({})).await
+    }
+
+    /// Fires a job once now with other `params` (asserting 200) and
+    /// returns its trigger id.
+    pub async fn trigger_with_params(&self, job_id: u64, params: &str) -> String {
+        self.trigger_with(job_id, serde_json::json!({ "params": params }))
+            .await
+    }
+
+    async fn trigger_with(&self, job_id: u64, body: Value) -> String {
         let (status, out) = self
-            .post(
-                &format!("/api/v1/jobs/{job_id}/trigger"),
-                serde_json::json!({}),
-            )
+            .post(&format!("/api/v1/jobs/{job_id}/trigger"), body)
             .await;
         assert_eq!(status, 200, "{out}");
         out["triggers"][0]["trigger"]["trigger_id"]
@@ -320,18 +388,31 @@ impl Api {
     }
 
     async fn send(&self, method: Method, path: &str, body: Option<String>) -> (u16, Value) {
+        self.try_send(method, path, body)
+            .await
+            .expect("api reachable")
+    }
+
+    async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> anyhow::Result<(u16, Value)> {
+        use anyhow::Context as _;
         let (status, text) = match &self.target {
             Target::Http { base, http } => {
-                let mut req = http.request(method, format!("{base}{path}"));
+                let what = || format!("{method} {base}{path}");
+                let mut req = http.request(method.clone(), format!("{base}{path}"));
                 if let Some(token) = &self.token {
                     req = req.bearer_auth(token);
                 }
                 if let Some(body) = body {
                     req = req.header("content-type", "application/json").body(body);
                 }
-                let resp = req.send().await.expect("api reachable");
+                let resp = req.send().await.with_context(what)?;
                 let status = resp.status().as_u16();
-                (status, resp.text().await.expect("api body"))
+                (status, resp.text().await.with_context(what)?)
             }
             Target::Router(router) => {
                 let mut req = axum::http::Request::builder()
@@ -348,7 +429,7 @@ impl Api {
                 let status = resp.status().as_u16();
                 let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
                     .await
-                    .expect("api body");
+                    .context("api body")?;
                 (status, String::from_utf8_lossy(&bytes).into_owned())
             }
         };
@@ -357,6 +438,6 @@ impl Api {
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
-        (status, json)
+        Ok((status, json))
     }
 }

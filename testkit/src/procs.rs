@@ -14,12 +14,10 @@ use tokio::process::{Child, Command};
 
 use crate::Api;
 
-/// A workspace binary next to the test binary (`scripts/test.sh` builds
-/// them before `cargo test`).
+/// A workspace binary beside this one ([`crate::watchdog::bin_dir`];
+/// `scripts/test.sh` builds them before `cargo test`).
 pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join(name);
+    let bin = crate::watchdog::bin_dir().join(name);
     assert!(
         bin.exists(),
         "{} is missing: run `cargo build --bins` (scripts/test.sh does)",
@@ -40,26 +38,36 @@ pub fn rondo_cli(api: &str, token: &str, args: &[&str]) -> std::process::Output 
         .expect("run rondo")
 }
 
-pub fn scheduler_binary() -> PathBuf {
-    binary("rondo-scheduler")
-}
-
 /// A `rondo-executor` process (built-in `shell`, `demo` and `http`
 /// handlers) of `config.executor.app` with id `id`; killed when dropped.
 pub fn spawn_executor(config: &Config, id: &str, log_dir: &Path) -> Child {
     let file = std::fs::File::create(log_dir.join(format!("{id}.log"))).expect("executor log file");
-    Command::new(binary("rondo-executor"))
+    let env = [
+        ("RONDO_EXECUTOR_APP", config.executor.app.clone()),
+        ("RONDO_EXECUTOR_ID", id.to_owned()),
+    ];
+    rondo_child("rondo-executor", config, env, file)
+}
+
+/// The workspace binary `name` with exactly `config` ([`config_env`]) and
+/// `env` on top, logging at `info` to `log`; killed when dropped.
+pub fn rondo_child<const N: usize>(
+    name: &str,
+    config: &Config,
+    env: [(&str, String); N],
+    log: std::fs::File,
+) -> Child {
+    Command::new(binary(name))
         .env_clear()
         .envs(config_env(config))
-        .env("RONDO_EXECUTOR_APP", &config.executor.app)
-        .env("RONDO_EXECUTOR_ID", id)
+        .envs(env)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(file)
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()
-        .expect("spawn rondo-executor")
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"))
 }
 
 /// A `rondo-persist-worker` process with `config` (including its
@@ -72,24 +80,7 @@ pub fn spawn_persist_worker(config: &Config, log_dir: &Path) -> Child {
         .append(true)
         .open(log_dir.join("persist-worker.log"))
         .expect("persist worker log file");
-    let p = &config.persist;
-    Command::new(binary("rondo-persist-worker"))
-        .env_clear()
-        .envs(config_env(config))
-        .env("RONDO_PERSIST_BATCH_SIZE", p.batch_size.to_string())
-        .env("RONDO_PERSIST_LINGER_MS", p.linger_ms.to_string())
-        .env("RONDO_PERSIST_PREFETCH", p.prefetch.to_string())
-        .env(
-            "RONDO_PERSIST_SHUTDOWN_GRACE_MS",
-            p.shutdown_grace_ms.to_string(),
-        )
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(file)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn rondo-persist-worker")
+    rondo_child("rondo-persist-worker", config, [], file)
 }
 
 /// A free loopback port (bound, then released for the child to take).
@@ -98,80 +89,90 @@ pub fn free_addr() -> SocketAddr {
     listener.local_addr().expect("local addr")
 }
 
-/// The config as `RONDO_*` variables for a child.
-pub(crate) fn config_env(config: &Config) -> Vec<(String, String)> {
-    let z = &config.zookeeper;
-    vec![
-        ("RONDO_NAMESPACE".into(), config.namespace.clone()),
-        ("RONDO_PARTITIONS".into(), config.partitions.to_string()),
-        ("RONDO_REDIS_URL".into(), config.redis.url.clone()),
-        ("RONDO_AMQP_URL".into(), config.amqp.url.clone()),
+/// The config as `RONDO_*` variables for a child: every key a test or the
+/// benchmark sets, so a child runs with exactly the config its driver holds.
+pub fn config_env(config: &Config) -> Vec<(String, String)> {
+    let (s, p, z) = (&config.scheduler, &config.persist, &config.zookeeper);
+    let (r, m) = (&config.registry, &config.monitor);
+    let vars = [
+        ("RONDO_NAMESPACE", config.namespace.clone()),
+        ("RONDO_PARTITIONS", config.partitions.to_string()),
+        ("RONDO_ZONE", config.zone.clone()),
+        ("RONDO_REDIS_URL", config.redis.url.clone()),
+        ("RONDO_REDIS_POOL_SIZE", config.redis.pool_size.to_string()),
+        ("RONDO_AMQP_URL", config.amqp.url.clone()),
+        ("RONDO_AMQP_QUEUE_TYPE", config.amqp.queue_type.clone()),
+        ("RONDO_ZOOKEEPER_CONNECT", z.connect.clone()),
         (
-            "RONDO_AMQP_QUEUE_TYPE".into(),
-            config.amqp.queue_type.clone(),
-        ),
-        ("RONDO_ZOOKEEPER_CONNECT".into(), z.connect.clone()),
-        (
-            "RONDO_ZOOKEEPER_SESSION_TIMEOUT_MS".into(),
+            "RONDO_ZOOKEEPER_SESSION_TIMEOUT_MS",
             z.session_timeout_ms.to_string(),
         ),
-        ("RONDO_MYSQL_URL".into(), config.mysql.url.clone()),
+        ("RONDO_MYSQL_URL", config.mysql.url.clone()),
+        ("RONDO_MYSQL_POOL_SIZE", config.mysql.pool_size.to_string()),
+        ("RONDO_REGISTRY_HEARTBEAT_MS", r.heartbeat_ms.to_string()),
+        ("RONDO_REGISTRY_DEAD_AFTER_MS", r.dead_after_ms.to_string()),
+        ("RONDO_REGISTRY_LEASE_MS", r.lease_ms.to_string()),
+        ("RONDO_SCHEDULER_PREREAD_MS", s.preread_ms.to_string()),
         (
-            "RONDO_REGISTRY_HEARTBEAT_MS".into(),
-            config.registry.heartbeat_ms.to_string(),
+            "RONDO_SCHEDULER_MISFIRE_THRESHOLD_MS",
+            s.misfire_threshold_ms.to_string(),
         ),
         (
-            "RONDO_REGISTRY_DEAD_AFTER_MS".into(),
-            config.registry.dead_after_ms.to_string(),
+            "RONDO_SCHEDULER_CLAIM_INTERVAL_MS",
+            s.claim_interval_ms.to_string(),
+        ),
+        ("RONDO_SCHEDULER_CLAIM_BATCH", s.claim_batch.to_string()),
+        (
+            "RONDO_SCHEDULER_MAX_FIRES_PER_CLAIM",
+            s.max_fires_per_claim.to_string(),
         ),
         (
-            "RONDO_REGISTRY_LEASE_MS".into(),
-            config.registry.lease_ms.to_string(),
+            "RONDO_SCHEDULER_LOAD_INTERVAL_MS",
+            s.load_interval_ms.to_string(),
+        ),
+        ("RONDO_SCHEDULER_LOAD_AHEAD_MS", s.load_ahead_ms.to_string()),
+        (
+            "RONDO_SCHEDULER_MAX_FIRES_IN_FLIGHT",
+            s.max_fires_in_flight.to_string(),
         ),
         (
-            "RONDO_SCHEDULER_MISFIRE_THRESHOLD_MS".into(),
-            config.scheduler.misfire_threshold_ms.to_string(),
+            "RONDO_SCHEDULER_MAX_FIRES_LOADED",
+            s.max_fires_loaded.to_string(),
         ),
         (
-            "RONDO_SCHEDULER_PREREAD_MS".into(),
-            config.scheduler.preread_ms.to_string(),
+            "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS",
+            s.shutdown_grace_ms.to_string(),
         ),
         (
-            "RONDO_MONITOR_SCAN_INTERVAL_MS".into(),
-            config.monitor.scan_interval_ms.to_string(),
+            "RONDO_SCHEDULER_METRICS_PUBLIC",
+            s.metrics_public.to_string(),
         ),
         (
-            "RONDO_MONITOR_LOST_AFTER_MS".into(),
-            config.monitor.lost_after_ms.to_string(),
+            "RONDO_MONITOR_SCAN_INTERVAL_MS",
+            m.scan_interval_ms.to_string(),
         ),
+        ("RONDO_MONITOR_LOST_AFTER_MS", m.lost_after_ms.to_string()),
+        ("RONDO_MONITOR_HANDLED_TTL_S", m.handled_ttl_s.to_string()),
         (
-            "RONDO_MONITOR_HANDLED_TTL_S".into(),
-            config.monitor.handled_ttl_s.to_string(),
-        ),
-        (
-            "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS".into(),
-            config.scheduler.shutdown_grace_ms.to_string(),
-        ),
-        (
-            "RONDO_SCHEDULER_METRICS_PUBLIC".into(),
-            config.scheduler.metrics_public.to_string(),
-        ),
-        (
-            "RONDO_EXECUTOR_METRICS_ADDR".into(),
+            "RONDO_EXECUTOR_METRICS_ADDR",
             config.executor.metrics_addr.clone(),
         ),
         (
-            "RONDO_PERSIST_METRICS_ADDR".into(),
-            config.persist.metrics_addr.clone(),
-        ),
-        (
-            "RONDO_EXECUTOR_SCRIPT_HANDLERS".into(),
+            "RONDO_EXECUTOR_SCRIPT_HANDLERS",
             config.executor.script_handlers.join(","),
         ),
-        ("RONDO_ZONE".into(), config.zone.clone()),
+        ("RONDO_PERSIST_BATCH_SIZE", p.batch_size.to_string()),
+        ("RONDO_PERSIST_LINGER_MS", p.linger_ms.to_string()),
+        ("RONDO_PERSIST_PREFETCH", p.prefetch.to_string()),
+        (
+            "RONDO_PERSIST_SHUTDOWN_GRACE_MS",
+            p.shutdown_grace_ms.to_string(),
+        ),
+        ("RONDO_PERSIST_METRICS_ADDR", p.metrics_addr.clone()),
         // Script interpreters are looked up on it.
-        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
-    ]
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+    ];
+    vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }
 
 /// One scheduler node process.
@@ -191,18 +192,11 @@ impl NodeProc {
         let addr = free_addr();
         let log = log_dir.join(format!("{id}.log"));
         let file = std::fs::File::create(&log).expect("node log file");
-        let child = Command::new(scheduler_binary())
-            .env_clear()
-            .envs(config_env(config))
-            .env("RONDO_SCHEDULER_NODE_ID", id)
-            .env("RONDO_SCHEDULER_API_ADDR", addr.to_string())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn rondo-scheduler");
+        let env = [
+            ("RONDO_SCHEDULER_NODE_ID", id.to_owned()),
+            ("RONDO_SCHEDULER_API_ADDR", addr.to_string()),
+        ];
+        let child = rondo_child("rondo-scheduler", config, env, file);
         NodeProc {
             id: id.to_owned(),
             addr,

@@ -1,4 +1,7 @@
-//! An executor handler that records every run, for tests that count fires.
+//! An executor handler that records every run (trigger id, job, scheduled
+//! instant, start instant) and returns at once, for tests and benchmark
+//! scenarios that count fires: what they measure is rondo's path, not a
+//! handler's work.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +25,23 @@ pub struct Recorder(Arc<Mutex<Vec<Run>>>);
 impl Recorder {
     pub fn runs(&self) -> Vec<Run> {
         self.0.lock().expect("runs lock").clone()
+    }
+
+    /// The runs whose scheduled instant is in `[from_ms, to_ms)`.
+    pub fn runs_between(&self, from_ms: i64, to_ms: i64) -> Vec<Run> {
+        let runs = self.0.lock().expect("runs lock");
+        let window = from_ms..to_ms;
+        runs.iter()
+            .filter(|r| window.contains(&r.fire_ms))
+            .cloned()
+            .collect()
+    }
+
+    /// How many runs have a scheduled instant in `[from_ms, to_ms)`.
+    pub fn count_between(&self, from_ms: i64, to_ms: i64) -> usize {
+        let runs = self.0.lock().expect("runs lock");
+        let window = from_ms..to_ms;
+        runs.iter().filter(|r| window.contains(&r.fire_ms)).count()
     }
 
     /// Waits up to `timeout` for a run of a fire scheduled at or after

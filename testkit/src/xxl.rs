@@ -99,29 +99,22 @@ impl Gateway {
         let log = log_dir.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("gateway log file");
         let x = &config.xxl;
-        let child = Command::new(binary("rondo-xxl-gateway"))
-            .env_clear()
-            .envs(procs::config_env(config))
-            .env("RONDO_XXL_LISTEN_ADDR", listen)
-            .env("RONDO_XXL_METRICS_ADDR", metrics.to_string())
-            .env("RONDO_XXL_ACCESS_TOKEN", &x.access_token)
-            .env(
+        let env = [
+            ("RONDO_XXL_LISTEN_ADDR", listen.to_owned()),
+            ("RONDO_XXL_METRICS_ADDR", metrics.to_string()),
+            ("RONDO_XXL_ACCESS_TOKEN", x.access_token.clone()),
+            (
                 "RONDO_XXL_REQUEST_TIMEOUT_MS",
                 x.request_timeout_ms.to_string(),
-            )
-            .env("RONDO_XXL_LOST_AFTER_MS", x.lost_after_ms.to_string())
-            .env(
+            ),
+            ("RONDO_XXL_LOST_AFTER_MS", x.lost_after_ms.to_string()),
+            (
                 "RONDO_XXL_REGISTRATION_TTL_MS",
                 x.registration_ttl_ms.to_string(),
-            )
-            .env("RONDO_XXL_LOG_POLL_MS", x.log_poll_ms.to_string())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn rondo-xxl-gateway");
+            ),
+            ("RONDO_XXL_LOG_POLL_MS", x.log_poll_ms.to_string()),
+        ];
+        let child = procs::rondo_child("rondo-xxl-gateway", config, env, file);
         Gateway {
             name: name.to_owned(),
             listen: listen_addr,

@@ -62,21 +62,6 @@ fn demo_job(app: &str, params: &str, extra: Value) -> Value {
     spec
 }
 
-/// Fires job `id` once now with other `params`; its trigger id.
-async fn trigger_with(api: &Api, id: u64, params: &str) -> String {
-    let (status, out) = api
-        .post(
-            &format!("/api/v1/jobs/{id}/trigger"),
-            json!({ "params": params }),
-        )
-        .await;
-    assert_eq!(status, 200, "{out}");
-    out["triggers"][0]["trigger"]["trigger_id"]
-        .as_str()
-        .expect("the trigger id")
-        .to_owned()
-}
-
 /// Waits until `executor` holds the `running` dedupe mark of a trigger: it
 /// claimed it, and its handler runs (or is about to).
 async fn until_running(c: &Cluster, trigger_id: &str, executor: &str) {
@@ -208,7 +193,7 @@ async fn block_strategies_decide_triggers_overlapping_a_slow_run() {
         .await;
     let early = api.trigger_now(cover).await;
     until_running(&c, &early, "py-1").await;
-    let covering = trigger_with(&api, cover, "200").await;
+    let covering = api.trigger_with_params(cover, "200").await;
 
     let runs = until_results(&c, serial, 3).await;
     let order: Vec<&str> = runs.iter().map(|r| r.trigger_id.as_str()).collect();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rondo_testkit::procs::{free_addr, rondo_cli};
 use rondo_testkit::xxl::{Gateway, Standin, StandinRun, StandinSpec, TOKEN, xxl_database};
-use rondo_testkit::{Api, Cluster, PATIENCE, World, eventually, take_dead};
+use rondo_testkit::{Api, Cluster, PATIENCE, World, eventually, publish_raw_trigger, take_dead};
 use serde_json::{Value, json};
 use sqlx::{MySqlPool, Row};
 
@@ -169,21 +169,6 @@ async fn job(api: &Api, app: &str, handler: &str, extra: Value) -> u64 {
         spec[k] = v.clone();
     }
     api.create_job(spec).await
-}
-
-/// Fires job `id` once now with `params`; its trigger id.
-async fn trigger(api: &Api, id: u64, params: &str) -> String {
-    let (status, out) = api
-        .post(
-            &format!("/api/v1/jobs/{id}/trigger"),
-            json!({ "params": params }),
-        )
-        .await;
-    assert_eq!(status, 200, "{out}");
-    out["triggers"][0]["trigger"]["trigger_id"]
-        .as_str()
-        .expect("the trigger id")
-        .to_owned()
 }
 
 /// Runs of the stand-ins that started, by log id.
@@ -376,8 +361,8 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         json!({ "block": "SERIAL_EXECUTION" }),
     )
     .await;
-    let a = trigger(&api, serial, "600").await;
-    let b = trigger(&api, serial, "601").await;
+    let a = api.trigger_with_params(serial, "600").await;
+    let b = api.trigger_with_params(serial, "601").await;
     for tid in [&a, &b] {
         assert_eq!(result_of(&db, tid).await.code, 200);
     }
@@ -407,9 +392,9 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         json!({ "block": "DISCARD_LATER", "retries": 1, "retry_backoff_s": 3600 }),
     )
     .await;
-    let first = trigger(&api, discard, "1500").await;
+    let first = api.trigger_with_params(discard, "1500").await;
     until_started(&s, discard, "1500").await;
-    let later = trigger(&api, discard, "1501").await;
+    let later = api.trigger_with_params(discard, "1501").await;
     let r = result_of(&db, &later).await;
     assert_eq!(r.code, 500, "{r:?}");
     assert!(
@@ -433,9 +418,9 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         json!({ "block": "COVER_EARLY", "retries": 1, "retry_backoff_s": 3600 }),
     )
     .await;
-    let early = trigger(&api, cover, "20000").await;
+    let early = api.trigger_with_params(cover, "20000").await;
     until_started(&s, cover, "20000").await;
-    let late = trigger(&api, cover, "100").await;
+    let late = api.trigger_with_params(cover, "100").await;
     let r = result_of(&db, &early).await;
     assert_eq!(r.code, 500, "{r:?}");
     assert!(
@@ -447,7 +432,7 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
 
     // A timeout is the executor's: 502.
     let slow = job(&api, "blk", "sleepJobHandler", json!({ "timeout_s": 1 })).await;
-    let tid = trigger(&api, slow, "5000").await;
+    let tid = api.trigger_with_params(slow, "5000").await;
     let r = result_of(&db, &tid).await;
     assert_eq!(r.code, 502, "{r:?}");
     assert!(r.msg.contains("timeout"), "{r:?}");
@@ -460,7 +445,7 @@ async fn block_strategies_timeout_and_kill_are_the_executors() {
         json!({ "retries": 1, "retry_backoff_s": 3600 }),
     )
     .await;
-    let tid = trigger(&api, long, "30000").await;
+    let tid = api.trigger_with_params(long, "30000").await;
     until_started(&s, long, "30000").await;
     let (status, out) = api
         .post(&format!("/api/v1/logs/{tid}/kill"), json!({}))
@@ -553,7 +538,7 @@ async fn routing_over_two_executors_and_one_killed() {
         json!({ "routing": "BUSYOVER" }),
     )
     .await;
-    let first = trigger(&api, busy, "3000").await;
+    let first = api.trigger_with_params(busy, "3000").await;
     let on = eventually("the first BUSYOVER run started", PATIENCE, || async {
         [&one, &two]
             .into_iter()
@@ -576,7 +561,7 @@ async fn routing_over_two_executors_and_one_killed() {
         },
     )
     .await;
-    let second = trigger(&api, busy, "10").await;
+    let second = api.trigger_with_params(busy, "10").await;
     let r = result_of(&db, &second).await;
     assert_eq!(r.code, 200, "{r:?}");
     assert_ne!(
@@ -596,7 +581,7 @@ async fn routing_over_two_executors_and_one_killed() {
         json!({ "routing": "FIRST", "retries": 1 }),
     )
     .await;
-    let doomed = trigger(&api, long, "2000").await;
+    let doomed = api.trigger_with_params(long, "2000").await;
     until_started(victim, long, "2000").await;
     let victim_id = victim.executor_id.clone();
     let killed_ms = rondo_core::clock::now_ms();
@@ -904,7 +889,7 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
     // A malformed message on an executor's queue is dead-lettered with its
     // reason; the gateway goes on.
     let queue_owner = rondo_xxl_gateway_id("bad", &garbage.address);
-    publish_raw(c.config(), &queue_owner, b"not a trigger batch").await;
+    publish_raw_trigger(c.config(), &queue_owner, b"not a trigger batch").await;
     let dead = eventually("the malformed message dead-lettered", PATIENCE, || async {
         let dead = take_dead(c.config()).await;
         (!dead.is_empty()).then_some(dead)
@@ -1086,28 +1071,6 @@ async fn fake_executor(body: &'static str, delay: Duration) -> Fake {
         runs,
         beats,
     }
-}
-
-/// Publishes `body` to the trigger exchange for executor `id`.
-async fn publish_raw(config: &rondo_core::Config, id: &str, body: &[u8]) {
-    let conn = rondo_core::amqp::connect(&config.amqp.url, "rondo-test-raw")
-        .await
-        .expect("broker");
-    let ch = rondo_core::amqp::confirm_channel(&conn)
-        .await
-        .expect("channel");
-    let exchange = config.names().trigger_exchange();
-    let publish = rondo_core::amqp::Publish {
-        exchange: &exchange,
-        routing_key: id,
-        mandatory: true,
-        ..rondo_core::amqp::Publish::default()
-    };
-    assert!(
-        rondo_core::amqp::publish_confirmed(&ch, publish, body)
-            .await
-            .expect("published")
-    );
 }
 
 /// How far a hand-off got before its gateway died.
@@ -1316,7 +1279,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
 
     for t in cases.iter().chain([&restarted]) {
         let body = serde_json::to_vec(&rondo_core::TriggerBatch::new(vec![t.clone()])).unwrap();
-        publish_raw(c.config(), &s.executor_id, &body).await;
+        publish_raw_trigger(c.config(), &s.executor_id, &body).await;
     }
     // The gateway settled each delivery: three sent now, four not.
     let scrape = eventually("every delivery settled", PATIENCE, || async {

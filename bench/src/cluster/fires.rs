@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::api::Latency;
+use super::latency::Latency;
 use super::recorder::Run;
 
 /// A job as created: its id and first fire.
@@ -83,7 +83,7 @@ pub(crate) fn count(
         .collect();
     lost.sort_unstable_by_key(|(job, fire)| (*fire, *job));
     let unexpected = per_fire.keys().filter(|f| !expected.contains(*f)).count();
-    let mut lateness: Vec<i64> = per_fire.values().map(|(_, late)| *late).collect();
+    let lateness: Vec<i64> = per_fire.values().map(|(_, late)| *late).collect();
     FireCount {
         expected: expected.len() as u64,
         executed: per_fire.len() as u64,
@@ -93,7 +93,7 @@ pub(crate) fn count(
         duplicate_trigger_ids: per_trigger.values().map(|n| n - 1).sum(),
         unexpected: unexpected as u64,
         late_over_1s: lateness.iter().filter(|l| **l > 1000).count() as u64,
-        handler_lateness_ms: Latency::of(&mut lateness),
+        handler_lateness_ms: Latency::of(&lateness),
     }
 }
 
@@ -139,6 +139,7 @@ mod tests {
             job_id,
             fire_ms,
             start_ms,
+            executor: String::new(),
         }
     }
 

@@ -7,8 +7,8 @@
 //! Everything it starts is stopped by [`Cluster::stop`], and by `Drop` when
 //! a scenario fails half-way (children are killed by pid).
 
-pub(crate) mod api;
 pub(crate) mod fires;
+pub(crate) mod latency;
 pub(crate) mod procs;
 pub(crate) mod recorder;
 
@@ -26,10 +26,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::cpu::Source;
 use crate::options::ExecutorKind;
-use api::{Api, Latency};
 use fires::Created;
+use latency::Latency;
 use procs::{Binary, NodeProc, Proc};
 use recorder::Recorder;
+use rondo_testkit::Api;
 
 /// The executor group of the bench's jobs.
 pub(crate) const APP: &str = "bench";
@@ -151,7 +152,9 @@ impl Cluster {
         }
         cluster.wait_for_leader(spec.nodes.max(1)).await?;
         let api = cluster.api();
-        let (status, body) = api.post("/api/v1/groups", &json!({ "app": APP })).await?;
+        let (status, body) = api
+            .try_post("/api/v1/groups", &json!({ "app": APP }))
+            .await?;
         if status != 201 {
             bail!("creating the group: {status} {body}");
         }
@@ -163,7 +166,8 @@ impl Cluster {
             match &executor_binary {
                 Some(_) if gateway_binary.is_some() => {}
                 None => {
-                    let (task, queue) = cluster.recorder.start_executor(
+                    let (task, queue) = recorder::start_executor(
+                        &cluster.recorder,
                         &cluster.config,
                         &id,
                         cluster.executor_shutdown.clone(),
@@ -204,7 +208,9 @@ impl Cluster {
         eventually("the executors to register", Duration::from_secs(30), || {
             let api = api.clone();
             async move {
-                let live = api.get(&format!("/api/v1/groups/{APP}/executors")).await;
+                let live = api
+                    .try_get(&format!("/api/v1/groups/{APP}/executors"))
+                    .await;
                 (live.ok()?.as_array()?.len() >= wanted).then_some(())
             }
         })
@@ -269,7 +275,7 @@ impl Cluster {
             }
             let mut ready = true;
             for node in self.nodes.iter().flatten() {
-                let status = Api::new(node.addr, &self.token).cluster().await;
+                let status = Api::new(node.addr).with_token(&self.token).cluster().await;
                 let ok = status.is_some_and(|s| {
                     s["nodes"].as_array().is_some_and(|n| n.len() == count)
                         && s["leader"]["term"].as_u64().is_some()
@@ -299,7 +305,7 @@ impl Cluster {
         self.nodes
             .iter()
             .flatten()
-            .map(|n| Api::new(n.addr, &self.token))
+            .map(|n| Api::new(n.addr).with_token(&self.token))
             .collect()
     }
 
@@ -310,7 +316,10 @@ impl Cluster {
             .nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.as_ref().map(|n| (i, Api::new(n.addr, &self.token))))
+            .filter_map(|(i, n)| {
+                n.as_ref()
+                    .map(|n| (i, Api::new(n.addr).with_token(&self.token)))
+            })
             .map(|(i, api)| async move { (i, api.cluster().await) });
         futures_util::future::join_all(asks).await
     }
@@ -417,7 +426,7 @@ impl Cluster {
         standin: &Binary,
         executors: usize,
     ) -> anyhow::Result<()> {
-        let listen = procs::free_addr()?;
+        let listen = procs::free_addr();
         let mut env = procs::config_env(&self.config);
         env.extend([
             ("RONDO_XXL_LISTEN_ADDR".to_owned(), listen.to_string()),
@@ -438,7 +447,7 @@ impl Cluster {
         self.gateway = Some(proc);
         let admin = format!("http://{listen}/xxl-job-admin");
         for i in 1..=executors {
-            let port = procs::free_addr()?.port();
+            let port = procs::free_addr().port();
             let address = format!("http://127.0.0.1:{port}/");
             let id = rondo_xxl_gateway::executor_id(APP, &address);
             self.queues
@@ -506,6 +515,7 @@ impl Cluster {
                         job_id: l.job_id,
                         fire_ms: l.log_date_time,
                         start_ms: l.ms,
+                        executor: String::new(),
                     });
                 }
             }
@@ -607,7 +617,7 @@ async fn create_one(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let outcome = api.post("/api/v1/jobs", body).await;
+        let outcome = api.try_post("/api/v1/jobs", body).await;
         let retryable = match &outcome {
             Ok((201, job)) => {
                 let id = job["id"].as_u64().context("the created job has no id")?;

@@ -1,6 +1,13 @@
 //! A harness for tests against the real RabbitMQ and Redis: an executor
 //! started in-process in a fresh namespace, a queue that sees its events,
 //! and cleanup.
+//!
+//! Why not `rondo-testkit`: it is built on the scheduler, the gateway and
+//! the persistence worker (it runs them), so `cargo test -p rondo-executor`
+//! would build all of them first, and an executor test needs neither
+//! MySQL nor a node. This harness uses the pieces testkit is itself built
+//! on: `rondo_core::testkit`'s namespace, cleanup, `eventually` and
+//! `PATIENCE`.
 
 #![allow(dead_code)]
 

@@ -1,6 +1,12 @@
 //! The persistence worker's harness: a test's own database and namespace,
 //! a running worker, publishing events and reading queues. The event
 //! fixtures are `rondo_history::testing::story`.
+//!
+//! Why not `rondo-testkit`: it is built on the scheduler and the executor
+//! (it runs them), so `cargo test -p rondo-persist-worker` would build both
+//! first, and a worker test needs no node. This harness uses the pieces
+//! testkit is itself built on: `rondo_core::testkit`'s namespace, cleanup
+//! and `eventually`, and `rondo_history::testing`'s databases.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
