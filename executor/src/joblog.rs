@@ -175,17 +175,11 @@ impl JobLog {
 }
 
 /// Cuts `text` to at most `max` bytes at a character boundary, marking the cut.
-pub(crate) fn truncate(mut text: String, max: usize) -> String {
+pub(crate) fn truncate(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
-    let mut end = max.saturating_sub(3);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push('…');
-    text
+    rondo_core::model::clip(&text, max, "…")
 }
 
 #[cfg(test)]

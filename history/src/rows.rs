@@ -254,14 +254,7 @@ pub(crate) fn datetime(ms: i64) -> Option<NaiveDateTime> {
 
 /// Clips text to [`MAX_TEXT_BYTES`] on a character boundary, marking the cut.
 pub(crate) fn clip(text: &str) -> String {
-    if text.len() <= MAX_TEXT_BYTES {
-        return text.to_owned();
-    }
-    let mut end = MAX_TEXT_BYTES - CLIPPED.len();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{CLIPPED}", &text[..end])
+    rondo_core::model::clip(text, MAX_TEXT_BYTES, CLIPPED)
 }
 
 #[cfg(test)]

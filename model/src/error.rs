@@ -135,4 +135,39 @@ impl From<serde_json::Error> for Error {
     }
 }
 
+/// An error and its sources, each once, for a log line or a run's
+/// message: a client library's own message alone rarely says why (some errors print their source
+/// in their own message, some wrap an error of the same kind).
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chains_name_each_cause_once() {
+        let inner = std::io::Error::other("refused");
+        let outer = std::io::Error::other(format!("Connection error: Connection error: {inner}"));
+        assert_eq!(chain(&outer), "Connection error: refused");
+    }
+}

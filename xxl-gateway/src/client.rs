@@ -296,15 +296,11 @@ async fn read(address: &str, response: reqwest::Response) -> Result<Reply, CallE
 /// Up to [`GARBAGE_BYTES`] of `body`, cut at a character boundary.
 fn first_bytes(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(GARBAGE_BYTES + 4)]);
-    let mut end = text.len().min(GARBAGE_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    rondo_core::model::prefix(&text, GARBAGE_BYTES).to_owned()
 }
 
 fn classify(address: &str, e: &reqwest::Error) -> CallError {
-    let detail = error_chain(e);
+    let detail = rondo_core::error::chain(e);
     if e.is_connect() {
         CallError::Unreachable {
             address: address.to_owned(),
@@ -316,19 +312,6 @@ fn classify(address: &str, e: &reqwest::Error) -> CallError {
             detail,
         }
     }
-}
-
-/// An error with its causes (reqwest's own text says only "error sending
-/// request").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

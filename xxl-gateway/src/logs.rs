@@ -168,12 +168,7 @@ fn stamp(line: &str, zone: chrono_tz::Tz) -> Option<i64> {
 
 fn cut(mut text: String) -> String {
     if text.len() > MAX_LINE_BYTES {
-        let mut end = MAX_LINE_BYTES - '…'.len_utf8();
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
+        text = rondo_core::model::clip(&text, MAX_LINE_BYTES, "…");
     }
     text
 }

@@ -37,17 +37,11 @@ use tokio::sync::Mutex;
 const MAX_MSG_BYTES: usize = 4096;
 
 /// `msg` cut to [`MAX_MSG_BYTES`] at a character boundary, with `…`.
-pub fn cut_msg(mut msg: String) -> String {
+pub fn cut_msg(msg: String) -> String {
     if msg.len() <= MAX_MSG_BYTES {
         return msg;
     }
-    let mut end = MAX_MSG_BYTES - '…'.len_utf8();
-    while !msg.is_char_boundary(end) {
-        end -= 1;
-    }
-    msg.truncate(end);
-    msg.push('…');
-    msg
+    rondo_core::model::clip(&msg, MAX_MSG_BYTES, "…")
 }
 
 /// Log ids taken from the sequence at a time.

@@ -66,7 +66,8 @@ use crate::error::{ExecutorError, JobError};
 use crate::handler::Handler;
 
 use body::End;
-use client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings, chain};
+use client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
+use rondo_core::error::chain;
 
 /// The header that carries the trigger id.
 pub const TRIGGER_ID_HEADER: &str = "X-Rondo-Trigger-Id";

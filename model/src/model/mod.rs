@@ -22,5 +22,7 @@ pub use spec::{
     JobSpec, MAX_CHILD_JOBS, MAX_MISFIRE_THRESHOLD_MS, MAX_RETRIES, MAX_RETRY_BACKOFF_S,
     MAX_TIMEOUT_S, MIN_MISFIRE_THRESHOLD_MS, SUPPORTED_ROUTING,
 };
-pub use text::{MAX_APP_NAME, MAX_PARAMS_BYTES, MAX_TEXT, MAX_URL, validate_app_name};
+pub use text::{
+    MAX_APP_NAME, MAX_PARAMS_BYTES, MAX_TEXT, MAX_URL, clip, prefix, validate_app_name,
+};
 pub use vocabulary::{BlockStrategy, GlueType, MAX_SCRIPT_BYTES, Misfire, Routing};

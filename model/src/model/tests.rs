@@ -317,3 +317,15 @@ fn script_fields_are_checked_naming_the_field() {
     assert_eq!(GlueType::by_interpreter("node"), Some(GlueType::NodeJs));
     assert_eq!(GlueType::by_interpreter("ruby"), None);
 }
+
+#[test]
+fn text_is_clipped_on_a_character_boundary_with_its_mark() {
+    // "é" is two bytes: a cut inside it backs off to before it.
+    assert_eq!(super::prefix("aé", 2), "a");
+    assert_eq!(super::prefix("ab", 9), "ab");
+    assert_eq!(super::clip("short", 5, "…"), "short");
+    // The mark (3 bytes) counts toward the limit.
+    assert_eq!(super::clip("abcdef", 5, "…"), "ab…");
+    assert_eq!(super::clip("aééé", 5, "…"), "a…");
+    assert_eq!(super::clip("aééé", 6, "…"), "aé…");
+}

@@ -14,6 +14,25 @@ pub const MAX_TEXT: usize = 255;
 /// The longest group app name (it becomes part of queue names).
 pub const MAX_APP_NAME: usize = 64;
 
+/// `text` cut to at most `max` bytes on a character boundary, ending in
+/// `mark` when it was cut (the mark counts toward `max`).
+pub fn clip(text: &str, max: usize, mark: &str) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("{}{mark}", prefix(text, max.saturating_sub(mark.len())))
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a
+/// character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Checks an app name: it becomes part of queue names and Redis keys.
 pub fn validate_app_name(field: &str, app: &str) -> Result<(), Error> {
     if app.is_empty() || app.len() > MAX_APP_NAME {

@@ -30,25 +30,3 @@ pub(super) fn timeout(config: &AlarmConfig) -> Duration {
 pub(super) fn timed_out(timeout: Duration) -> String {
     format!("timed out after {} ms", timeout.as_millis())
 }
-
-/// An error and its sources, each once (some errors print their source
-/// in their own message, some wrap an error of the same kind).
-pub(super) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in text.split(": ") {
-        if parts.last() != Some(&part) {
-            parts.push(part);
-        }
-    }
-    parts.join(": ")
-}

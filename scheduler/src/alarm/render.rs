@@ -191,14 +191,7 @@ pub(super) fn one_line(text: &str) -> String {
 
 /// `text` cut to at most `max` bytes on a character boundary, marked.
 pub(super) fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub(CLIPPED.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{CLIPPED}", &text[..end])
+    rondo_core::model::clip(text, max, CLIPPED)
 }
 
 #[cfg(test)]

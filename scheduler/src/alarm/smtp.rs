@@ -10,7 +10,9 @@ use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use rondo_core::config::AlarmConfig;
 
-use super::channel::{AlarmConfigError, chain, timed_out, timeout};
+use rondo_core::error::chain;
+
+use super::channel::{AlarmConfigError, timed_out, timeout};
 use super::render::{Report, mail_message};
 
 #[derive(Clone)]

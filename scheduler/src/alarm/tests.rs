@@ -6,7 +6,6 @@ use rondo_core::model::ScheduleType;
 use rondo_core::trigger::code;
 use rondo_core::{BlockStrategy, ExecResult, Trigger, TriggerType};
 
-use super::channel::chain;
 use super::*;
 
 pub(super) fn job(email: &str, webhook: &str) -> Job {
@@ -56,13 +55,6 @@ fn status_follows_the_channels() {
             "email: sent; webhook failed: HTTP 500".into()
         )
     );
-}
-
-#[test]
-fn error_chains_name_each_cause_once() {
-    let inner = std::io::Error::other("refused");
-    let outer = std::io::Error::other(format!("Connection error: Connection error: {inner}"));
-    assert_eq!(chain(&outer), "Connection error: refused");
 }
 
 #[test]

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use super::channel::{AlarmConfigError, chain, timed_out};
+use rondo_core::error::chain;
+
+use super::channel::{AlarmConfigError, timed_out};
 use super::render::{Report, clip, one_line, webhook_body};
 
 /// At most this much of a refusing webhook's answer goes into the reason.

@@ -32,16 +32,7 @@ pub(super) async fn create_group(
     caller.require(Access::Admin, "app")?;
     let group = parse_body::<GroupSpec>(&body)?.validate(clock::now_ms())?;
     s.store.create_group(&group).await?;
-    let target = format!("group:{}", group.app);
-    let audit = caller.audit("group.create", target, Some(&group.app), None);
-    s.events
-        .publish(&[
-            Event::GroupUpserted {
-                group: group.clone(),
-            },
-            audit,
-        ])
-        .await?;
+    announce(&s, &caller, &group, "group.create", None).await?;
     Ok((StatusCode::CREATED, Json(group)))
 }
 
@@ -93,21 +84,28 @@ pub(super) async fn update_group(
     let old = s.store.get_group(&app).await?;
     let group = spec.validate_update(&old, clock::now_ms())?;
     s.store.update_group(&group).await?;
-    let target = format!("group:{}", group.app);
     let detail = format!(
         "title {:?}, xxl_addresses {:?}",
         group.title, group.xxl_addresses
     );
-    let audit = caller.audit("group.update", target, Some(&group.app), Some(detail));
-    s.events
-        .publish(&[
-            Event::GroupUpserted {
-                group: group.clone(),
-            },
-            audit,
-        ])
-        .await?;
+    announce(&s, &caller, &group, "group.update", Some(detail)).await?;
     Ok(Json(group))
+}
+
+/// Publishes a saved group for MySQL's mirror, with its audit row.
+async fn announce(
+    s: &AppState,
+    caller: &Caller,
+    group: &Group,
+    action: &str,
+    detail: Option<String>,
+) -> Result<(), Error> {
+    let target = format!("group:{}", group.app);
+    let audit = caller.audit(action, target, Some(&group.app), detail);
+    let upserted = Event::GroupUpserted {
+        group: group.clone(),
+    };
+    s.events.publish(&[upserted, audit]).await
 }
 
 /// Deletes a group that has no jobs (409 otherwise). Admins only.

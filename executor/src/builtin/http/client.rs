@@ -11,6 +11,7 @@
 //! `executor.http_insecure` turns the checks off altogether.
 
 use rondo_core::config::ExecutorConfig;
+use rondo_core::error::chain;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -113,16 +114,4 @@ pub(crate) fn refused_certificate<'e>(
         };
     }
     None
-}
-
-/// An error with its causes: reqwest's own message alone rarely says why.
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
