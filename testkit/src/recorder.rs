@@ -134,19 +134,19 @@ impl Recorder {
     /// stand beside `rondo-executor` processes of the same group).
     pub fn register_as(&self, builder: ExecutorBuilder, name: &str) -> ExecutorBuilder {
         let runs = self.0.clone();
+        // Recorded when the executor calls the handler, not when its future
+        // is first polled: the start is the executor's, without the wait of
+        // a spawned task on a busy runtime.
         builder.handler(name, move |ctx: JobContext| {
-            let runs = runs.clone();
-            async move {
-                let run = Run {
-                    trigger_id: ctx.trigger_id().to_owned(),
-                    job_id: ctx.job_id(),
-                    fire_ms: ctx.fire_ms(),
-                    start_ms: clock::now_ms(),
-                    executor: ctx.executor_id().to_owned(),
-                };
-                runs.lock().expect("runs lock").push(run);
-                Ok::<(), JobError>(())
-            }
+            let run = Run {
+                trigger_id: ctx.trigger_id().to_owned(),
+                job_id: ctx.job_id(),
+                fire_ms: ctx.fire_ms(),
+                start_ms: clock::now_ms(),
+                executor: ctx.executor_id().to_owned(),
+            };
+            runs.lock().expect("runs lock").push(run);
+            std::future::ready(Ok::<(), JobError>(()))
         })
     }
 }
