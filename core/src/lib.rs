@@ -14,7 +14,8 @@
 //! # Layout
 //!
 //! * Re-exported from `rondo-model`: `model`, `schedule`, `trigger`,
-//!   `trigger_id`, `event`, `dedupe`, `names`, `error`, `redact`, `clock`.
+//!   `trigger_id`, `event`, `dedupe`, `names`, `error`, `redact`, `clock`,
+//!   `destination`.
 //! * The records two processes share, each written once with a round-trip
 //!   test, kept in Redis: [`inflight`] (dispatcher → monitor, reaper),
 //!   [`registry`] (executor → scheduler); the dead-letter headers in
@@ -26,6 +27,8 @@
 //! * [`daemon`]: the one shape every binary starts and stops in (arguments,
 //!   config, telemetry, run, drain within a grace, exit codes);
 //!   [`telemetry`], [`signals`]: its tracing set-up and SIGINT/SIGTERM.
+//! * [`outbound`]: HTTP clients that reach only the destinations their
+//!   allow-list permits (the `http` handler, the alarm webhook).
 //! * [`backoff`]: the one capped exponential backoff every retry loop uses.
 //! * [`batcher`]: group commit (many callers, one message or pipeline per
 //!   key), how triggers, events and Redis writes are batched.
@@ -44,6 +47,7 @@ pub mod daemon;
 pub mod histogram;
 pub mod inflight;
 pub mod metrics;
+pub mod outbound;
 pub mod redis;
 pub mod registry;
 pub mod signals;
@@ -57,5 +61,5 @@ pub use rondo_model::{
     Routing, Schedule, Trigger, TriggerBatch, TriggerType,
 };
 pub use rondo_model::{
-    clock, dedupe, error, event, model, names, redact, schedule, trigger, trigger_id,
+    clock, dedupe, destination, error, event, model, names, redact, schedule, trigger, trigger_id,
 };

@@ -21,10 +21,13 @@
 //!   conversions of Redis and broker errors behind the features `redis`
 //!   and `lapin`).
 //! * [`redact`]: secrets out of URLs and values before they are shown.
+//! * [`destination`]: where outbound HTTP may go (no loopback, private or
+//!   metadata address unless allowed).
 //! * [`clock`]: wall-clock milliseconds.
 
 pub mod clock;
 pub mod dedupe;
+pub mod destination;
 pub mod error;
 pub mod event;
 pub mod model;

@@ -161,6 +161,15 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             "RONDO_EXECUTOR_SCRIPT_HANDLERS",
             config.executor.script_handlers.join(","),
         ),
+        (
+            "RONDO_EXECUTOR_HTTP_ALLOW",
+            config.executor.http_allow.join(","),
+        ),
+        ("RONDO_EXECUTOR_JOB_ENV", config.executor.job_env.join(",")),
+        (
+            "RONDO_ALARM_WEBHOOK_ALLOW",
+            config.alarm.webhook_allow.join(","),
+        ),
         ("RONDO_PERSIST_BATCH_SIZE", p.batch_size.to_string()),
         ("RONDO_PERSIST_LINGER_MS", p.linger_ms.to_string()),
         ("RONDO_PERSIST_PREFETCH", p.prefetch.to_string()),

@@ -105,6 +105,9 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
     world.config.zookeeper.session_timeout_ms = SESSION_MS;
     world.config.scheduler.misfire_threshold_ms = 60_000;
     world.config.executor.app = "chaos".into();
+    // The receiver listens on loopback, which a job may reach only when
+    // the executor's allow-list names it.
+    world.config.executor.http_allow = vec!["127.0.0.1".into()];
     let mut cluster = Cluster::new(world);
     let receiver = Receiver::start().await;
     cluster.spawn_executor(EXECUTORS[0]);

@@ -676,7 +676,10 @@ async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
-    let c = cluster("alarm", &["mon-1"], |_| {}).await;
+    // The receiver listens on loopback, which a webhook may reach only
+    // when the allow-list names it.
+    let allow = |c: &mut rondo_core::Config| c.alarm.webhook_allow = vec!["127.0.0.1".into()];
+    let c = cluster("alarm", &["mon-1"], allow).await;
     let (url, bodies) = webhook_receiver().await;
     let id = c
         .api

@@ -278,3 +278,53 @@ async fn bad_scripts_are_refused_naming_the_field() {
     }
     c.stop().await;
 }
+
+/// The `rondo-executor` process holds the Redis, broker and MySQL URLs
+/// with their passwords in its environment (`RONDO_*`); a script job run
+/// by it sees none of them, only `PATH`, `HOME`, `LANG` and the trigger's
+/// values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_script_sees_none_of_the_executors_credentials() {
+    let (c, api) = cluster("scripts_env").await;
+    let job = api
+        .create_job(json!({ "group": "sc", "glue_type": "GLUE_SHELL",
+            "glue_source": "env; echo end-of-env" }))
+        .await;
+    let tid = api.trigger_now(job).await;
+    let (code, _, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{lines:?}");
+    assert!(
+        has_line(&lines, "end-of-env"),
+        "the whole output: {lines:?}"
+    );
+    let config = c.config();
+    for secret in [&config.redis.url, &config.amqp.url, &config.mysql.url] {
+        assert!(
+            !lines.iter().any(|l| l.contains(secret.as_str())),
+            "{secret} leaked: {lines:?}"
+        );
+    }
+    let names: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_once('='))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(names.contains(&"PATH"), "{names:?}");
+    let mut rondo: Vec<&str> = names
+        .into_iter()
+        .filter(|n| n.starts_with("RONDO_"))
+        .collect();
+    rondo.sort_unstable();
+    assert_eq!(
+        rondo,
+        [
+            "RONDO_JOB_ID",
+            "RONDO_PARAMS",
+            "RONDO_SCRIPT_VERSION",
+            "RONDO_SHARD_INDEX",
+            "RONDO_SHARD_TOTAL",
+            "RONDO_TRIGGER_ID"
+        ],
+        "{lines:?}"
+    );
+}

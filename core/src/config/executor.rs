@@ -53,6 +53,23 @@ pub struct ExecutorConfig {
     /// retried (the endpoint did answer, and a retry would call it again).
     /// At least 1.
     pub http_max_response_bytes: u64,
+    /// Addresses the `http` handler may reach though they are loopback,
+    /// link-local (the cloud metadata services), private, shared or
+    /// unique-local: ranges (`10.1.0.0/16`, `fd00::/8`) or single
+    /// addresses (`192.168.1.20`). Empty by default: a job reaches only
+    /// public addresses. Judged on the resolved address, at every
+    /// redirect. In the environment: comma-separated.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub http_allow: Vec<String>,
+    /// Variables of this process's environment that shell and script jobs
+    /// also get. A job starts from an empty environment: `PATH`, `HOME`,
+    /// `LANG` (as this process has them), the trigger's `RONDO_*` values,
+    /// and only the names listed here, so the executor's own credentials
+    /// (`RONDO_REDIS_URL`, `RONDO_AMQP_URL`…) never reach a job. A name
+    /// starting with `RONDO_` is refused. In the environment:
+    /// comma-separated.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub job_env: Vec<String>,
 }
 
 impl Default for ExecutorConfig {
@@ -70,6 +87,8 @@ impl Default for ExecutorConfig {
             http_ca_file: String::new(),
             http_insecure: false,
             http_max_response_bytes: 1024 * 1024,
+            http_allow: Vec::new(),
+            job_env: Vec::new(),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! (the CLI's) are not keys. Every key has a
 //! default that works on a developer machine with the services on loopback.
 
+use rondo_model::destination::Destinations;
 use serde::Deserialize;
 
 mod auth;
@@ -236,6 +237,7 @@ impl Config {
                 )));
             }
         }
+        self.check_outbound()?;
         self.check_auth()?;
         self.check_default_secrets()?;
         self.xxl.check()?;
@@ -243,6 +245,34 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "log.format must be plain or json".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// The allow-lists parse, and `executor.job_env` names variables a job
+    /// may be given.
+    fn check_outbound(&self) -> Result<(), ConfigError> {
+        let invalid = |e: crate::Error| {
+            ConfigError::Invalid(format!("{}: {}", e.field.unwrap_or_default(), e.message))
+        };
+        Destinations::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
+        Destinations::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
+        for name in &self.executor.job_env {
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(ConfigError::Invalid(format!(
+                    "executor.job_env: {name:?} is not a variable name"
+                )));
+            }
+            if name.starts_with("RONDO_") {
+                return Err(ConfigError::Invalid(format!(
+                    "executor.job_env: {name} starts with RONDO_: rondo's own settings (credentials among them) never reach a job"
+                )));
+            }
         }
         Ok(())
     }

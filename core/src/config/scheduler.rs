@@ -147,6 +147,11 @@ pub struct AlarmConfig {
     pub smtp_from: String,
     /// Per webhook POST and per SMTP conversation.
     pub timeout_ms: u64,
+    /// Addresses a webhook may reach though they are loopback, link-local,
+    /// private, shared or unique-local (as `executor.http_allow`). Empty by
+    /// default: webhooks go to public addresses only.
+    #[serde(deserialize_with = "super::values::list_or_csv")]
+    pub webhook_allow: Vec<String>,
 }
 
 impl Default for AlarmConfig {
@@ -159,6 +164,7 @@ impl Default for AlarmConfig {
             smtp_password: String::new(),
             smtp_from: "rondo@localhost".into(),
             timeout_ms: 5_000,
+            webhook_allow: Vec::new(),
         }
     }
 }
@@ -173,6 +179,7 @@ impl std::fmt::Debug for AlarmConfig {
             .field("smtp_password", &crate::redact::secret(&self.smtp_password))
             .field("smtp_from", &self.smtp_from)
             .field("timeout_ms", &self.timeout_ms)
+            .field("webhook_allow", &self.webhook_allow)
             .finish()
     }
 }

@@ -154,3 +154,39 @@ fn secrets_never_show_in_the_debug_form() {
     }
     assert!(shown.contains("127.0.0.1"));
 }
+
+#[test]
+fn allow_lists_and_job_env_are_checked_naming_the_key() {
+    let c = Config::load(
+        "[alarm]\nwebhook_allow = [\"192.168.0.0/16\"]",
+        env(&[
+            ("RONDO_EXECUTOR_HTTP_ALLOW", "10.0.0.0/8, 127.0.0.1"),
+            ("RONDO_EXECUTOR_JOB_ENV", "TZ,JAVA_HOME"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.executor.http_allow, ["10.0.0.0/8", "127.0.0.1"]);
+    assert_eq!(c.alarm.webhook_allow, ["192.168.0.0/16"]);
+    assert_eq!(c.executor.job_env, ["TZ", "JAVA_HOME"]);
+    for (var, value, key) in [
+        (
+            "RONDO_EXECUTOR_HTTP_ALLOW",
+            "internal.example",
+            "executor.http_allow",
+        ),
+        (
+            "RONDO_ALARM_WEBHOOK_ALLOW",
+            "10.0.0.0/40",
+            "alarm.webhook_allow",
+        ),
+        (
+            "RONDO_EXECUTOR_JOB_ENV",
+            "RONDO_REDIS_URL",
+            "executor.job_env",
+        ),
+        ("RONDO_EXECUTOR_JOB_ENV", "NOT-A-NAME", "executor.job_env"),
+    ] {
+        let e = Config::load("", env(&[(var, value)])).unwrap_err();
+        assert!(e.to_string().contains(key), "{value}: {e}");
+    }
+}

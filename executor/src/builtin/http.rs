@@ -24,6 +24,14 @@
 //! the handler once). Set `Content-Type` for a body yourself. Redirects are
 //! followed (10 at most).
 //!
+//! # Destinations
+//!
+//! A run reaches public addresses only: a URL, or a redirect, to a
+//! loopback, link-local (cloud metadata), private, shared or unique-local
+//! address, or to a name that resolves only to such addresses, aborts the
+//! run (`http: destination refused: …`), unless `executor.http_allow`
+//! names the address or its range (`rondo_core::destination`).
+//!
 //! # Result
 //!
 //! A run waits for the whole response body. A 2xx status succeeds. Any
@@ -66,8 +74,10 @@ use crate::error::{ExecutorError, JobError};
 use crate::handler::Handler;
 
 use body::End;
-use client::{CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
+use client::{ALLOW_KEY, CA_FILE_KEY, INSECURE_KEY, MAX_RESPONSE_KEY, Settings};
+use rondo_core::destination::Destinations;
 use rondo_core::error::chain;
+use rondo_core::outbound;
 
 /// The header that carries the trigger id.
 pub const TRIGGER_ID_HEADER: &str = "X-Rondo-Trigger-Id";
@@ -111,6 +121,7 @@ pub async fn http(ctx: JobContext) -> Result<(), JobError> {
 pub struct Http {
     client: Client,
     max_response_bytes: u64,
+    allow: Destinations,
 }
 
 impl Http {
@@ -132,12 +143,14 @@ impl Http {
         Ok(Http {
             client: settings.client()?,
             max_response_bytes: settings.max_response_bytes,
+            allow: settings.allow.clone(),
         })
     }
 
     async fn run(self, ctx: JobContext) -> Result<(), JobError> {
         let spec = parse(ctx.params())?;
-        let request = build(&self.client, &spec)?.header(TRIGGER_ID_HEADER, ctx.trigger_id());
+        let request =
+            build(&self.client, &self.allow, &spec)?.header(TRIGGER_ID_HEADER, ctx.trigger_id());
         ctx.log(format!(
             "http: {} {}",
             spec.method.to_ascii_uppercase(),
@@ -244,7 +257,11 @@ fn parse(params: &str) -> Result<RequestSpec, JobError> {
     serde_json::from_str(params).map_err(|e| JobError::abort(format!("http: bad params: {e}")))
 }
 
-fn build(client: &Client, spec: &RequestSpec) -> Result<reqwest::RequestBuilder, JobError> {
+fn build(
+    client: &Client,
+    allow: &Destinations,
+    spec: &RequestSpec,
+) -> Result<reqwest::RequestBuilder, JobError> {
     let url = Url::parse(&spec.url)
         .map_err(|e| JobError::abort(format!("http: bad url {:?}: {e}", spec.url)))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -255,12 +272,21 @@ fn build(client: &Client, spec: &RequestSpec) -> Result<reqwest::RequestBuilder,
     }
     let method = Method::from_bytes(spec.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| JobError::abort(format!("http: bad method {:?}", spec.method)))?;
+    let headers = spec
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| JobError::abort(format!("http: bad header name {name:?}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| JobError::abort(format!("http: bad value for header {name}")))?;
+            Ok((name, value))
+        })
+        .collect::<Result<Vec<_>, JobError>>()?;
+    // Last: params that cannot work say so first.
+    outbound::check_url(allow, &url).map_err(|refused| destination_refused(&refused))?;
     let mut request = client.request(method, url);
-    for (name, value) in &spec.headers {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| JobError::abort(format!("http: bad header name {name:?}")))?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| JobError::abort(format!("http: bad value for header {name}")))?;
+    for (name, value) in headers {
         request = request.header(name, value);
     }
     if let Some(body) = &spec.body {
@@ -279,6 +305,9 @@ fn failure(e: &reqwest::Error, spec: &RequestSpec) -> JobError {
             spec.timeout_s, spec.url
         ));
     }
+    if let Some(refused) = outbound::refused(e) {
+        return destination_refused(refused);
+    }
     match client::refused_certificate(e) {
         // Most often an internal CA: say where it goes.
         Some(rustls::CertificateError::UnknownIssuer) => JobError::fail(format!(
@@ -291,6 +320,11 @@ fn failure(e: &reqwest::Error, spec: &RequestSpec) -> JobError {
         )),
         None => JobError::fail(format!("http: {}", chain(e))),
     }
+}
+
+/// Not retried: the same destination would be refused again.
+fn destination_refused(refused: &outbound::Refused) -> JobError {
+    JobError::abort(format!("http: {refused} ({ALLOW_KEY})"))
 }
 
 fn cancelled(ctx: &JobContext) -> JobError {

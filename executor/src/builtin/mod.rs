@@ -13,8 +13,8 @@ mod shell;
 
 pub use demo::demo;
 pub use http::{Http, http};
-pub use script::script;
-pub use shell::shell;
+pub use script::{Script, script};
+pub use shell::{JobEnv, Shell, shell};
 
 use crate::executor::ExecutorBuilder;
 
@@ -32,6 +32,7 @@ pub use crate::handler::COMMAND_HANDLERS;
 pub fn register(builder: ExecutorBuilder) -> ExecutorBuilder {
     let commands = builder.config().executor.command_handlers;
     let interpreters = builder.config().executor.script_handlers.clone();
+    let env = JobEnv::inherit(&builder.config().executor.job_env);
     let configured = Http::from_config(&builder.config().executor);
     let mut builder = match configured {
         Ok(configured) => builder.handler("http", configured),
@@ -41,12 +42,12 @@ pub fn register(builder: ExecutorBuilder) -> ExecutorBuilder {
     }
     .handler("demo", demo);
     if commands {
-        builder = builder.handler("shell", shell);
+        builder = builder.handler("shell", Shell(env.clone()));
     }
     for interpreter in interpreters {
         if script::on_path(&interpreter) {
             tracing::info!(interpreter, "script jobs enabled");
-            builder = builder.handler(format!("script:{interpreter}"), script);
+            builder = builder.handler(format!("script:{interpreter}"), Script(env.clone()));
         } else {
             tracing::warn!(
                 interpreter,

@@ -12,9 +12,10 @@
 //! ```
 //!
 //! so `$1`/`sys.argv[1]` is the job's params and the next two the shard, as
-//! XXL-JOB passes them. The environment adds `RONDO_TRIGGER_ID`,
-//! `RONDO_JOB_ID`, `RONDO_SHARD_INDEX`, `RONDO_SHARD_TOTAL`, `RONDO_PARAMS`
-//! and `RONDO_SCRIPT_VERSION`. Interpreters: `GLUE_SHELL` → `sh`,
+//! XXL-JOB passes them. The environment is the job's own, as for `shell`
+//! ([`JobEnv`]: `PATH`, `HOME`, `LANG`, `executor.job_env`), with
+//! `RONDO_TRIGGER_ID`, `RONDO_JOB_ID`, `RONDO_SHARD_INDEX`,
+//! `RONDO_SHARD_TOTAL`, `RONDO_PARAMS` and `RONDO_SCRIPT_VERSION`. Interpreters: `GLUE_SHELL` → `sh`,
 //! `GLUE_PYTHON` → `python3`, `GLUE_NODEJS` → `node`, `GLUE_POWERSHELL` →
 //! `pwsh -NoLogo -NoProfile -NonInteractive -File`, `GLUE_PHP` → `php`.
 //!
@@ -30,12 +31,31 @@ use std::path::{Path, PathBuf};
 use rondo_core::model::GlueType;
 use tokio::process::Command;
 
-use super::shell::{run, with_trigger};
+use futures_util::future::BoxFuture;
+
+use super::shell::{JobEnv, run, with_trigger};
 use crate::context::JobContext;
 use crate::error::JobError;
+use crate::handler::Handler;
 
-/// The script handler of every script type (see the module doc).
+/// The script handler with the environment `env` (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Script(pub JobEnv);
+
+impl Handler for Script {
+    fn call(&self, ctx: JobContext) -> BoxFuture<'static, Result<(), JobError>> {
+        let env = self.0.clone();
+        Box::pin(async move { run_script(ctx, &env).await })
+    }
+}
+
+/// The script handler of every script type (see the module doc), with
+/// `PATH`, `HOME` and `LANG` only; [`Script`] passes more.
 pub async fn script(ctx: JobContext) -> Result<(), JobError> {
+    run_script(ctx, &JobEnv::inherit(&[])).await
+}
+
+async fn run_script(ctx: JobContext, env: &JobEnv) -> Result<(), JobError> {
     let Some(script) = ctx.script() else {
         return Err(JobError::abort(
             "script: the trigger carries no script (only script jobs run script:* handlers)",
@@ -52,14 +72,20 @@ pub async fn script(ctx: JobContext) -> Result<(), JobError> {
         "[rondo] running {} version {} with {interpreter}",
         glue, script.version
     ));
-    let cmd = command(&ctx, interpreter, &file.path, script.version);
+    let cmd = command(&ctx, env, interpreter, &file.path, script.version);
     // The file lives until the run ends.
     let result = run(&ctx, cmd, interpreter, "script").await;
     drop(file);
     result
 }
 
-fn command(ctx: &JobContext, interpreter: &str, file: &Path, version: u32) -> Command {
+fn command(
+    ctx: &JobContext,
+    env: &JobEnv,
+    interpreter: &str,
+    file: &Path,
+    version: u32,
+) -> Command {
     let mut cmd = Command::new(interpreter);
     if interpreter == "pwsh" {
         cmd.args(["-NoLogo", "-NoProfile", "-NonInteractive", "-File"]);
@@ -68,6 +94,7 @@ fn command(ctx: &JobContext, interpreter: &str, file: &Path, version: u32) -> Co
     with_trigger(
         &mut cmd,
         ctx,
+        env,
         &[("RONDO_SCRIPT_VERSION", version.to_string())],
     );
     cmd

@@ -9,9 +9,11 @@
 //! ```
 //!
 //! * `$0` is `rondo`, `$1` the shard index (0-based), `$2` the shard total;
-//! * the environment adds `RONDO_TRIGGER_ID`, `RONDO_JOB_ID`,
+//! * the environment is [`JobEnv`]'s, never the executor's own (which
+//!   holds its credentials): `PATH`, `HOME`, `LANG`, what
+//!   `executor.job_env` names, and `RONDO_TRIGGER_ID`, `RONDO_JOB_ID`,
 //!   `RONDO_SHARD_INDEX`, `RONDO_SHARD_TOTAL` and `RONDO_PARAMS` (the
-//!   command line itself) to the executor's own;
+//!   command line itself);
 //! * stdin is empty; stdout lines go to the job log as they come, stderr
 //!   lines too, prefixed with `[stderr] `;
 //! * exit code 0 is success; any other code fails the run with
@@ -30,7 +32,10 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
@@ -38,7 +43,45 @@ use tokio::task::JoinHandle;
 
 use crate::context::JobContext;
 use crate::error::JobError;
+use crate::handler::Handler;
 use crate::joblog::MAX_LINE_BYTES;
+
+/// What a job's environment holds of the executor's besides `RONDO_*`
+/// trigger values: these always (when set), then `executor.job_env`.
+const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG"];
+
+/// The environment a shell or script job starts from: `PATH`, `HOME`,
+/// `LANG` and the variables `executor.job_env` names, as this process had
+/// them when the handler was registered; nothing else of the executor's
+/// (its `RONDO_*` settings hold the Redis, broker and MySQL credentials).
+#[derive(Clone, Debug, Default)]
+pub struct JobEnv(Arc<[(String, String)]>);
+
+impl JobEnv {
+    /// [`BASE_ENV`] and `names`, read from this process's environment
+    /// (one that is not set is left out).
+    pub fn inherit(names: &[String]) -> JobEnv {
+        let names = BASE_ENV
+            .iter()
+            .copied()
+            .chain(names.iter().map(String::as_str));
+        let vars: Vec<(String, String)> = names
+            .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
+            .collect();
+        JobEnv(vars.into())
+    }
+}
+
+/// The shell handler with the environment `env` (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Shell(pub JobEnv);
+
+impl Handler for Shell {
+    fn call(&self, ctx: JobContext) -> BoxFuture<'static, Result<(), JobError>> {
+        let env = self.0.clone();
+        Box::pin(async move { run_shell(ctx, &env).await })
+    }
+}
 
 /// Between SIGTERM and SIGKILL on cancellation (within the supervisor's
 /// one-second grace).
@@ -47,14 +90,19 @@ const TERM_GRACE: Duration = Duration::from_millis(500);
 /// background process holding the pipes open does not hold the run.
 const OUTPUT_DRAIN: Duration = Duration::from_secs(1);
 
-/// The shell handler (see the module doc).
+/// The shell handler (see the module doc) with `PATH`, `HOME` and `LANG`
+/// only; [`Shell`] passes more (`executor.job_env`).
 pub async fn shell(ctx: JobContext) -> Result<(), JobError> {
+    run_shell(ctx, &JobEnv::inherit(&[])).await
+}
+
+async fn run_shell(ctx: JobContext, env: &JobEnv) -> Result<(), JobError> {
     if ctx.params().trim().is_empty() {
         return Err(JobError::abort(
             "shell: the params must hold the command line to run",
         ));
     }
-    run(&ctx, command(&ctx), "sh", "command").await
+    run(&ctx, command(&ctx, env), "sh", "command").await
 }
 
 /// Runs `cmd` (started by [`command`]'s conventions: piped output, its own
@@ -95,21 +143,28 @@ pub(super) async fn run(
     exit_result(status)
 }
 
-fn command(ctx: &JobContext) -> Command {
+fn command(ctx: &JobContext, env: &JobEnv) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(ctx.params()).arg("rondo");
-    with_trigger(&mut cmd, ctx, &[]);
+    with_trigger(&mut cmd, ctx, env, &[]);
     cmd
 }
 
-/// The shard index and total as arguments, the trigger in the environment
-/// (plus `extra`), empty stdin, piped output, and a process group of its
-/// own that [`run`] can stop as a whole.
-pub(super) fn with_trigger(cmd: &mut Command, ctx: &JobContext, extra: &[(&str, String)]) {
+/// The shard index and total as arguments, an environment of `env` and
+/// the trigger (plus `extra`) only, empty stdin, piped output, and a
+/// process group of its own that [`run`] can stop as a whole.
+pub(super) fn with_trigger(
+    cmd: &mut Command,
+    ctx: &JobContext,
+    env: &JobEnv,
+    extra: &[(&str, String)],
+) {
     let shard_index = ctx.shard_index().to_string();
     let shard_total = ctx.shard_total().to_string();
     cmd.arg(&shard_index)
         .arg(&shard_total)
+        .env_clear()
+        .envs(env.0.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("RONDO_TRIGGER_ID", ctx.trigger_id())
         .env("RONDO_JOB_ID", ctx.job_id().to_string())
         .env("RONDO_SHARD_INDEX", &shard_index)
@@ -230,6 +285,33 @@ mod tests {
         assert!(lines.contains(&"one".to_owned()), "{lines:?}");
         assert!(lines.contains(&"[stderr] two".to_owned()), "{lines:?}");
         assert!(lines.contains(&"three".to_owned()), "{lines:?}");
+    }
+
+    /// `cargo test` gives this process `CARGO_*` variables, as a real
+    /// executor has its `RONDO_*` settings: none reaches a job unless
+    /// `executor.job_env` names it.
+    #[tokio::test]
+    async fn a_job_gets_only_its_own_environment() {
+        assert!(std::env::var("CARGO_PKG_NAME").is_ok(), "run by cargo");
+        let (outcome, lines) = run_handler(shell, "env").await;
+        assert!(outcome.is_success(), "{outcome:?}");
+        let names: Vec<&str> = lines.iter().filter_map(|l| l.split('=').next()).collect();
+        assert!(names.contains(&"PATH"), "{names:?}");
+        assert!(names.contains(&"RONDO_TRIGGER_ID"), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("CARGO")), "{names:?}");
+        let rondo: Vec<&&str> = names.iter().filter(|n| n.starts_with("RONDO_")).collect();
+        assert_eq!(rondo.len(), 5, "only the trigger's values: {rondo:?}");
+
+        let named = Shell(JobEnv::inherit(&["CARGO_PKG_NAME".into()]));
+        let (_, lines) = run_handler(named, "env").await;
+        assert!(
+            lines.contains(&"CARGO_PKG_NAME=rondo-executor".to_owned()),
+            "{lines:?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.starts_with("CARGO_MANIFEST_DIR=")),
+            "{lines:?}"
+        );
     }
 
     #[tokio::test]

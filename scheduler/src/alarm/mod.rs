@@ -39,8 +39,12 @@
 //! A `POST` of a JSON object (`Content-Type: application/json`,
 //! `User-Agent: rondo-scheduler/<version>`) to `alarm_webhook`; any 2xx
 //! answer counts as sent. Redirects are not followed (a 3xx fails: a
-//! redirected POST would silently become a GET). HTTP proxies from the usual
-//! environment variables are honoured. The body, version 1:
+//! redirected POST would silently become a GET). A webhook reaches public
+//! addresses only: one whose URL is, or whose name resolves only to, a
+//! loopback, link-local (cloud metadata), private, shared or unique-local
+//! address fails (`destination refused: …`) unless `alarm.webhook_allow`
+//! names it. No HTTP proxy is used (it would resolve and connect in
+//! rondo's place). The body, version 1:
 //!
 //! ```json
 //! {
@@ -100,7 +104,7 @@ use self::webhook::http_client;
 pub struct Alarmer {
     mail: Mail,
     /// The client, or why it could not be built (reported per alarm).
-    http: Result<reqwest::Client, String>,
+    http: Result<webhook::Webhook, String>,
     timeout: Duration,
 }
 
@@ -129,7 +133,7 @@ impl Alarmer {
             Mail::Broken(e.to_string())
         });
         let timeout = timeout(config);
-        let http = http_client(timeout).map_err(|e| {
+        let http = http_client(timeout, &config.webhook_allow).map_err(|e| {
             tracing::error!(error = %e, "webhook alarms will fail");
             e.to_string()
         });
@@ -146,7 +150,7 @@ impl Alarmer {
         let timeout = timeout(config);
         Ok(Alarmer {
             mail: mail_setup(config)?,
-            http: Ok(http_client(timeout)?),
+            http: Ok(http_client(timeout, &config.webhook_allow)?),
             timeout,
         })
     }

@@ -156,3 +156,62 @@ fn failures_are_built_from_results_and_trigger_records() {
     let f = Failure::of_trigger(&record);
     assert_eq!((f.code, f.msg.as_str(), f.fire_ms), (500, "no route", 9));
 }
+
+/// A webhook server on loopback that answers 204 and counts connections.
+async fn counting_webhook() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 8192];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock
+                .write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+                .await;
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn a_webhook_to_a_restricted_address_is_refused_unless_allowed() {
+    use std::sync::atomic::Ordering;
+    let (addr, seen) = counting_webhook().await;
+    let alarmer = Alarmer::new(&config(""));
+    for (url, kind) in [
+        (format!("http://{addr}/hook"), "loopback"),
+        (format!("http://localhost:{}/hook", addr.port()), "loopback"),
+        ("http://169.254.169.254/latest".to_owned(), "link-local"),
+        ("http://192.168.1.10/hook".to_owned(), "private"),
+    ] {
+        let record = alarmer.alarm(&job("", &url), &failure()).await;
+        assert_eq!(record.status, alarm_status::FAILED, "{url}");
+        assert!(
+            record.msg.contains("destination refused") && record.msg.contains(kind),
+            "{url}: {}",
+            record.msg
+        );
+        assert!(
+            record.msg.ends_with("(alarm.webhook_allow)"),
+            "{}",
+            record.msg
+        );
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 0, "nothing reached the server");
+
+    let mut allowing = config("");
+    allowing.webhook_allow = vec!["127.0.0.1".into()];
+    let record = Alarmer::new(&allowing)
+        .alarm(&job("", &format!("http://{addr}/hook")), &failure())
+        .await;
+    assert_eq!(record.status, alarm_status::SENT, "{}", record.msg);
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+}

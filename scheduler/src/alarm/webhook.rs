@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
+use rondo_core::destination::Destinations;
 use rondo_core::error::chain;
+use rondo_core::outbound;
 
 use super::channel::{AlarmConfigError, timed_out};
 use super::render::{Report, clip, one_line, webhook_body};
@@ -10,20 +12,30 @@ use super::render::{Report, clip, one_line, webhook_body};
 /// At most this much of a refusing webhook's answer goes into the reason.
 const MAX_REPLY_BYTES: usize = 256;
 
+/// The webhook client and the destinations it may reach.
+#[derive(Clone)]
+pub(super) struct Webhook {
+    client: reqwest::Client,
+    allow: Destinations,
+}
+
 /// Posts `report` to `url` with `http` (or why there is no client),
 /// within `timeout`. Ok: the 2xx status; Err: the status and the start of
 /// the answer, or why there was none.
 pub(super) async fn post(
-    http: &Result<reqwest::Client, String>,
+    http: &Result<Webhook, String>,
     timeout: Duration,
     url: &str,
     report: &Report<'_>,
 ) -> Result<String, String> {
-    let client = http.as_ref().map_err(Clone::clone)?;
+    let http = http.as_ref().map_err(Clone::clone)?;
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    outbound::check_url(&http.allow, &parsed).map_err(|r| refused(&r))?;
     let body = webhook_body(report);
     let exchange = async {
-        let response = client
-            .post(url)
+        let response = http
+            .client
+            .post(parsed)
             .json(&body)
             .send()
             .await
@@ -39,14 +51,28 @@ pub(super) async fn post(
         .unwrap_or_else(|_| Err(timed_out(timeout)))
 }
 
-pub(super) fn http_client(timeout: Duration) -> Result<reqwest::Client, AlarmConfigError> {
-    reqwest::Client::builder()
+/// The webhook client: only to the destinations `alarm.webhook_allow`
+/// permits beside public addresses, no redirect followed.
+pub(super) fn http_client(
+    timeout: Duration,
+    allow: &[String],
+) -> Result<Webhook, AlarmConfigError> {
+    let allow = Destinations::parse("alarm.webhook_allow", allow)
+        .map_err(|e| AlarmConfigError::Http(format!("alarm.webhook_allow: {}", e.message)))?;
+    let builder = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
+        .user_agent(concat!("rondo-scheduler/", env!("CARGO_PKG_VERSION")));
+    let client = outbound::guard(builder, allow.clone())
+        // After the guard's policy: a webhook follows none.
         .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("rondo-scheduler/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| AlarmConfigError::Http(chain(&e)))
+        .map_err(|e| AlarmConfigError::Http(chain(&e)))?;
+    Ok(Webhook { client, allow })
+}
+
+fn refused(refused: &outbound::Refused) -> String {
+    format!("{refused} (alarm.webhook_allow)")
 }
 
 /// `: <the start of the answer>`, or nothing when it is empty or unreadable.
@@ -70,6 +96,9 @@ async fn reply_excerpt(mut response: reqwest::Response) -> String {
 fn http_error(error: reqwest::Error, timeout: Duration) -> String {
     if error.is_timeout() {
         return timed_out(timeout);
+    }
+    if let Some(r) = outbound::refused(&error) {
+        return refused(r);
     }
     chain(&error.without_url())
 }

@@ -11,7 +11,9 @@
 //! `executor.http_insecure` turns the checks off altogether.
 
 use rondo_core::config::ExecutorConfig;
+use rondo_core::destination::Destinations;
 use rondo_core::error::chain;
+use rondo_core::outbound;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -19,6 +21,7 @@ use rustls::pki_types::pem::PemObject;
 pub(crate) const CA_FILE_KEY: &str = "executor.http_ca_file";
 pub(crate) const INSECURE_KEY: &str = "executor.http_insecure";
 pub(crate) const MAX_RESPONSE_KEY: &str = "executor.http_max_response_bytes";
+pub(crate) const ALLOW_KEY: &str = "executor.http_allow";
 
 /// The executor's `http_*` keys, checked, with the CA file read.
 #[derive(Debug)]
@@ -27,6 +30,8 @@ pub(crate) struct Settings {
     extra_roots: Vec<CertificateDer<'static>>,
     pub(crate) insecure: bool,
     pub(crate) max_response_bytes: u64,
+    /// Where a run may go beyond public addresses.
+    pub(crate) allow: Destinations,
 }
 
 impl Settings {
@@ -46,19 +51,24 @@ impl Settings {
             "" => Vec::new(),
             path => read_ca_file(path)?,
         };
+        let allow = Destinations::parse(ALLOW_KEY, &config.http_allow)
+            .map_err(|e| format!("{ALLOW_KEY}: {}", e.message))?;
         Ok(Settings {
             extra_roots,
             insecure: config.http_insecure,
             max_response_bytes: config.http_max_response_bytes,
+            allow,
         })
     }
 
     /// A client for every run of one executor (its connection pool is
-    /// shared): the bundled roots plus the CA file, or no checks.
+    /// shared): the bundled roots plus the CA file, or no checks; only to
+    /// the destinations [`Settings::allow`] permits.
     pub(crate) fn client(&self) -> Result<reqwest::Client, String> {
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .user_agent(concat!("rondo-executor/", env!("CARGO_PKG_VERSION")))
             .danger_accept_invalid_certs(self.insecure);
+        let mut builder = outbound::guard(builder, self.allow.clone());
         for der in &self.extra_roots {
             let cert = reqwest::Certificate::from_der(der)
                 .map_err(|e| format!("{CA_FILE_KEY}: {}", chain(&e)))?;

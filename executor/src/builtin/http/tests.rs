@@ -15,7 +15,8 @@ use crate::testing::{TestRun, run_handler};
 pub(super) const BIG_BYTES: usize = 5000;
 
 /// Serves `/ok`, `/fail`, `/slow`, `/echo` (the request back), `/big`
-/// (with its length) and `/chunked` (as big, in chunks without a length).
+/// (with its length), `/chunked` (as big, in chunks without a length) and
+/// `/redirect-to/<host>` (a 302 to `/ok` on that host, same port).
 async fn server() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -35,6 +36,25 @@ pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
     let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
     if path == "/chunked" {
         let _ = write_chunked(&mut stream).await;
+        return;
+    }
+    if let Some(host) = path.strip_prefix("/redirect-to/") {
+        // To `/ok` on `host`, at the port this request came to.
+        let port = request
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("host: ")
+                    .or_else(|| l.strip_prefix("Host: "))
+            })
+            .and_then(|h| h.rsplit(':').next())
+            .unwrap_or("80")
+            .trim()
+            .to_owned();
+        let response = format!(
+            "HTTP/1.1 302 Found\r\nLocation: http://{host}:{port}/ok\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
         return;
     }
     let (status, body) = match path.as_str() {
@@ -102,7 +122,7 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Option<String> {
 #[tokio::test]
 async fn a_plain_url_is_a_get_and_2xx_succeeds() {
     let addr = server().await;
-    let (outcome, lines) = run_handler(http, format!(" http://{addr}/ok ")).await;
+    let (outcome, lines) = run_handler(local(), format!(" http://{addr}/ok ")).await;
     assert!(outcome.is_success(), "{outcome:?}");
     assert_eq!(lines[0], format!("http: GET http://{addr}/ok"));
     assert!(lines[1].starts_with("http: 200 OK in "), "{lines:?}");
@@ -119,7 +139,7 @@ async fn a_json_request_sends_its_method_headers_and_body() {
         "body": "payload-123",
         "timeout_s": 5
     });
-    let (outcome, lines) = run_handler(http, params.to_string()).await;
+    let (outcome, lines) = run_handler(local(), params.to_string()).await;
     assert!(outcome.is_success(), "{outcome:?}");
     assert!(lines[1].starts_with("http: 201 Created"), "{lines:?}");
     let echoed = &lines[2];
@@ -144,13 +164,13 @@ async fn a_json_request_sends_its_method_headers_and_body() {
 #[tokio::test]
 async fn another_status_fails_the_run_with_it() {
     let addr = server().await;
-    let (outcome, lines) = run_handler(http, format!("http://{addr}/fail")).await;
+    let (outcome, lines) = run_handler(local(), format!("http://{addr}/fail")).await;
     assert_eq!(
         (outcome.code, outcome.msg.as_str(), outcome.retryable),
         (500, "http: status 500 Internal Server Error", true)
     );
     assert_eq!(lines.last().unwrap(), "http: body: boom");
-    let (outcome, _) = run_handler(http, format!("http://{addr}/nothing-here")).await;
+    let (outcome, _) = run_handler(local(), format!("http://{addr}/nothing-here")).await;
     assert_eq!(outcome.msg, "http: status 404 Not Found");
 }
 
@@ -159,7 +179,7 @@ async fn the_request_timeout_fails_the_run() {
     let addr = server().await;
     let params = format!(r#"{{"url": "http://{addr}/slow", "timeout_s": 1}}"#);
     let started = Instant::now();
-    let (outcome, _) = run_handler(http, params).await;
+    let (outcome, _) = run_handler(local(), params).await;
     assert_eq!(outcome.code, 500);
     assert!(outcome.retryable);
     assert_eq!(
@@ -178,7 +198,7 @@ async fn the_trigger_timeout_cancels_the_request() {
     let addr = server().await;
     let params = format!(r#"{{"url": "http://{addr}/slow", "timeout_s": 0}}"#);
     let started = Instant::now();
-    let (outcome, lines) = TestRun::new(params).timeout_s(1).run(http).await;
+    let (outcome, lines) = TestRun::new(params).timeout_s(1).run(local()).await;
     assert_eq!(outcome.code, rondo_core::trigger::code::TIMEOUT);
     assert_eq!(lines.last().unwrap(), "http: cancelled");
     assert!(
@@ -191,17 +211,30 @@ async fn the_trigger_timeout_cancels_the_request() {
 #[tokio::test]
 async fn only_the_start_of_a_long_body_is_logged() {
     let addr = server().await;
-    let (outcome, lines) = run_handler(http, format!("http://{addr}/big")).await;
+    let (outcome, lines) = run_handler(local(), format!("http://{addr}/big")).await;
     assert!(outcome.is_success());
     let preview = lines[2].strip_prefix("http: body: ").unwrap();
     assert_eq!(preview, format!("{} …", "x".repeat(BODY_PREVIEW_BYTES)));
+}
+
+/// The handler allowed to reach `127.0.0.1`, where the test servers are.
+pub(super) fn local() -> Http {
+    Http::from_config(&allowing_loopback()).unwrap()
+}
+
+/// An executor config whose `http_allow` names `127.0.0.1` (only).
+pub(super) fn allowing_loopback() -> ExecutorConfig {
+    ExecutorConfig {
+        http_allow: vec!["127.0.0.1".into()],
+        ..ExecutorConfig::default()
+    }
 }
 
 /// The handler with `http_max_response_bytes` set.
 pub(super) fn capped(max_response_bytes: u64) -> Http {
     let config = ExecutorConfig {
         http_max_response_bytes: max_response_bytes,
-        ..ExecutorConfig::default()
+        ..allowing_loopback()
     };
     Http::from_config(&config).unwrap()
 }
@@ -232,7 +265,7 @@ async fn a_body_of_exactly_the_cap_succeeds() {
         let (outcome, _) = run_handler(capped(cap), format!("http://{addr}/{path}")).await;
         assert!(outcome.is_success(), "{path}: {outcome:?}");
     }
-    let (outcome, _) = run_handler(http, format!("http://{addr}/chunked")).await;
+    let (outcome, _) = run_handler(local(), format!("http://{addr}/chunked")).await;
     assert!(outcome.is_success(), "under the default 1 MiB: {outcome:?}");
 }
 
@@ -255,7 +288,7 @@ async fn a_refused_connection_is_a_retryable_failure() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let (outcome, _) = run_handler(http, format!("http://{addr}/ok")).await;
+    let (outcome, _) = run_handler(local(), format!("http://{addr}/ok")).await;
     assert_eq!(outcome.code, 500);
     assert!(outcome.retryable);
     assert!(outcome.msg.starts_with("http: "), "{}", outcome.msg);
@@ -281,5 +314,62 @@ async fn unusable_params_abort() {
     assert_eq!(
         outcome.msg,
         r#"aborted: http: unsupported scheme "ftp"; use http:// or https://"#
+    );
+}
+
+#[tokio::test]
+async fn loopback_link_local_and_private_destinations_are_refused_unless_allowed() {
+    let addr = server().await;
+    let port = addr.port();
+    for (url, kind) in [
+        (format!("http://127.0.0.1:{port}/ok"), "loopback"),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "link-local",
+        ),
+        ("http://10.20.30.40/".to_owned(), "private"),
+        ("http://[::1]/".to_owned(), "loopback"),
+        // A name is judged on what it resolves to.
+        (format!("http://localhost:{port}/ok"), "loopback"),
+    ] {
+        let (outcome, _) = run_handler(http, url.clone()).await;
+        assert_eq!(outcome.code, 500, "{url}");
+        assert!(!outcome.retryable, "{url}: {outcome:?}");
+        assert!(
+            outcome.msg.contains("destination refused") && outcome.msg.contains(kind),
+            "{url}: {}",
+            outcome.msg
+        );
+        assert!(
+            outcome.msg.ends_with("(executor.http_allow)"),
+            "{}",
+            outcome.msg
+        );
+    }
+    // Allowed, the same server is reached.
+    let (outcome, _) = run_handler(local(), format!("http://127.0.0.1:{port}/ok")).await;
+    assert!(outcome.is_success(), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn every_redirect_is_judged_again() {
+    let addr = server().await;
+    // 127.0.0.1 is allowed, 127.0.0.2 (loopback too) is not.
+    let (outcome, lines) =
+        run_handler(local(), format!("http://{addr}/redirect-to/127.0.0.2")).await;
+    assert!(!outcome.retryable, "{outcome:?}");
+    assert!(
+        outcome.msg.contains("redirect to http://127.0.0.2:"),
+        "{}",
+        outcome.msg
+    );
+    assert_eq!(lines.len(), 1, "only the request line: {lines:?}");
+    // A redirect to an allowed destination is followed.
+    let (outcome, lines) =
+        run_handler(local(), format!("http://{addr}/redirect-to/127.0.0.1")).await;
+    assert!(outcome.is_success(), "{outcome:?}");
+    assert!(
+        lines.contains(&"http: body: hello rondo".to_owned()),
+        "{lines:?}"
     );
 }

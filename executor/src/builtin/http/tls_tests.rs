@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use super::tests::{BIG_BYTES, serve};
+use super::tests::{BIG_BYTES, allowing_loopback, local, serve};
 use super::*;
 use crate::testing::run_handler;
 
@@ -108,14 +108,14 @@ fn config(http_ca_file: &str, http_insecure: bool) -> ExecutorConfig {
     ExecutorConfig {
         http_ca_file: http_ca_file.to_owned(),
         http_insecure,
-        ..ExecutorConfig::default()
+        ..allowing_loopback()
     }
 }
 
 #[tokio::test]
 async fn by_default_a_certificate_of_an_unknown_ca_is_refused() {
     let site = Site::start().await;
-    let (outcome, lines) = run_handler(http, site.url("/ok")).await;
+    let (outcome, lines) = run_handler(local(), site.url("/ok")).await;
     assert_eq!((outcome.code, outcome.retryable), (500, true));
     assert!(
         outcome
@@ -188,7 +188,7 @@ async fn an_https_body_past_the_cap_fails_the_run_naming_the_key() {
         let config = ExecutorConfig {
             http_insecure: true,
             http_max_response_bytes: cap,
-            ..ExecutorConfig::default()
+            ..allowing_loopback()
         };
         let handler = Http::from_config(&config).unwrap();
         let (outcome, _) = run_handler(handler, site.url(path)).await;
@@ -258,6 +258,13 @@ fn unusable_http_keys_stop_the_start_naming_the_key() {
                 ..ExecutorConfig::default()
             },
             "executor.http_max_response_bytes must be at least 1",
+        ),
+        (
+            ExecutorConfig {
+                http_allow: vec!["metadata.internal".into()],
+                ..ExecutorConfig::default()
+            },
+            "executor.http_allow: \"metadata.internal\" is not an address",
         ),
     ];
     for (executor, expected) in cases {
