@@ -58,6 +58,8 @@ fn config(smtp: Option<SocketAddr>) -> AlarmConfig {
         smtp_tls: "none".into(),
         smtp_from: "rondo <rondo@example.com>".into(),
         timeout_ms: TIMEOUT_MS,
+        // The test webhooks listen on loopback.
+        webhook_allow: vec!["127.0.0.1".into()],
         ..AlarmConfig::default()
     }
 }
