@@ -363,11 +363,11 @@ async fn create_direct(
         .map(|i| {
             let spec: anyhow::Result<JobSpec> = serde_json::from_value(spec(i)).map_err(Into::into);
             async move {
-                let id = store.next_job_id().await?;
+                let id = store.api().next_job_id().await?;
                 let now = clock::now_ms();
                 let job = spec?.validate(id, now, None)?;
                 let next = job.schedule()?.next_after(now);
-                store.save_job(&job, next, None).await?;
+                store.api().save_job(&job, next, None).await?;
                 Ok::<_, anyhow::Error>(Created {
                     id,
                     first_fire_ms: next.unwrap_or(0),

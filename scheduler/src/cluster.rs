@@ -334,7 +334,7 @@ impl Cluster {
             let term = self.bump_term(client, floor).await?;
             let mut highest = term;
             for p in 0..self.names.partitions() {
-                highest = highest.max(self.store.raise_term(p, term).await?);
+                highest = highest.max(self.store.leader().raise_term(p, term).await?);
             }
             if highest == term {
                 break term;

@@ -15,24 +15,40 @@ async fn every_write_to_a_partitions_definitions_sets_a_new_version() {
     let store = Store::new(pool, names.clone());
     let job = rondo_core::testkit::fixtures::job(7);
     let p = names.partition_of(job.id);
-    let version = || async { store.read_due(p, i64::MAX, 10).await.unwrap().1 };
+    let version = || async { store.leader().read_due(p, i64::MAX, 10).await.unwrap().1 };
     assert_eq!(version().await, None, "no write yet");
 
-    store.save_job(&job, Due::At(1_000), None).await.unwrap();
+    store
+        .api()
+        .save_job(&job, Due::At(1_000), None)
+        .await
+        .unwrap();
     let created = version().await;
     assert!(created.is_some());
     // An edit that does not reschedule (the claim plans with what it
     // parsed, so it must see this one too).
     let mut edited = job.clone();
     edited.schedule_conf = "0 0 * * * ?".into();
-    store.save_job(&edited, Due::Keep, None).await.unwrap();
+    store
+        .api()
+        .save_job(&edited, Due::Keep, None)
+        .await
+        .unwrap();
     let after_edit = version().await;
     assert_ne!(after_edit, created);
-    store.delete_job(&edited).await.unwrap();
+    store.api().delete_job(&edited).await.unwrap();
     let after_delete = version().await;
     assert!(after_delete.is_some());
     assert_ne!(after_delete, after_edit);
     // Another partition's version did not move.
     let other = (p + 1) % names.partitions();
-    assert_eq!(store.read_due(other, i64::MAX, 10).await.unwrap().1, None);
+    assert_eq!(
+        store
+            .leader()
+            .read_due(other, i64::MAX, 10)
+            .await
+            .unwrap()
+            .1,
+        None
+    );
 }

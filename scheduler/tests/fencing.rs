@@ -18,7 +18,7 @@ async fn a_stale_term_cannot_claim_or_reassign() {
     let mut conn = pool.get().await.unwrap();
     let _: () = conn.zadd(names.due(p), 7, 1_000).await.unwrap();
 
-    assert_eq!(store.raise_term(p, 1).await.unwrap(), 1);
+    assert_eq!(store.leader().raise_term(p, 1).await.unwrap(), 1);
     let nodes = vec!["a".to_owned(), "b".to_owned()];
     let item = |expected| ClaimItem {
         job_id: 7,
@@ -31,25 +31,37 @@ async fn a_stale_term_cannot_claim_or_reassign() {
         awaited: None,
     };
     assert_eq!(
-        store.claim(p, 1, &nodes, &[item(1_000)]).await.unwrap(),
+        store
+            .leader()
+            .claim(p, 1, &nodes, &[item(1_000)])
+            .await
+            .unwrap(),
         (1, 0)
     );
     // The same claim again (a retry after a timeout) claims nothing twice.
     assert_eq!(
-        store.claim(p, 1, &nodes, &[item(1_000)]).await.unwrap(),
+        store
+            .leader()
+            .claim(p, 1, &nodes, &[item(1_000)])
+            .await
+            .unwrap(),
         (0, 1)
     );
 
     // A new leader raises the term; the old one is refused everywhere.
-    assert_eq!(store.raise_term(p, 2).await.unwrap(), 2);
+    assert_eq!(store.leader().raise_term(p, 2).await.unwrap(), 2);
     assert_eq!(
-        store.raise_term(p, 1).await.unwrap(),
+        store.leader().raise_term(p, 1).await.unwrap(),
         2,
         "a term never goes down"
     );
     let before_due: Vec<(u64, f64)> = conn.zrange_withscores(names.due(p), 0, -1).await.unwrap();
     let before_ring: Vec<String> = conn.zrange(names.ring(p, "a"), 0, -1).await.unwrap();
-    let err = store.claim(p, 1, &nodes, &[item(2_000)]).await.unwrap_err();
+    let err = store
+        .leader()
+        .claim(p, 1, &nodes, &[item(2_000)])
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::StaleTerm, "{err}");
     let moves = [Move {
         member: "7:1000".into(),
@@ -58,7 +70,11 @@ async fn a_stale_term_cannot_claim_or_reassign() {
         rename: None,
         missed: None,
     }];
-    let err = store.reassign(p, 1, "a", &nodes, &moves).await.unwrap_err();
+    let err = store
+        .leader()
+        .reassign(p, 1, "a", &nodes, &moves)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::StaleTerm, "{err}");
     let after_due: Vec<(u64, f64)> = conn.zrange_withscores(names.due(p), 0, -1).await.unwrap();
     let after_ring: Vec<String> = conn.zrange(names.ring(p, "a"), 0, -1).await.unwrap();
@@ -68,7 +84,11 @@ async fn a_stale_term_cannot_claim_or_reassign() {
     // The current term moves it: the member lands on node b, and a ring
     // emptied this way leaves the owners set.
     assert_eq!(
-        store.reassign(p, 2, "a", &nodes, &moves).await.unwrap(),
+        store
+            .leader()
+            .reassign(p, 2, "a", &nodes, &moves)
+            .await
+            .unwrap(),
         (1, 0)
     );
     let moved: Vec<String> = conn.zrange(names.ring(p, "b"), 0, -1).await.unwrap();
@@ -105,7 +125,7 @@ async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
         .zadd(names.inflight(p), "7-1000-0", 1_000)
         .await
         .unwrap();
-    assert_eq!(store.raise_term(p, 1).await.unwrap(), 1);
+    assert_eq!(store.leader().raise_term(p, 1).await.unwrap(), 1);
 
     let due = triggers.due_retries(p, 1, 2_000, 10).await.unwrap();
     assert_eq!(due.len(), 1, "the current term reads the due retry");
@@ -114,7 +134,7 @@ async fn a_stale_term_cannot_dispatch_retries_or_reap_triggers() {
     triggers.check_term(p, 1).await.unwrap();
 
     // A newer leader: every duty of the old term is refused, nothing moves.
-    assert_eq!(store.raise_term(p, 2).await.unwrap(), 2);
+    assert_eq!(store.leader().raise_term(p, 2).await.unwrap(), 2);
     let refused = [
         triggers.due_retries(p, 1, 2_000, 10).await.unwrap_err(),
         triggers.take_retry(p, 1, &due[0]).await.unwrap_err(),
@@ -166,7 +186,7 @@ async fn a_claim_with_a_moved_job_claims_the_others_once() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(store.raise_term(p, 1).await.unwrap(), 1);
+    assert_eq!(store.leader().raise_term(p, 1).await.unwrap(), 1);
     let nodes = vec!["a".to_owned(), "b".to_owned()];
     let items = [
         // Read at 1 000, fires twice, stays due.
@@ -204,9 +224,15 @@ async fn a_claim_with_a_moved_job_claims_the_others_once() {
             awaited: Some(1_500),
         },
     ];
-    assert_eq!(store.claim(p, 1, &nodes, &items).await.unwrap(), (2, 1));
+    assert_eq!(
+        store.leader().claim(p, 1, &nodes, &items).await.unwrap(),
+        (2, 1)
+    );
     // Again (a retry after a timeout): nothing claimed twice.
-    assert_eq!(store.claim(p, 1, &nodes, &items).await.unwrap(), (0, 3));
+    assert_eq!(
+        store.leader().claim(p, 1, &nodes, &items).await.unwrap(),
+        (0, 3)
+    );
 
     let due: Vec<(u64, f64)> = conn.zrange_withscores(names.due(p), 0, -1).await.unwrap();
     assert_eq!(due, vec![(b, 1_000.0), (a, 3_000.0)]);

@@ -147,6 +147,7 @@ impl Fixture {
 
     async fn save(&self, job: &Job) {
         self.store
+            .api()
             .save_job(job, None, None)
             .await
             .expect("job saved");
@@ -510,7 +511,7 @@ async fn a_stale_record_of_a_handled_trigger_is_forgotten_not_lost() {
 
     let term = 1;
     for p in 0..f.names.partitions() {
-        f.store.raise_term(p, term).await.unwrap();
+        f.store.leader().raise_term(p, term).await.unwrap();
     }
     let dispatcher = Dispatcher::connect(&f.config, f.pool.clone())
         .await

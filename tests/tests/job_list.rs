@@ -341,6 +341,7 @@ async fn every_job_is_paged_from_the_bitmaps_where_most_ids_were_deleted() {
             (n, 5),
         ] {
             let (total, page) = store
+                .api()
                 .job_page(None, offset, limit, descending)
                 .await
                 .expect("a page");

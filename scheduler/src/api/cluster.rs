@@ -81,7 +81,7 @@ pub(super) async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<
     };
     let mut ring_sizes = BTreeMap::new();
     for node in &nodes {
-        ring_sizes.insert(node.clone(), s.store.ring_size(node).await?);
+        ring_sizes.insert(node.clone(), s.store.api().ring_size(node).await?);
     }
     Ok(Json(ClusterStatus {
         node: s.node.clone(),
@@ -89,7 +89,7 @@ pub(super) async fn cluster_status(State(s): State<AppState>) -> ApiResult<Json<
         leader,
         nodes,
         ring_sizes,
-        due_sizes: s.store.due_sizes().await?,
+        due_sizes: s.store.api().due_sizes().await?,
         wheel_len: s.firing.wheel_len(),
         firing: Firing {
             fired: s.firing.stats.fired.load(Relaxed),

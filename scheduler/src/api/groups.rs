@@ -31,7 +31,7 @@ pub(super) async fn create_group(
 ) -> ApiResult<(StatusCode, Json<Group>)> {
     caller.require(Access::Admin, "app")?;
     let group = parse_body::<GroupSpec>(&body)?.validate(clock::now_ms())?;
-    s.store.create_group(&group).await?;
+    s.store.api().create_group(&group).await?;
     announce(&s, &caller, &group, "group.create", None).await?;
     Ok((StatusCode::CREATED, Json(group)))
 }
@@ -61,7 +61,7 @@ pub(super) async fn get_group(
 ) -> ApiResult<Json<Group>> {
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
-    Ok(Json(s.store.get_group(&app).await?))
+    Ok(Json(s.store.api().get_group(&app).await?))
 }
 
 /// Changes a group's title or XXL-JOB executor addresses; a field left out
@@ -81,9 +81,9 @@ pub(super) async fn update_group(
     if spec.app.as_deref().is_some_and(|a| a != app) {
         return Err(Error::invalid("app", "cannot rename a group").into());
     }
-    let old = s.store.get_group(&app).await?;
+    let old = s.store.api().get_group(&app).await?;
     let group = spec.validate_update(&old, clock::now_ms())?;
-    s.store.update_group(&group).await?;
+    s.store.api().update_group(&group).await?;
     let detail = format!(
         "title {:?}, xxl_addresses {:?}",
         group.title, group.xxl_addresses
@@ -118,7 +118,7 @@ pub(super) async fn delete_group(
     Path(app): Path<String>,
 ) -> ApiResult<StatusCode> {
     caller.require(Access::Admin, "app")?;
-    s.store.delete_group(&app).await?;
+    s.store.api().delete_group(&app).await?;
     let audit = caller.audit("group.delete", format!("group:{app}"), Some(&app), None);
     s.events
         .publish(&[
@@ -145,7 +145,7 @@ pub(super) async fn group_executors(
 ) -> ApiResult<Json<Vec<String>>> {
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
-    s.store.get_group(&app).await?;
+    s.store.api().get_group(&app).await?;
     Ok(Json(s.dispatcher.registry().live(&app).await?))
 }
 

@@ -25,12 +25,12 @@ pub(super) async fn metrics(State(s): State<AppState>) -> ApiResult<String> {
     metrics::gauge!("rondo_fires_in_flight").set(s.firing.in_flight() as f64);
     metrics::gauge!("rondo_fires_loaded").set(s.firing.loaded() as f64);
     metrics::gauge!("rondo_cluster_nodes").set(s.view.nodes.borrow().len() as f64);
-    for (partition, size) in s.store.due_sizes().await?.into_iter().enumerate() {
+    for (partition, size) in s.store.api().due_sizes().await?.into_iter().enumerate() {
         metrics::gauge!("rondo_due_jobs", "partition" => partition.to_string()).set(size as f64);
     }
     let nodes = s.view.nodes.borrow().clone();
     for node in nodes {
-        let size = s.store.ring_size(&node).await?;
+        let size = s.store.api().ring_size(&node).await?;
         metrics::gauge!("rondo_ring_fires", "node" => node).set(size as f64);
     }
     Ok(rondo_core::metrics::render())

@@ -251,6 +251,7 @@ impl Claimer {
             };
             let (due, version) = self
                 .store
+                .leader()
                 .read_due(p, window.horizon_ms, self.config.claim_batch)
                 .await?;
             if due.is_empty() {
@@ -263,7 +264,7 @@ impl Claimer {
             let stale: Vec<usize> = (0..ids.len()).filter(|&i| parsed[i].is_none()).collect();
             if !stale.is_empty() {
                 let stale_ids: Vec<u64> = stale.iter().map(|&i| ids[i]).collect();
-                let defs = self.store.get_job_defs(&stale_ids).await?;
+                let defs = self.store.leader().get_job_defs(&stale_ids).await?;
                 for (i, def) in stale
                     .into_iter()
                     .zip(self.definitions.parse(version, &stale_ids, defs))
@@ -287,7 +288,7 @@ impl Claimer {
                     )
                 })
                 .collect();
-            let (claimed, skipped) = self.store.claim(p, term, nodes, &items).await?;
+            let (claimed, skipped) = self.store.leader().claim(p, term, nodes, &items).await?;
             report.jobs += claimed;
             report.skipped += skipped;
             if due.len() < self.config.claim_batch || claimed == 0 {

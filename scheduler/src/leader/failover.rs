@@ -178,7 +178,7 @@ pub async fn failover_pass(
 ) -> Result<FailoverReport, Error> {
     debug_assert!(!live.is_empty());
     let mut report = FailoverReport::default();
-    for (p, owners) in store.ring_owners().await?.into_iter().enumerate() {
+    for (p, owners) in store.leader().ring_owners().await?.into_iter().enumerate() {
         for dead in owners.iter().filter(|o| !live.contains(o)) {
             let (moved, dropped) =
                 drain_ring(store, p as u32, term, dead, live, misfire_threshold_ms).await?;
@@ -202,7 +202,7 @@ async fn drain_ring(
 ) -> Result<(u64, u64), Error> {
     let (mut moved, mut dropped) = (0, 0);
     loop {
-        let members = store.ring_members(p, dead, CHUNK).await?;
+        let members = store.leader().ring_members(p, dead, CHUNK).await?;
         let mut ids: Vec<u64> = members
             .iter()
             .filter_map(|(m, _)| parse_ring_member(m).map(|(j, _)| j))
@@ -217,7 +217,7 @@ async fn drain_ring(
             rondo_core::clock::now_ms(),
             threshold,
         );
-        let (m, d) = store.reassign(p, term, dead, live, &moves).await?;
+        let (m, d) = store.leader().reassign(p, term, dead, live, &moves).await?;
         rearm_dropped_delays(store, &moves, &jobs).await?;
         moved += m;
         dropped += d;

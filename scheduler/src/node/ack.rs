@@ -20,6 +20,6 @@ const LIMITS: Limits = Limits {
 pub(super) fn batcher(store: Store, node: String) -> Batcher<u32, String, ()> {
     Batcher::spawn("ring ack", LIMITS, move |p: u32, members: Vec<String>| {
         let (store, node) = (store.clone(), node.clone());
-        async move { store.ack_many(p, &node, &members).await }
+        async move { store.node().ack_many(p, &node, &members).await }
     })
 }

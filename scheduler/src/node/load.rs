@@ -91,6 +91,7 @@ impl Firing {
             .collect();
         let reads = self
             .store
+            .node()
             .read_rings(&self.node, after, until, &limits)
             .await?;
         let chosen = {

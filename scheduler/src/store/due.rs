@@ -5,7 +5,7 @@
 use redis::Script;
 use rondo_core::{Error, Names};
 
-use super::handle::Store;
+use super::views::{ApiStore, LeaderStore};
 
 /// One job's part of a claim call.
 #[derive(Debug, Clone)]
@@ -143,13 +143,14 @@ fn claim_capacity<'a>(
     (capacity, missed, awaited)
 }
 
-impl Store {
+impl LeaderStore<'_> {
     /// Raises a partition's accepted term; returns what it accepts after.
     pub async fn raise_term(&self, partition: u32, term: u64) -> Result<u64, Error> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let accepted: u64 = self
+            .0
             .raise_term
-            .key(self.names.term(partition))
+            .key(self.0.names.term(partition))
             .arg(term)
             .invoke_async(&mut conn)
             .await?;
@@ -165,16 +166,16 @@ impl Store {
         horizon_ms: i64,
         limit: usize,
     ) -> Result<(Vec<(u64, i64)>, Option<u64>), Error> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let (rows, version): (Vec<(u64, f64)>, Option<u64>) = redis::pipe()
             .zrangebyscore_limit_withscores(
-                self.names.due(partition),
+                self.0.names.due(partition),
                 "-inf",
                 horizon_ms,
                 0,
                 limit as isize,
             )
-            .get(self.names.defs_version(partition))
+            .get(self.0.names.defs_version(partition))
             .query_async(&mut conn)
             .await?;
         let due = rows.into_iter().map(|(id, s)| (id, s as i64)).collect();
@@ -196,11 +197,11 @@ impl Store {
     ) -> Result<(u64, u64), Error> {
         let mut items: Vec<&ClaimItem> = items.iter().collect();
         let mut skipped = 0u64;
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         while !items.is_empty() {
-            let cmd = claim_cmd(&self.names, &self.claim, partition, term, nodes, &items);
+            let cmd = claim_cmd(&self.0.names, &self.0.claim, partition, term, nodes, &items);
             let reply: Vec<i64> =
-                rondo_core::redis::run_script(&mut conn, &self.claim, &cmd).await?;
+                rondo_core::redis::run_script(&mut conn, &self.0.claim, &cmd).await?;
             match reply.split_first() {
                 Some((&-1, moved)) => {
                     // Nothing was written: claim the others again.
@@ -220,14 +221,16 @@ impl Store {
         }
         Ok((0, skipped))
     }
+}
 
+impl ApiStore<'_> {
     /// Sizes of every partition's due set.
     pub async fn due_sizes(&self) -> Result<Vec<u64>, Error> {
         let mut pipe = redis::pipe();
-        for p in 0..self.names.partitions() {
-            pipe.zcard(self.names.due(p));
+        for p in 0..self.0.names.partitions() {
+            pipe.zcard(self.0.names.due(p));
         }
-        Ok(pipe.query_async(&mut self.conn().await?).await?)
+        Ok(pipe.query_async(&mut self.0.conn().await?).await?)
     }
 }
 

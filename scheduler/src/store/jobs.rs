@@ -11,6 +11,7 @@ use rondo_core::schedule::MissedFires;
 use rondo_core::{Error, Job};
 
 use super::handle::Store;
+use super::views::{ApiStore, LeaderStore};
 use super::{defs, index};
 
 /// What a save does to a job's due-set entry (see [`Store::save_job`]).
@@ -27,9 +28,9 @@ impl From<Option<i64>> for Due {
     }
 }
 
-impl Store {
+impl ApiStore<'_> {
     pub async fn next_job_id(&self) -> Result<u64, Error> {
-        Ok(self.conn().await?.incr(self.names.job_seq(), 1).await?)
+        Ok(self.0.conn().await?.incr(self.0.names.job_seq(), 1).await?)
     }
 
     /// Writes a job, its index entries and its due-set entry in one
@@ -46,24 +47,25 @@ impl Store {
         old_group: Option<&str>,
     ) -> Result<(), Error> {
         let json = serde_json::to_string(job)?;
-        let p = self.names.partition_of(job.id);
-        let due = self.names.due(p);
+        let p = self.0.names.partition_of(job.id);
+        let due = self.0.names.due(p);
         let mut pipe = redis::pipe();
         pipe.atomic()
-            .hset(self.names.defs(p), job.id, json)
+            .hset(self.0.names.defs(p), job.id, json)
             .ignore()
-            .set(self.names.defs_version(p), rand::random::<u64>())
+            .set(self.0.names.defs_version(p), rand::random::<u64>())
             .ignore()
             .setbit(
-                self.names.job_bits(p),
-                self.names.job_bit(job.id) as usize,
+                self.0.names.job_bits(p),
+                self.0.names.job_bit(job.id) as usize,
                 true,
             )
             .ignore()
-            .zadd(self.names.group_job_ids(p, &job.group), job.id, job.id)
+            .zadd(self.0.names.group_job_ids(p, &job.group), job.id, job.id)
             .ignore();
         if let Some(old) = old_group.filter(|g| *g != job.group) {
-            pipe.zrem(self.names.group_job_ids(p, old), job.id).ignore();
+            pipe.zrem(self.0.names.group_job_ids(p, old), job.id)
+                .ignore();
         }
         match next.into() {
             Due::At(score) => {
@@ -74,54 +76,11 @@ impl Store {
             }
             Due::Keep => {}
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let _: () = pipe.query_async(&mut conn).await?;
         // An acknowledged change outlives its master's failover.
         conn.replicate().await?;
         Ok(())
-    }
-
-    pub async fn get_job(&self, id: u64) -> Result<Job, Error> {
-        let mut conn = self.conn().await?;
-        let p = self.names.partition_of(id);
-        let json: Option<String> = conn.hget(self.names.defs(p), id).await?;
-        let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
-        Ok(serde_json::from_str(&json)?)
-    }
-
-    /// Definitions of many jobs in one round trip; missing ones are absent.
-    pub async fn get_jobs(&self, ids: &[u64]) -> Result<HashMap<u64, Arc<Job>>, Error> {
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let defs = self.get_job_defs(ids).await?;
-        let mut jobs = HashMap::with_capacity(ids.len());
-        for (id, job) in ids.iter().zip(self.decode_jobs(ids, defs)) {
-            match job {
-                None => {}
-                Some(Ok(job)) => {
-                    jobs.insert(*id, job);
-                }
-                Some(Err(e)) => {
-                    tracing::error!(job_id = id, error = %e, "stored job definition does not decode")
-                }
-            }
-        }
-        Ok(jobs)
-    }
-
-    /// The stored definitions (JSON) of many jobs in one round trip (one
-    /// `HMGET` per partition), in the order of `ids`; `None` where a job is
-    /// gone.
-    pub async fn get_job_defs(&self, ids: &[u64]) -> Result<Vec<Option<String>>, Error> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        let reads = defs::DefReads::add(&mut pipe, &self.names, ids);
-        let mut conn = self.conn().await?;
-        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        reads.assemble(replies)
     }
 
     /// A page of job ids in id order (`descending`: newest first), of one
@@ -142,13 +101,13 @@ impl Store {
         let Some(groups) = groups else {
             return self.all_jobs_page(offset, limit, descending).await;
         };
-        let keys: Vec<String> = (0..self.names.partitions())
-            .flat_map(|p| groups.iter().map(move |g| self.names.group_job_ids(p, g)))
+        let keys: Vec<String> = (0..self.0.names.partitions())
+            .flat_map(|p| groups.iter().map(move |g| self.0.names.group_job_ids(p, g)))
             .collect();
         if keys.is_empty() {
             return Ok((0, Vec::new()));
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let mut pipe = redis::pipe();
         for key in &keys {
             pipe.zcard(key);
@@ -209,12 +168,12 @@ impl Store {
         limit: usize,
         descending: bool,
     ) -> Result<(usize, Vec<u64>), Error> {
-        let parts = self.names.partitions();
-        let mut conn = self.conn().await?;
+        let parts = self.0.names.partitions();
+        let mut conn = self.0.conn().await?;
         let mut pipe = redis::pipe();
         for p in 0..parts {
-            pipe.cmd("BITCOUNT").arg(self.names.job_bits(p));
-            pipe.strlen(self.names.job_bits(p));
+            pipe.cmd("BITCOUNT").arg(self.0.names.job_bits(p));
+            pipe.strlen(self.0.names.job_bits(p));
         }
         let replies: Vec<Option<u64>> = pipe.query_async(&mut conn).await?;
         let total = replies
@@ -239,7 +198,7 @@ impl Store {
             let mut pipe = redis::pipe();
             for p in 0..parts {
                 pipe.getrange(
-                    self.names.job_bits(p),
+                    self.0.names.job_bits(p),
                     first as isize,
                     (first + width_now) as isize - 1,
                 );
@@ -309,40 +268,90 @@ impl Store {
     /// slot on a cluster; left behind by a crash in between, they expire
     /// by their idle TTLs).
     pub async fn delete_job(&self, job: &Job) -> Result<(), Error> {
-        let p = self.names.partition_of(job.id);
+        let p = self.0.names.partition_of(job.id);
         let mut pipe = redis::pipe();
         pipe.atomic()
-            .hdel(self.names.defs(p), job.id)
+            .hdel(self.0.names.defs(p), job.id)
             .ignore()
-            .set(self.names.defs_version(p), rand::random::<u64>())
+            .set(self.0.names.defs_version(p), rand::random::<u64>())
             .ignore()
             .setbit(
-                self.names.job_bits(p),
-                self.names.job_bit(job.id) as usize,
+                self.0.names.job_bits(p),
+                self.0.names.job_bit(job.id) as usize,
                 false,
             )
             .ignore()
-            .zrem(self.names.group_job_ids(p, &job.group), job.id)
+            .zrem(self.0.names.group_job_ids(p, &job.group), job.id)
             .ignore()
-            .zrem(self.names.due(p), job.id)
+            .zrem(self.0.names.due(p), job.id)
             .ignore()
-            .hdel(self.names.misfires(p), job.id)
+            .hdel(self.0.names.misfires(p), job.id)
             .ignore()
-            .hdel(self.names.delays(p), job.id)
+            .hdel(self.0.names.delays(p), job.id)
             .ignore();
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let _: () = pipe.query_async(&mut conn).await?;
         let mut counters = redis::pipe();
         counters
-            .del(self.names.round_counter(job.id))
+            .del(self.0.names.round_counter(job.id))
             .ignore()
-            .del(self.names.route_lfu(job.id))
+            .del(self.0.names.route_lfu(job.id))
             .ignore()
-            .del(self.names.route_lru(job.id))
+            .del(self.0.names.route_lru(job.id))
             .ignore();
         let _: () = counters.query_async(&mut conn).await?;
         conn.replicate().await?;
         Ok(())
+    }
+
+    /// The fires job `id` missed (counted by the claims and failovers that
+    /// found it late), if it ever missed one.
+    pub async fn missed_fires(&self, id: u64) -> Result<MissedFires, Error> {
+        let key = self.0.names.misfires(self.0.names.partition_of(id));
+        let text: Option<String> = self.0.conn().await?.hget(key, id).await?;
+        let Some(text) = text else {
+            return Ok(MissedFires::default());
+        };
+        serde_json::from_str(&text)
+            .map_err(|e| Error::internal(format!("misfires of job {id}: {e}")))
+    }
+
+    /// The job's next fire (its due score), if scheduled.
+    pub async fn next_fire(&self, id: u64) -> Result<Option<i64>, Error> {
+        let due = self.0.names.due(self.0.names.partition_of(id));
+        let score: Option<f64> = self.0.conn().await?.zscore(due, id).await?;
+        Ok(score.map(|s| s as i64))
+    }
+}
+
+impl Store {
+    pub async fn get_job(&self, id: u64) -> Result<Job, Error> {
+        let mut conn = self.conn().await?;
+        let p = self.names.partition_of(id);
+        let json: Option<String> = conn.hget(self.names.defs(p), id).await?;
+        let json = json.ok_or_else(|| Error::not_found("id", format!("no job {id}")))?;
+        Ok(serde_json::from_str(&json)?)
+    }
+
+    /// Definitions of many jobs in one round trip; missing ones are absent.
+    pub async fn get_jobs(&self, ids: &[u64]) -> Result<HashMap<u64, Arc<Job>>, Error> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let defs = self.leader().get_job_defs(ids).await?;
+        let mut jobs = HashMap::with_capacity(ids.len());
+        for (id, job) in ids.iter().zip(self.decode_jobs(ids, defs)) {
+            match job {
+                None => {}
+                Some(Ok(job)) => {
+                    jobs.insert(*id, job);
+                }
+                Some(Err(e)) => {
+                    tracing::error!(job_id = id, error = %e, "stored job definition does not decode")
+                }
+            }
+        }
+        Ok(jobs)
     }
 
     /// Sets a `FIX_DELAY` job's next fire after the final ending of its
@@ -369,23 +378,20 @@ impl Store {
             .await?;
         Ok(armed == 1)
     }
+}
 
-    /// The fires job `id` missed (counted by the claims and failovers that
-    /// found it late), if it ever missed one.
-    pub async fn missed_fires(&self, id: u64) -> Result<MissedFires, Error> {
-        let key = self.names.misfires(self.names.partition_of(id));
-        let text: Option<String> = self.conn().await?.hget(key, id).await?;
-        let Some(text) = text else {
-            return Ok(MissedFires::default());
-        };
-        serde_json::from_str(&text)
-            .map_err(|e| Error::internal(format!("misfires of job {id}: {e}")))
-    }
-
-    /// The job's next fire (its due score), if scheduled.
-    pub async fn next_fire(&self, id: u64) -> Result<Option<i64>, Error> {
-        let due = self.names.due(self.names.partition_of(id));
-        let score: Option<f64> = self.conn().await?.zscore(due, id).await?;
-        Ok(score.map(|s| s as i64))
+impl LeaderStore<'_> {
+    /// The stored definitions (JSON) of many jobs in one round trip (one
+    /// `HMGET` per partition), in the order of `ids`; `None` where a job is
+    /// gone.
+    pub async fn get_job_defs(&self, ids: &[u64]) -> Result<Vec<Option<String>>, Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        let reads = defs::DefReads::add(&mut pipe, &self.0.names, ids);
+        let mut conn = self.0.conn().await?;
+        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        reads.assemble(replies)
     }
 }

@@ -8,6 +8,9 @@
 //!   leader's claim); `rings` (every node's reads and acks, the leader's
 //!   reassignment). `defs` reads many definitions at once, `parsed` keeps
 //!   them decoded.
+//! * [`LeaderStore`], [`NodeStore`], [`ApiStore`] (`views`): each role's
+//!   part, reached as `store.leader()`, `store.node()`, `store.api()`;
+//!   what several roles share stays on [`Store`].
 //! * [`triggers`]: what happens to a trigger after its dispatch: in-flight
 //!   records, handled marks, retries waiting for their backoff, and the
 //!   executor registry's dead entries.
@@ -26,8 +29,10 @@ mod jobs;
 pub(crate) mod parsed;
 mod rings;
 pub mod triggers;
+mod views;
 
 pub use due::ClaimItem;
 pub use handle::Store;
 pub use jobs::Due;
 pub use rings::{Move, RingRead};
+pub use views::{ApiStore, LeaderStore, NodeStore};

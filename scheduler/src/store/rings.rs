@@ -5,6 +5,7 @@ use redis::AsyncCommands;
 use rondo_core::Error;
 
 use super::handle::Store;
+use super::views::{ApiStore, LeaderStore, NodeStore};
 
 /// One partition's part of a ring read: members and their instants,
 /// earliest first, and the limit the read had (a read that returned
@@ -39,7 +40,7 @@ pub struct Move {
     pub missed: Option<(u64, String)>,
 }
 
-impl Store {
+impl NodeStore<'_> {
     /// Reads this node's rings: per partition, the members due after
     /// `after_ms` (from the start if `None`) and by `until_ms`, earliest
     /// first, at most `limits[p]` of them, with their instants.
@@ -52,12 +53,12 @@ impl Store {
     ) -> Result<Vec<RingRead>, Error> {
         let from = after_ms.map_or_else(|| "-inf".to_owned(), |ms| format!("({ms}"));
         let mut pipe = redis::pipe();
-        for p in 0..self.names.partitions() {
+        for p in 0..self.0.names.partitions() {
             let limit = limits.get(p as usize).copied().unwrap_or(0).max(1);
             // Redis reads a negative count as "no limit".
             let limit = isize::try_from(limit).unwrap_or(isize::MAX);
             pipe.zrangebyscore_limit_withscores(
-                self.names.ring(p, node),
+                self.0.names.ring(p, node),
                 &from,
                 until_ms,
                 0,
@@ -65,7 +66,7 @@ impl Store {
             );
         }
         let per_partition: Vec<Vec<(String, f64)>> =
-            pipe.query_async(&mut self.conn().await?).await?;
+            pipe.query_async(&mut self.0.conn().await?).await?;
         Ok(per_partition
             .into_iter()
             .enumerate()
@@ -80,18 +81,6 @@ impl Store {
             .collect())
     }
 
-    /// Removes a fired member from the node's ring. Not fenced: it only
-    /// removes the caller's own member, and a member reassigned elsewhere is
-    /// no longer in this ring, so a stale node's ack is a no-op.
-    pub async fn ack(&self, partition: u32, node: &str, member: &str) -> Result<(), Error> {
-        let _: u64 = self
-            .conn()
-            .await?
-            .zrem(self.names.ring(partition, node), member)
-            .await?;
-        Ok(())
-    }
-
     /// Removes many fired members of one partition from the node's ring in
     /// one command (see [`Store::ack`]).
     pub async fn ack_many(
@@ -104,30 +93,49 @@ impl Store {
             return Ok(());
         }
         let _: u64 = self
+            .0
             .conn()
             .await?
-            .zrem(self.names.ring(partition, node), members)
+            .zrem(self.0.names.ring(partition, node), members)
             .await?;
         Ok(())
     }
+}
 
+impl Store {
+    /// Removes a fired member from the node's ring. Not fenced: it only
+    /// removes the caller's own member, and a member reassigned elsewhere is
+    /// no longer in this ring, so a stale node's ack is a no-op.
+    pub async fn ack(&self, partition: u32, node: &str, member: &str) -> Result<(), Error> {
+        let _: u64 = self
+            .conn()
+            .await?
+            .zrem(self.names.ring(partition, node), member)
+            .await?;
+        Ok(())
+    }
+}
+
+impl ApiStore<'_> {
     /// Total ring size of a node over all partitions.
     pub async fn ring_size(&self, node: &str) -> Result<u64, Error> {
         let mut pipe = redis::pipe();
-        for p in 0..self.names.partitions() {
-            pipe.zcard(self.names.ring(p, node));
+        for p in 0..self.0.names.partitions() {
+            pipe.zcard(self.0.names.ring(p, node));
         }
-        let sizes: Vec<u64> = pipe.query_async(&mut self.conn().await?).await?;
+        let sizes: Vec<u64> = pipe.query_async(&mut self.0.conn().await?).await?;
         Ok(sizes.iter().sum())
     }
+}
 
+impl LeaderStore<'_> {
     /// Ring owners of every partition, in one round trip.
     pub async fn ring_owners(&self) -> Result<Vec<Vec<String>>, Error> {
         let mut pipe = redis::pipe();
-        for p in 0..self.names.partitions() {
-            pipe.smembers(self.names.ring_owners(p));
+        for p in 0..self.0.names.partitions() {
+            pipe.smembers(self.0.names.ring_owners(p));
         }
-        Ok(pipe.query_async(&mut self.conn().await?).await?)
+        Ok(pipe.query_async(&mut self.0.conn().await?).await?)
     }
 
     /// The first `limit` members of a node's ring in a partition, with scores.
@@ -137,9 +145,9 @@ impl Store {
         node: &str,
         limit: usize,
     ) -> Result<Vec<(String, i64)>, Error> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.0.conn().await?;
         let rows: Vec<(String, f64)> = conn
-            .zrange_withscores(self.names.ring(partition, node), 0, limit as isize - 1)
+            .zrange_withscores(self.0.names.ring(partition, node), 0, limit as isize - 1)
             .await?;
         Ok(rows.into_iter().map(|(m, s)| (m, s as i64)).collect())
     }
@@ -153,13 +161,13 @@ impl Store {
         targets: &[String],
         moves: &[Move],
     ) -> Result<(u64, u64), Error> {
-        let mut inv = self.reassign.prepare_invoke();
-        inv.key(self.names.term(partition))
-            .key(self.names.ring(partition, dead))
-            .key(self.names.ring_owners(partition))
-            .key(self.names.misfires(partition));
+        let mut inv = self.0.reassign.prepare_invoke();
+        inv.key(self.0.names.term(partition))
+            .key(self.0.names.ring(partition, dead))
+            .key(self.0.names.ring_owners(partition))
+            .key(self.0.names.misfires(partition));
         for node in targets {
-            inv.key(self.names.ring(partition, node));
+            inv.key(self.0.names.ring(partition, node));
         }
         inv.arg(term).arg(dead).arg(targets.len());
         for node in targets {
@@ -174,7 +182,7 @@ impl Store {
                 .arg(skipped)
                 .arg(record);
         }
-        let (moved, dropped): (u64, u64) = inv.invoke_async(&mut self.conn().await?).await?;
+        let (moved, dropped): (u64, u64) = inv.invoke_async(&mut self.0.conn().await?).await?;
         Ok((moved, dropped))
     }
 }

@@ -61,6 +61,7 @@ pub(crate) async fn list_jobs(
     let (total, total_exact, page) = if query.by_id_only() {
         let (total, ids) = s
             .store
+            .api()
             .job_page(
                 groups.as_deref(),
                 query.offset,

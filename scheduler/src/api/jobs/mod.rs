@@ -50,13 +50,13 @@ pub(super) struct JobIdParam {
 }
 
 async fn view(s: &AppState, job: Job) -> Result<JobView, Error> {
-    let next_fire_ms = s.store.next_fire(job.id).await?;
+    let next_fire_ms = s.store.api().next_fire(job.id).await?;
     Ok(JobView { job, next_fire_ms })
 }
 
 /// Checks the group exists, for a job that names it.
 async fn check_group(s: &AppState, job: &Job) -> Result<(), Error> {
-    match s.store.get_group(&job.group).await {
+    match s.store.api().get_group(&job.group).await {
         Ok(_) => Ok(()),
         Err(e) if e.kind == rondo_core::ErrorKind::NotFound => Err(Error::invalid(
             "group",
@@ -144,7 +144,7 @@ async fn save_and_announce(
     next: impl Into<Due>,
     old_group: Option<&str>,
 ) -> Result<(), Error> {
-    s.store.save_job(job, next, old_group).await?;
+    s.store.api().save_job(job, next, old_group).await?;
     let audit = caller.audit(action, format!("job:{}", job.id), Some(&job.group), None);
     s.events
         .publish(&[Event::JobUpserted { job: job.clone() }, audit])
@@ -197,7 +197,7 @@ pub(super) async fn create_job(
     // A new job has no parents yet, so it cannot close a cycle; its
     // children must exist.
     check_children(&s, &caller, &probe).await?;
-    let id = s.store.next_job_id().await?;
+    let id = s.store.api().next_job_id().await?;
     let job = spec.validate(id, clock::now_ms(), None)?;
     let next = first_fire(&job)?;
     save_and_announce(&s, &caller, "job.create", &job, next, None).await?;
@@ -260,7 +260,7 @@ pub(super) async fn update_job(
         let next = first_fire(&job)?;
         (Due::from(next), next)
     } else {
-        (Due::Keep, s.store.next_fire(id).await?)
+        (Due::Keep, s.store.api().next_fire(id).await?)
     };
     save_and_announce(&s, &caller, "job.update", &job, due, Some(&old.group)).await?;
     Ok(Json(JobView {
@@ -305,7 +305,7 @@ pub(super) async fn job_misfires(
     Path(id): Path<String>,
 ) -> ApiResult<Json<MissedFires>> {
     let job = readable_job(&s, &caller, &id).await?;
-    Ok(Json(s.store.missed_fires(job.id).await?))
+    Ok(Json(s.store.api().missed_fires(job.id).await?))
 }
 
 /// Deletes a job (its logs stay until retention drops them).
@@ -318,7 +318,7 @@ pub(super) async fn delete_job(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let job = operable_job(&s, &caller, &id).await?;
-    s.store.delete_job(&job).await?;
+    s.store.api().delete_job(&job).await?;
     let audit = caller.audit(
         "job.delete",
         format!("job:{}", job.id),

@@ -101,7 +101,7 @@ pub(crate) async fn restore_script(
         Some(&old.group),
     )
     .await?;
-    let next = s.store.next_fire(old.id).await?;
+    let next = s.store.api().next_fire(old.id).await?;
     Ok(Json(JobView {
         job,
         next_fire_ms: next,
