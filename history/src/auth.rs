@@ -214,6 +214,19 @@ impl History {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Revokes every token of `username` not revoked yet (a password
+    /// change or reset, a disable, a demotion); how many.
+    pub async fn revoke_user_tokens(&self, username: &str, now_ms: i64) -> Result<u64, Error> {
+        let done = sqlx::query(
+            "UPDATE api_token SET revoked_ms = ? WHERE username = ? AND revoked_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(username)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Deletes a user and revokes its tokens; false when no such user.
     pub async fn delete_user(&self, username: &str, now_ms: i64) -> Result<bool, Error> {
         let mut tx = self.pool().begin().await?;
@@ -341,13 +354,11 @@ impl History {
         if done.rows_affected() == 0 {
             return Ok(false);
         }
-        // Down the tree of tokens made with tokens (bounded: a cycle cannot
-        // exist, a parent is always older).
+        // Down the whole tree of tokens made with tokens, however deep. It
+        // ends: a parent is always older (no cycle), and a token is taken
+        // only while not revoked, so each is revoked once.
         let mut parents = vec![id];
-        for _ in 0..64 {
-            if parents.is_empty() {
-                break;
-            }
+        while !parents.is_empty() {
             let list = parents
                 .iter()
                 .map(u64::to_string)

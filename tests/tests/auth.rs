@@ -14,7 +14,7 @@ use rondo_core::event::TriggerRecord;
 use rondo_core::{Event, TriggerType, clock, trigger_id};
 use rondo_history::History;
 use rondo_history::testing::users::TEST_PASSWORD;
-use rondo_testkit::{Api, Cluster, World, eventually};
+use rondo_testkit::{Api, Cluster, PATIENCE, World, eventually};
 use serde_json::{Value, json};
 
 const SECURITY: &str = include_str!("../../docs/security.md");
@@ -575,7 +575,8 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
     let forged = anonymous.clone().with_token("rondo_pat_forged");
     assert_eq!(forged.get("/api/v1/auth/me").await.0, 401);
 
-    // A token has its user's rights as they are now.
+    // A demotion ends the user's tokens (what ends them is
+    // `tokens_end_when_their_user_changes`).
     let (status, _) = admin
         .call(
             Method::PUT,
@@ -584,23 +585,7 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
         )
         .await;
     assert_eq!(status, 200);
-    assert_eq!(
-        tom_api
-            .post(&format!("/api/v1/jobs/{job}/start"), json!({}))
-            .await
-            .0,
-        403
-    );
-    assert_eq!(tom_api.get(&format!("/api/v1/jobs/{job}")).await.0, 200);
-    let (status, _) = admin
-        .call(
-            Method::PUT,
-            "/api/v1/users/tom",
-            Some(json!({ "enabled": false })),
-        )
-        .await;
-    assert_eq!(status, 200);
-    assert_eq!(tom_api.get("/api/v1/auth/me").await.0, 401);
+    assert_eq!(tom_api.get(&format!("/api/v1/jobs/{job}")).await.0, 401);
     // Deleting a user revokes its tokens.
     let (status, _) = admin.call(Method::DELETE, "/api/v1/users/tom", None).await;
     assert_eq!(status, 204);
@@ -634,6 +619,120 @@ async fn tokens_work_until_revoked_or_expired_and_never_exceed_their_user() {
         409
     );
     assert_eq!(admin.get("/api/v1/auth/me").await.0, 200);
+}
+
+/// A password change or reset, a disable and a demotion (a lower role, or
+/// a group taken away) revoke every API token of the user at the change;
+/// a promotion and an unrelated user's change do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_end_when_their_user_changes() {
+    let world = World::new("token_ends").await;
+    let anonymous = world.in_process_api("token-ends").await;
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    for app in ["ga", "gb"] {
+        let (status, _) = admin.post("/api/v1/groups", json!({ "app": app })).await;
+        assert_eq!(status, 201);
+    }
+    let users = rondo_history::testing::users::create_user;
+    let put = |user: &str, change: Value| {
+        let admin = admin.clone();
+        let path = format!("/api/v1/users/{user}");
+        async move {
+            let (status, answer) = admin.call(Method::PUT, &path, Some(change)).await;
+            assert_eq!(status, 200, "{answer}");
+        }
+    };
+    let works = |token: &str| {
+        let api = anonymous.clone().with_token(token);
+        async move { api.get("/api/v1/auth/me").await.0 == 200 }
+    };
+    let token =
+        |user: &'static str| rondo_history::testing::users::create_token(&world.db, user, false);
+
+    // A bystander whose token must survive every change below.
+    users(&world.db, "bea", Role::Operator, &["ga"]).await;
+    let bea = token("bea").await;
+
+    // A promotion keeps the tokens; a group taken away ends them.
+    users(&world.db, "gus", Role::Operator, &["ga"]).await;
+    let gus = token("gus").await;
+    put("gus", json!({ "groups": ["ga", "gb"] })).await;
+    assert!(works(&gus).await, "a group granted keeps the token");
+    put("gus", json!({ "role": "admin" })).await;
+    assert!(works(&gus).await, "a promotion keeps the token");
+    put("gus", json!({ "role": "operator", "groups": ["gb"] })).await;
+    assert!(!works(&gus).await, "a demotion ends it");
+
+    // A lower role.
+    users(&world.db, "ola", Role::Operator, &["ga"]).await;
+    let ola = token("ola").await;
+    put("ola", json!({ "role": "viewer" })).await;
+    assert!(!works(&ola).await);
+
+    // A reset by an admin, and a disable.
+    users(&world.db, "ray", Role::Viewer, &[]).await;
+    let ray = token("ray").await;
+    put("ray", json!({ "password": "a brand new password" })).await;
+    assert!(!works(&ray).await, "a reset ends it");
+    users(&world.db, "dee", Role::Viewer, &[]).await;
+    let dee = token("dee").await;
+    put("dee", json!({ "enabled": false })).await;
+    put("dee", json!({ "enabled": true })).await;
+    assert!(!works(&dee).await, "a disable ended it for good");
+
+    // The user's own change, made with one of their tokens: all end.
+    users(&world.db, "cy", Role::Viewer, &[]).await;
+    let (cy_a, cy_b) = (token("cy").await, token("cy").await);
+    let change =
+        json!({ "current_password": TEST_PASSWORD, "new_password": "a brand new password" });
+    let (status, answer) = anonymous
+        .clone()
+        .with_token(&cy_a)
+        .call(Method::PUT, "/api/v1/auth/password", Some(change))
+        .await;
+    assert_eq!(status, 204, "{answer}");
+    assert!(!works(&cy_a).await && !works(&cy_b).await);
+
+    assert!(works(&bea).await, "another user's token is untouched");
+}
+
+/// Revoking a token revokes the tokens made with it, and theirs, however
+/// deep the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revocation_follows_a_tokens_whole_descent() {
+    let world = World::new("token_chain").await;
+    let anonymous = world.in_process_api("token-chain").await;
+    let root = rondo_history::testing::users::create_token(&world.db, "admin", false).await;
+    // Deeper than the 64 levels revocation used to stop at.
+    let mut chain = vec![root];
+    for i in 0..70 {
+        let parent = anonymous.clone().with_token(chain.last().unwrap());
+        let (status, made) = parent
+            .post("/api/v1/tokens", json!({ "name": format!("level {i}") }))
+            .await;
+        assert_eq!(status, 201, "{made}");
+        chain.push(made["token"].as_str().unwrap().to_owned());
+    }
+    let first_child = anonymous.clone().with_token(&chain[1]);
+    let (_, me) = first_child.get("/api/v1/tokens").await;
+    let id = me["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "level 0")
+        .and_then(|t| t["id"].as_u64())
+        .expect("the first child's id");
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    let (status, _) = admin
+        .call(Method::DELETE, &format!("/api/v1/tokens/{id}"), None)
+        .await;
+    assert_eq!(status, 204);
+    for (depth, token) in chain.iter().enumerate().skip(1) {
+        let api = anonymous.clone().with_token(token);
+        assert_eq!(api.get("/api/v1/auth/me").await.0, 401, "level {depth}");
+    }
+    let api = anonymous.clone().with_token(&chain[0]);
+    assert_eq!(api.get("/api/v1/auth/me").await.0, 200, "the root stays");
 }
 
 /// A browser over TCP: keeps the session cookie and the CSRF token.
@@ -894,7 +993,7 @@ async fn sessions_need_their_csrf_token_to_write_and_end_idle_old_or_signed_out(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sign_in_is_throttled_per_username_and_per_address() {
+async fn sign_in_is_throttled_without_locking_the_right_password_out() {
     let mut world = World::new("throttle").await;
     world.config.auth.login_max_per_user = 3;
     world.config.auth.login_max_per_address = 5;
@@ -903,6 +1002,7 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
         rondo_history::testing::users::create_user(&world.db, user, Role::Viewer, &[]).await;
     }
     let mut cluster = Cluster::new(world);
+    cluster.start_persist_worker();
     let node = cluster.start_node().await;
     let addr = cluster.nodes[node].addr();
     let from = |ip: &str| {
@@ -911,7 +1011,8 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
         b
     };
 
-    // Per username: three wrong passwords, then even the right one waits.
+    // Per username and address: three wrong passwords from one address,
+    // then even the right one waits there.
     let mut a = from("10.0.0.1");
     for _ in 0..3 {
         assert_eq!(a.login("ann", "wrong password").await.0, 401);
@@ -919,9 +1020,19 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
     let (status, answer) = a.login("ann", TEST_PASSWORD).await;
     assert_eq!(status, 429, "{answer}");
     assert_eq!(answer["error"]["field"], "username");
-    // From elsewhere too: the username is what is guessed.
-    let (status, _) = from("10.0.0.9").login("ann", TEST_PASSWORD).await;
-    assert_eq!(status, 429);
+    // The username is over its count, and still its user signs in from
+    // an address that has not failed: a guesser cannot lock anyone out.
+    assert_eq!(from("10.0.0.9").login("ann", TEST_PASSWORD).await.0, 200);
+    // Over the count, each address gets one guess: after a failure, it
+    // waits even with the right password.
+    for _ in 0..3 {
+        assert_eq!(from("10.0.0.7").login("ann", "wrong password").await.0, 401);
+    }
+    let mut e = from("10.0.0.8");
+    assert_eq!(e.login("ann", "wrong password").await.0, 401);
+    let (status, answer) = e.login("ann", TEST_PASSWORD).await;
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"]["field"], "username");
 
     // Per address: five failures over any usernames block the address.
     let mut b = from("10.0.0.2");
@@ -931,14 +1042,23 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
     let (status, answer) = b.login("cid", TEST_PASSWORD).await;
     assert_eq!(status, 429, "{answer}");
     assert_eq!(answer["error"]["field"], "address");
-    // A burst of guesses in parallel gets no more than the limit.
-    let guesses = (0..10).map(|i| {
-        let mut b = from(&format!("10.0.1.{i}"));
+    // A burst from one address in parallel gets no more than the limit.
+    let guesses = (0..10).map(|_| {
+        let mut b = from("10.0.1.1");
         async move { b.login("dan", "wrong password").await.0 }
     });
     let mut answers = futures_util::future::join_all(guesses).await;
     answers.sort_unstable();
     assert_eq!(answers, [401, 401, 401, 429, 429, 429, 429, 429, 429, 429]);
+    // A burst over many addresses: one guess each, then each waits.
+    let round = || {
+        futures_util::future::join_all((0..10).map(|i| {
+            let mut b = from(&format!("10.0.2.{i}"));
+            async move { b.login("dan", "wrong password").await.0 }
+        }))
+    };
+    assert_eq!(round().await, [401; 10]);
+    assert_eq!(round().await, [429; 10]);
     // Sign-in takes JSON only (no cross-site form can send it).
     let form = reqwest::Client::new()
         .post(format!("http://{addr}/api/v1/auth/login"))
@@ -962,6 +1082,20 @@ async fn sign_in_is_throttled_per_username_and_per_address() {
         200,
         "two fresh failures are under the limit"
     );
+
+    // Each throttled attempt is audited, with its address.
+    let db = cluster.db().clone();
+    eventually("the throttled sign-ins audited", PATIENCE, || async {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT username, address FROM audit_log WHERE action = 'session.login_throttled'",
+        )
+        .fetch_all(&db)
+        .await
+        .unwrap();
+        let from_e = rows.iter().any(|(u, a)| u == "ann" && a == "10.0.0.8");
+        (from_e && rows.iter().filter(|(u, _)| u == "dan").count() == 17).then_some(())
+    })
+    .await;
     cluster.stop().await;
 }
 

@@ -399,13 +399,14 @@ impl Auth {
 
     /// Counts a sign-in attempt (a password to check) against `username`
     /// and `address`, atomically, before the password is checked; `Err`
-    /// (429, not counted) when either has used up its attempts for the
-    /// window. [`Auth::succeeded`] takes a good attempt back.
+    /// (429, not counted) when it is throttled (see [`ATTEMPT`]).
+    /// [`Auth::succeeded`] takes a good attempt back.
     pub async fn attempt(&self, username: &str, address: &str) -> Result<(), Error> {
         let mut conn = self.redis.get().await?;
         let (over, ttl): (u8, i64) = ATTEMPT
             .key(self.names.login_failures("user", username))
             .key(self.names.login_failures("addr", address))
+            .key(self.pair_key(username, address))
             .arg(self.config.login_window_s)
             .arg(self.config.login_max_per_user)
             .arg(self.config.login_max_per_address)
@@ -413,8 +414,8 @@ impl Auth {
             .await?;
         let what = match over {
             0 => return Ok(()),
-            1 => "username",
-            _ => "address",
+            2 => "address",
+            _ => "username",
         };
         let wait = ttl.max(1);
         Err(Error {
@@ -424,11 +425,14 @@ impl Auth {
         })
     }
 
-    /// A good password: the username's count starts afresh and the attempt
-    /// does not count against the address.
+    /// A good password: the username's count and this address's failures
+    /// for it start afresh, and the attempt does not count against the
+    /// address.
     pub async fn succeeded(&self, username: &str, address: &str) -> Result<(), Error> {
         let mut conn = self.redis.get().await?;
         redis::pipe()
+            .del(self.pair_key(username, address))
+            .ignore()
             .del(self.names.login_failures("user", username))
             .ignore()
             .decr(self.names.login_failures("addr", address), 1)
@@ -437,27 +441,42 @@ impl Auth {
             .await?;
         Ok(())
     }
+
+    /// The failures of `username` from `address` (hashed: both are the
+    /// caller's input).
+    fn pair_key(&self, username: &str, address: &str) -> String {
+        let digest = rondo_core::auth::token_hash(&format!("{username}\n{address}"));
+        self.names.login_failures("pair", &digest)
+    }
 }
 
-/// One sign-in attempt against both counters: each counts in a window
-/// that starts at its first attempt (and gets one again should it have
-/// lost it); over either limit, both are taken back and the answer says
-/// which (1 user, 2 address) and the seconds left.
+/// One sign-in attempt, refused (and not counted) when:
+/// * its address failed `login_max_per_address` times in the window
+///   (answer 2), or
+/// * this address failed this username `login_max_per_user` times
+///   (answer 3), or
+/// * the username failed `login_max_per_user` times from anywhere and
+///   this address has failed it before (answer 1).
+///
+/// So a guessed username is slowed to one guess per address and window,
+/// while its user, from an address that has not failed, still signs in
+/// with the right password. Otherwise each count goes up, in a window
+/// that starts at its first attempt. The answer is `{which, seconds left}`.
 static ATTEMPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(
         r"
-local counts = {}
-for i = 1, 2 do
-  counts[i] = redis.call('INCR', KEYS[i])
+local user = tonumber(redis.call('GET', KEYS[1]) or '0')
+local addr = tonumber(redis.call('GET', KEYS[2]) or '0')
+local pair = tonumber(redis.call('GET', KEYS[3]) or '0')
+local max_user, max_addr = tonumber(ARGV[2]), tonumber(ARGV[3])
+if addr >= max_addr then return {2, redis.call('TTL', KEYS[2])} end
+if pair >= max_user then return {3, redis.call('TTL', KEYS[3])} end
+if user >= max_user and pair > 0 then return {1, redis.call('TTL', KEYS[1])} end
+for i = 1, 3 do
+  redis.call('INCR', KEYS[i])
   if redis.call('TTL', KEYS[i]) < 0 then redis.call('EXPIRE', KEYS[i], ARGV[1]) end
 end
-local over = 0
-if counts[1] > tonumber(ARGV[2]) then over = 1
-elseif counts[2] > tonumber(ARGV[3]) then over = 2 end
-if over == 0 then return {0, 0} end
-redis.call('DECR', KEYS[1])
-redis.call('DECR', KEYS[2])
-return {over, redis.call('TTL', KEYS[over])}
+return {0, 0}
 ",
     )
 });

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use rondo_core::auth;
 use rondo_core::auth::Role;
-use rondo_core::{Error, clock};
+use rondo_core::{Error, ErrorKind, clock};
 use serde::{Deserialize, Serialize};
 
 use super::auth::{Caller, ClientAddress, SESSION_COOKIE, Via as Signed, audit_event};
@@ -121,7 +121,21 @@ pub(super) async fn login(
     }
     let login = parse_body::<Login>(&body)?;
     auth::check_username("username", &login.username)?;
-    s.auth.attempt(&login.username, &address).await?;
+    if let Err(throttled) = s.auth.attempt(&login.username, &address).await {
+        if throttled.kind != ErrorKind::TooManyRequests {
+            return Err(throttled.into());
+        }
+        let event = audit_event(
+            &login.username,
+            &address,
+            "session.login_throttled",
+            format!("user:{}", login.username),
+            None,
+            Some(throttled.message.clone()),
+        );
+        s.events.publish(&[event]).await?;
+        return Err(throttled.into());
+    }
     let stored = s.history.user(&login.username).await?;
     let (user, hash) = match stored {
         Some((user, hash)) if user.enabled => (Some(user), Some(hash)),
@@ -244,7 +258,16 @@ pub(super) async fn change_password(
     let change = parse_body::<PasswordChange>(&body)?;
     auth::check_new_password("new_password", &change.new_password)?;
     // Guessing the current password is throttled like signing in.
-    s.auth.attempt(caller.username(), &caller.address).await?;
+    if let Err(throttled) = s.auth.attempt(caller.username(), &caller.address).await {
+        if throttled.kind != ErrorKind::TooManyRequests {
+            return Err(throttled.into());
+        }
+        let target = format!("user:{}", caller.username());
+        let detail = Some(throttled.message.clone());
+        let event = caller.audit("user.password_throttled", target, None, detail);
+        s.events.publish(&[event]).await?;
+        return Err(throttled.into());
+    }
     let stored = s.history.user(caller.username()).await?;
     let valid = verify(change.current_password, stored.map(|(_, h)| h)).await?;
     if !valid {
@@ -259,9 +282,14 @@ pub(super) async fn change_password(
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&new))
         .await
         .map_err(|e| Error::internal(format!("hashing a password: {e}")))??;
+    let now = clock::now_ms();
     s.history
-        .set_password(caller.username(), &hash, clock::now_ms())
+        .set_password(caller.username(), &hash, now)
         .await?;
+    // The change ends every API token the user made (the one this call
+    // came with too); the session it was made from stays.
+    s.history.revoke_user_tokens(caller.username(), now).await?;
+    s.auth.forget();
     let keep = match &caller.via {
         Signed::Session { id_hash, .. } => Some(id_hash.as_str()),
         Signed::Token { .. } => None,

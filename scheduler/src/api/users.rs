@@ -29,7 +29,8 @@ pub(super) struct UserSpec {
     #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     username: Option<String>,
     /// Required to create; 12 to 256 characters. Changing it ends the
-    /// user's sessions.
+    /// user's sessions and revokes their API tokens (as a disable and a
+    /// demotion do).
     #[schema(format = Password, min_length = 12, max_length = 256)]
     password: Option<String>,
     /// Default `viewer`.
@@ -39,8 +40,8 @@ pub(super) struct UserSpec {
     /// names.
     #[schema(max_items = 256)]
     groups: Option<Vec<String>>,
-    /// Default true; a disabled user cannot sign in, and its tokens stop
-    /// working.
+    /// Default true; a disabled user cannot sign in, and their tokens are
+    /// revoked.
     enabled: Option<bool>,
 }
 
@@ -226,8 +227,14 @@ pub(super) async fn update_user(
     if let Some(hash) = &new_hash {
         s.history.set_password(&username, hash, now).await?;
     }
+    // A reset, a disable or a demotion ends what the user signed in with:
+    // their sessions and every API token they made.
+    let ends = !user.enabled || new_hash.is_some() || demoted(&old, &user);
+    if ends {
+        s.history.revoke_user_tokens(&username, now).await?;
+    }
     s.auth.forget();
-    if !user.enabled || new_hash.is_some() {
+    if ends {
         s.auth.close_sessions_of(&username, None).await?;
     }
     let mut detail = format!(
@@ -266,6 +273,17 @@ pub(super) async fn delete_user(
         .publish(&[caller.audit("user.delete", format!("user:{username}"), None, None)])
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Whether `new` may do less than `old`: a lower role, or a group taken
+/// away.
+fn demoted(old: &UserRow, new: &UserRow) -> bool {
+    let rank = |r: Role| match r {
+        Role::Admin => 2,
+        Role::Operator => 1,
+        Role::Viewer => 0,
+    };
+    rank(new.role) < rank(old.role) || old.groups.iter().any(|g| !new.groups.contains(g))
 }
 
 #[cfg(test)]
