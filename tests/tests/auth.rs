@@ -735,6 +735,42 @@ async fn revocation_follows_a_tokens_whole_descent() {
     assert_eq!(api.get("/api/v1/auth/me").await.0, 200, "the root stays");
 }
 
+/// A 5xx answer names an incident only; its own text (a backend's error,
+/// which names tables and hosts) is for admins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_errors_own_text_reaches_admins_only() {
+    let world = World::new("error_text").await;
+    let anonymous = world.in_process_api("error-text").await;
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    assert_eq!(
+        admin.post("/api/v1/groups", json!({ "app": "et" })).await.0,
+        201
+    );
+    let viewer = anonymous
+        .clone()
+        .with_token(&world.user("vee", Role::Viewer, &["et"], false).await);
+    // The log list reads MySQL's job_log: without it, the backend fails.
+    sqlx::query("DROP TABLE job_log")
+        .execute(&world.db)
+        .await
+        .unwrap();
+    let (status, answer) = viewer.get("/api/v1/logs?group=et").await;
+    assert!(status >= 500, "{status} {answer}");
+    let shown = answer["error"]["message"].as_str().unwrap();
+    assert!(shown.contains("incident"), "{answer}");
+    assert!(
+        !shown.contains("job_log"),
+        "the backend's text leaked: {answer}"
+    );
+    let (status, answer) = admin.get("/api/v1/logs?group=et").await;
+    assert!(status >= 500, "{status} {answer}");
+    let detail = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        detail.contains("job_log") && detail.contains("incident"),
+        "{answer}"
+    );
+}
+
 /// A browser over TCP: keeps the session cookie and the CSRF token.
 struct Browser {
     http: reqwest::Client,

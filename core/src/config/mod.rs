@@ -238,6 +238,7 @@ impl Config {
             }
         }
         self.check_outbound()?;
+        self.check_redis_user()?;
         self.check_auth()?;
         self.check_default_secrets()?;
         self.xxl.check()?;
@@ -307,6 +308,33 @@ impl Config {
     /// Refuses the credentials that ship in this repository (the broker's
     /// `guest:guest`, the demo database's `rondo:rondo`) for a service that
     /// is not on this machine: they are only for a loopback demo.
+    /// Redis's `default` user without a password is anyone who can reach
+    /// the port: allowed on loopback only (a demo, a test).
+    fn check_redis_user(&self) -> Result<(), ConfigError> {
+        let urls = match self.redis.cluster_seeds() {
+            Ok(Some(seeds)) => seeds,
+            _ => vec![self.redis.url.clone()],
+        };
+        for url in urls {
+            let rest = url
+                .trim()
+                .split_once("://")
+                .map_or(url.as_str(), |(_, rest)| rest);
+            let (userinfo, host) = match rest.rsplit_once('@') {
+                Some((userinfo, host)) => (userinfo, host),
+                None => ("", rest),
+            };
+            let host = host.split('/').next().unwrap_or(host);
+            let password = userinfo.split_once(':').map_or("", |(_, p)| p);
+            if password.is_empty() && !is_loopback(host) {
+                return Err(ConfigError::Invalid(format!(
+                    "redis.url connects to {host} as Redis's default user without a password; give this process its own ACL user (redis://<user>:<password>@{host}, docs/security.md)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn check_default_secrets(&self) -> Result<(), ConfigError> {
         let shipped = [
             ("amqp.url", &self.amqp.url, "guest:guest"),

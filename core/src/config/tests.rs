@@ -47,8 +47,7 @@ fn empty_text_gives_working_defaults() {
 
 #[test]
 fn file_then_env_overrides() {
-    let text =
-        "namespace = \"a\"\n[redis]\nurl = \"redis://x\"\n[scheduler]\napi_addr = \"0.0.0.0:1\"\n";
+    let text = "namespace = \"a\"\n[redis]\nurl = \"redis://u:p@x\"\n[scheduler]\napi_addr = \"0.0.0.0:1\"\n";
     let c = Config::load(
         text,
         env(&[
@@ -65,7 +64,7 @@ fn file_then_env_overrides() {
     )
     .unwrap();
     assert_eq!(c.namespace, "b");
-    assert_eq!(c.redis.url, "redis://x");
+    assert_eq!(c.redis.url, "redis://u:p@x");
     assert_eq!(c.scheduler.api_addr, "127.0.0.1:9");
     assert_eq!(c.partitions, 8);
     assert_eq!(c.persist.batch_size, 10);
@@ -188,5 +187,34 @@ fn allow_lists_and_job_env_are_checked_naming_the_key() {
     ] {
         let e = Config::load("", env(&[(var, value)])).unwrap_err();
         assert!(e.to_string().contains(key), "{value}: {e}");
+    }
+}
+
+#[test]
+fn redis_without_a_password_is_refused_off_loopback() {
+    let load = |url: &str| Config::load("", env(&[("RONDO_REDIS_URL", url)]));
+    for fine in [
+        "redis://127.0.0.1:6379",
+        "redis://localhost:6379/0",
+        "redis://[::1]:6379",
+        "redis://:secret@10.0.0.5:6379",
+        "redis://rondo-scheduler:secret@redis.internal:6379",
+        "redis+cluster://sched:secret@10.0.0.5:7000,10.0.0.6:7000",
+        "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+    ] {
+        assert!(load(fine).is_ok(), "{fine}: {:?}", load(fine).err());
+    }
+    for refused in [
+        "redis://10.0.0.5:6379",
+        "redis://redis.internal:6379",
+        "redis://rondo-scheduler@10.0.0.5:6379",
+        "redis+cluster://127.0.0.1:7000,10.0.0.6:7000",
+        "redis://127.0.0.1:6379,redis://10.0.0.6:6379",
+    ] {
+        let e = load(refused).unwrap_err().to_string();
+        assert!(
+            e.contains("redis.url") && e.contains("without a password"),
+            "{refused}: {e}"
+        );
     }
 }

@@ -11,9 +11,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rondo_core::Error;
 use rondo_core::auth;
+use rondo_core::auth::Role;
 
 use super::auth::{CSRF_HEADER, Caller, ClientAddress, SESSION_COOKIE, Via, principal_of};
-use super::state::{ApiError, AppState};
+use super::state::{ApiError, AppState, ServerErrorDetail};
 
 /// Sets [`ClientAddress`] on every request: the TCP peer, or the last
 /// `X-Forwarded-For` entry when `auth.trust_forwarded_for` says a proxy
@@ -65,8 +66,14 @@ pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Nex
         .map_or_else(|| "in-process".to_owned(), |a| a.0.clone());
     match identify(&s, req.method(), req.headers(), address).await {
         Ok(caller) => {
+            let admin = caller.principal.role == Role::Admin;
             req.extensions_mut().insert(caller);
-            next.run(req).await
+            let mut response = next.run(req).await;
+            // A server error's own text is for admins only.
+            match response.extensions_mut().remove::<ServerErrorDetail>() {
+                Some(detail) if admin => detail.answer(response.status()),
+                _ => response,
+            }
         }
         Err(e) => ApiError::from(e).into_response(),
     }

@@ -52,29 +52,48 @@ pub(super) struct NextFires {
 }
 
 impl NextFires {
-    /// The next `count` fires of `schedule` from `from_ms`, shown in
-    /// `zone` (the job's; rates and delays are durations, but a user still
-    /// reads their instants on a wall clock).
-    pub(super) fn of(
-        schedule: &Schedule,
+    /// The next `count` fires of `schedule` from now, shown in `zone` (the
+    /// job's; rates and delays are durations, but a user still reads
+    /// their instants on a wall clock). Computed on a blocking thread,
+    /// not the API's async workers (a sparse cron expression may search
+    /// years ahead), and refused naming `schedule_conf` past
+    /// [`PREVIEW_BOUND`].
+    pub(super) async fn of(
+        schedule: Schedule,
         zone: Tz,
         (ty, conf): (&str, &str),
-        from_ms: i64,
         count: usize,
-    ) -> Self {
-        NextFires {
+    ) -> Result<Self, Error> {
+        let from_ms = clock::now_ms();
+        let compute = tokio::task::spawn_blocking(move || schedule.preview(from_ms, count));
+        let fires = match tokio::time::timeout(PREVIEW_BOUND, compute).await {
+            Ok(Ok(fires)) => fires,
+            Ok(Err(e)) => return Err(Error::internal(format!("computing fires: {e}"))),
+            Err(_) => {
+                return Err(Error::invalid(
+                    "schedule_conf",
+                    format!(
+                        "its next fires took longer than {} ms to compute",
+                        PREVIEW_BOUND.as_millis()
+                    ),
+                ));
+            }
+        };
+        Ok(NextFires {
             schedule_type: ty.to_owned(),
             schedule_conf: conf.to_owned(),
             zone: zone.name().to_owned(),
             from_ms,
-            fires: schedule
-                .preview(from_ms, count)
+            fires: fires
                 .into_iter()
                 .filter_map(|ms| fire_time(ms, zone))
                 .collect(),
-        }
+        })
     }
 }
+
+/// The most time a preview may take.
+const PREVIEW_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn fire_time(ms: i64, zone: Tz) -> Option<FireTime> {
     let utc: DateTime<Utc> = DateTime::from_timestamp_millis(ms)?;
@@ -136,11 +155,6 @@ pub(super) async fn preview(State(s): State<AppState>, body: Bytes) -> ApiResult
         return Err(Error::invalid("count", format!("must be 1 to {MAX_PREVIEW}")).into());
     }
     let schedule = Schedule::parse(ty, &conf, zone)?;
-    Ok(Json(NextFires::of(
-        &schedule,
-        zone,
-        (ty.as_str(), &conf),
-        clock::now_ms(),
-        count,
-    )))
+    let fires = NextFires::of(schedule, zone, (ty.as_str(), &conf), count).await?;
+    Ok(Json(fires))
 }

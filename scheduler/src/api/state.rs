@@ -59,12 +59,44 @@ impl From<rondo_history::Error> for ApiError {
 }
 
 impl IntoResponse for ApiError {
+    /// A 4xx says what was wrong, to anyone. A 5xx's own text (a backend's
+    /// error: a table, a host, a query) goes to the log under an incident
+    /// id, and the answer names only the id; [`ServerErrorDetail`] carries
+    /// the text for `gate::authenticate` to give admins.
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.0.kind.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
-            tracing::warn!(error = %self.0, "api request failed");
+        if !status.is_server_error() {
+            return (status, Json(super::doc::ErrorBody { error: self.0 })).into_response();
         }
+        let incident: String = rand::random::<[u8; 6]>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        tracing::warn!(error = %self.0, %incident, "api request failed");
+        let shown = Error {
+            kind: self.0.kind,
+            field: None,
+            message: format!("the request failed on the server (incident {incident})"),
+        };
+        let detail = ServerErrorDetail(Error {
+            message: format!("{} (incident {incident})", self.0.message),
+            ..self.0
+        });
+        let mut response = (status, Json(super::doc::ErrorBody { error: shown })).into_response();
+        response.extensions_mut().insert(detail);
+        response
+    }
+}
+
+/// A server error's own text, kept out of the answer's body (see
+/// [`ApiError::into_response`]).
+#[derive(Clone)]
+pub(super) struct ServerErrorDetail(pub Error);
+
+impl ServerErrorDetail {
+    /// The answer with the error's own text, for an admin.
+    pub(super) fn answer(self, status: StatusCode) -> Response {
         (status, Json(super::doc::ErrorBody { error: self.0 })).into_response()
     }
 }

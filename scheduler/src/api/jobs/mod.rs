@@ -285,13 +285,8 @@ pub(super) async fn next_fires(
     let job = readable_job(&s, &caller, &id).await?;
     let schedule = job.schedule()?;
     let zone = rondo_core::schedule::parse_zone("zone", &job.zone)?;
-    Ok(Json(NextFires::of(
-        &schedule,
-        zone,
-        (job.schedule_type.as_str(), &job.schedule_conf),
-        clock::now_ms(),
-        count,
-    )))
+    let conf = (job.schedule_type.as_str(), job.schedule_conf.as_str());
+    Ok(Json(NextFires::of(schedule, zone, conf, count).await?))
 }
 
 /// The fires a job missed: claimed late (misfires, late claims) or lost
