@@ -144,6 +144,49 @@ impl History {
         }
     }
 
+    /// Creates `user` as the database's first admin, once in its life: in
+    /// one transaction, the `first_admin` mark is set (if it already is,
+    /// nothing is made), and the user is created if the user table is
+    /// empty. Whether the user was made.
+    pub async fn create_first_admin(
+        &self,
+        user: &UserRow,
+        password_hash: &str,
+        now_ms: i64,
+    ) -> Result<bool, Error> {
+        let mut tx = self.pool().begin().await?;
+        let marked = sqlx::query(
+            "INSERT IGNORE INTO rondo_meta (name, value, set_ms) VALUES ('first_admin', ?, ?)",
+        )
+        .bind(&user.username)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        if marked.rows_affected() == 0 {
+            return Ok(false);
+        }
+        let users: u64 = sqlx::query_scalar("SELECT CAST(COUNT(*) AS UNSIGNED) FROM `user`")
+            .fetch_one(&mut *tx)
+            .await?;
+        if users == 0 {
+            sqlx::query(
+                "INSERT INTO `user` (username, password_hash, role, groups_granted, enabled, created_ms, updated_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&user.username)
+            .bind(password_hash)
+            .bind(user.role.as_str())
+            .bind(groups_json(&user.groups))
+            .bind(user.enabled)
+            .bind(user.created_ms)
+            .bind(user.updated_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(users == 0)
+    }
+
     /// A user and its password hash.
     pub async fn user(&self, username: &str) -> Result<Option<(UserRow, String)>, Error> {
         let sql = format!("SELECT {USER_COLUMNS} FROM `user` WHERE username = ?");

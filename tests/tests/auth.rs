@@ -1303,7 +1303,7 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_first_admin_comes_from_config_on_an_empty_user_table() {
+async fn the_first_admin_comes_from_config_once_in_a_databases_life() {
     let mut world = World::new("firstadmin").await;
     sqlx::query("DELETE FROM api_token")
         .execute(&world.db)
@@ -1340,5 +1340,18 @@ async fn the_first_admin_comes_from_config_on_an_empty_user_table() {
     assert!(!made);
     assert!(history.user("other").await.unwrap().is_none());
     assert_eq!(history.user_count().await.unwrap(), 1);
+    // Only once in the database's life: with the user table emptied, the
+    // config's admin (a password someone may know) does not come back.
+    for table in ["api_token", "`user`"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table}")))
+            .execute(cluster.db())
+            .await
+            .unwrap();
+    }
+    let again = rondo_scheduler::api::auth::bootstrap_admin(&history, &cluster.config().auth)
+        .await
+        .unwrap();
+    assert!(!again, "the first admin was made again");
+    assert_eq!(history.user_count().await.unwrap(), 0);
     cluster.stop().await;
 }

@@ -492,9 +492,11 @@ pub(super) fn principal_of(user: &UserRow) -> Principal {
 }
 
 /// Creates the first admin from `auth.admin_user` / `auth.admin_password`
-/// when there is no user at all (a fresh install). Returns whether it did.
+/// when there is no user at all (a fresh install), once in the database's
+/// life: a user table emptied later never brings it back
+/// (`History::create_first_admin`). Returns whether it did.
 pub async fn bootstrap_admin(history: &History, config: &AuthConfig) -> Result<bool, Error> {
-    if config.admin_user.is_empty() || history.user_count().await? > 0 {
+    if config.admin_user.is_empty() {
         return Ok(false);
     }
     let password = config.admin_password.clone();
@@ -510,7 +512,7 @@ pub async fn bootstrap_admin(history: &History, config: &AuthConfig) -> Result<b
         created_ms: now,
         updated_ms: now,
     };
-    Ok(history.create_user(&user, &hash).await?)
+    Ok(history.create_first_admin(&user, &hash, now).await?)
 }
 
 /// Keeps retrying [`bootstrap_admin`] (after the schema is migrated) until
