@@ -771,6 +771,84 @@ async fn a_server_errors_own_text_reaches_admins_only() {
     );
 }
 
+/// Every answer is `nosniff`; every HTML page is never framed and sends no
+/// referrer; with `auth.cookie_secure` the session cookie is a `__Host-`
+/// cookie (https only, this host only), the plain name is refused, and
+/// browsers are told to keep to https.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_get_security_headers_and_a_secure_cookie_is_a_host_cookie() {
+    let mut world = World::new("headers").await;
+    world.config.auth.cookie_secure = true;
+    rondo_history::testing::users::create_user(&world.db, "ann", Role::Viewer, &[]).await;
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let addr = cluster.nodes[node].addr();
+    let http = reqwest::Client::new();
+    for (path, html) in [
+        ("/api/v1/docs/", true),
+        ("/login", true),
+        ("/healthz", false),
+        ("/api/v1/jobs", false),
+    ] {
+        let resp = http
+            .get(format!("http://{addr}{path}"))
+            .send()
+            .await
+            .unwrap();
+        let h = resp.headers();
+        let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert_eq!(get("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(
+            get("strict-transport-security"),
+            "max-age=31536000",
+            "{path}"
+        );
+        if html {
+            assert_eq!(get("x-frame-options"), "DENY", "{path}");
+            assert_eq!(get("referrer-policy"), "no-referrer", "{path}");
+            assert!(
+                get("content-security-policy").contains("frame-ancestors 'none'"),
+                "{path}"
+            );
+        }
+    }
+    let mut b = Browser::new(addr);
+    let (status, answer, headers) = b
+        .send_full(
+            Method::POST,
+            "/api/v1/auth/login",
+            Some(json!({ "username": "ann", "password": TEST_PASSWORD })),
+            false,
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let set = headers
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(set.starts_with("__Host-rondo_session="), "{set}");
+    assert!(
+        set.contains("; Secure") && set.contains("Path=/") && !set.contains("Domain"),
+        "{set}"
+    );
+    let value = set
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned();
+    b.cookie = Some(format!("__Host-rondo_session={value}"));
+    assert_eq!(b.me().await, 200);
+    // The same session under the plain name is not a session here.
+    b.cookie = Some(format!("rondo_session={value}"));
+    assert_eq!(b.me().await, 401);
+    cluster.stop().await;
+}
+
 /// A browser over TCP: keeps the session cookie and the CSRF token.
 struct Browser {
     http: reqwest::Client,
@@ -813,7 +891,7 @@ impl Browser {
     ) -> (u16, Value, reqwest::header::HeaderMap) {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(cookie) = &self.cookie {
-            req = req.header("cookie", format!("rondo_session={cookie}"));
+            req = req.header("cookie", cookie);
         }
         if let (true, Some(token)) = (csrf, &self.csrf) {
             req = req.header("x-csrf-token", token);
@@ -847,11 +925,9 @@ impl Browser {
             for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
                 assert!(set.contains(attribute), "{set}");
             }
-            let value = set
-                .strip_prefix("rondo_session=")
-                .and_then(|v| v.split(';').next())
-                .expect("the cookie's value");
-            self.cookie = Some(value.to_owned());
+            // `name=value`, as the browser sends it back.
+            let pair = set.split(';').next().expect("the cookie's value");
+            self.cookie = Some(pair.to_owned());
             self.csrf = answer["csrf_token"].as_str().map(str::to_owned);
         }
         (status, answer)
@@ -914,16 +990,21 @@ async fn sessions_need_their_csrf_token_to_write_and_end_idle_old_or_signed_out(
 
     // A forged cookie is nobody.
     let mut forged = Browser::new(addr);
-    forged.cookie = Some(rondo_core::auth::new_secret());
+    forged.cookie = Some(format!("rondo_session={}", rondo_core::auth::new_secret()));
     let (status, answer) = forged
         .send(Method::GET, "/api/v1/auth/me", None, false)
         .await;
     assert_eq!((status, &answer["error"]["field"]), (401, &json!("cookie")));
 
     // Idle: the session's key expires in Redis, and the cookie is refused.
-    let key = ns.session(&rondo_core::auth::token_hash(
-        browser.cookie.as_deref().unwrap(),
-    ));
+    let value = browser
+        .cookie
+        .as_deref()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1;
+    let key = ns.session(&rondo_core::auth::token_hash(value));
     let redis = redis::Client::open(redis_url).unwrap();
     let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
     let ttl: i64 = conn.ttl(&key).await.unwrap();

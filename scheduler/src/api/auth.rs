@@ -37,6 +37,20 @@ use rondo_history::auth::UserRow;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "rondo_session";
+/// Its name with `auth.cookie_secure`: a `__Host-` cookie is sent only
+/// over https, only by the host that set it (no `Domain`), for every path,
+/// so neither a plain-http page nor a sibling subdomain can plant or
+/// overwrite it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-rondo_session";
+
+/// The session cookie's name under `auth.cookie_secure = secure`.
+pub fn session_cookie_name(secure: bool) -> &'static str {
+    if secure {
+        SECURE_SESSION_COOKIE
+    } else {
+        SESSION_COOKIE
+    }
+}
 /// The header a cookie-authenticated write carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// Entries a node keeps about tokens and users before it starts afresh.

@@ -125,7 +125,8 @@ impl Modify for SharedComponents {
             "session",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
                 SESSION_COOKIE,
-                "The browser session cookie set by `POST /api/v1/auth/login`. Every \
+                "The browser session cookie set by `POST /api/v1/auth/login` (named \
+                 `__Host-rondo_session` when the node serves https, `auth.cookie_secure`). Every \
                  request that changes something must also send the session's CSRF token \
                  (from the login answer or `GET /api/v1/auth/me`) as `X-CSRF-Token`.",
             ))),

@@ -13,7 +13,7 @@ use rondo_core::Error;
 use rondo_core::auth;
 use rondo_core::auth::Role;
 
-use super::auth::{CSRF_HEADER, Caller, ClientAddress, SESSION_COOKIE, Via, principal_of};
+use super::auth::{CSRF_HEADER, Caller, ClientAddress, Via, principal_of, session_cookie_name};
 use super::state::{ApiError, AppState, ServerErrorDetail};
 
 /// Sets [`ClientAddress`] on every request: the TCP peer, or the last
@@ -46,16 +46,46 @@ fn forwarded_for(headers: &HeaderMap) -> Option<String> {
         .map(|ip| ip.to_string())
 }
 
-/// The session cookie's value, if the request has one.
-pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+/// The value of the session cookie named `name`, if the request has one.
+pub fn session_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
+}
+
+/// The headers every answer gets, and every HTML page more: no content
+/// sniffing; a page is never framed and sends no referrer; over https
+/// (`auth.cookie_secure`), browsers are told to keep to https. The
+/// console's pages set a full CSP of their own; other pages (the API
+/// reference) get at least `frame-ancestors 'none'`.
+pub async fn security_headers(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    let headers = response.headers_mut();
+    let mut set = |name: header::HeaderName, value: &'static str| {
+        if !headers.contains_key(&name) {
+            headers.insert(name, header::HeaderValue::from_static(value));
+        }
+    };
+    set(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    if html {
+        set(header::X_FRAME_OPTIONS, "DENY");
+        set(header::REFERRER_POLICY, "no-referrer");
+        set(header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'");
+    }
+    if s.auth.config.cookie_secure {
+        set(header::STRICT_TRANSPORT_SECURITY, "max-age=31536000");
+    }
+    response
 }
 
 /// Finds the caller of a protected route or answers 401/403.
@@ -101,7 +131,8 @@ async fn identify(
             via,
         });
     }
-    let Some(cookie) = session_cookie(headers) else {
+    let name = session_cookie_name(s.auth.config.cookie_secure);
+    let Some(cookie) = session_cookie(headers, name) else {
         return Err(Error::unauthenticated(
             "authorization",
             "sign in: send `Authorization: Bearer <token>`, or the session cookie from POST /api/v1/auth/login",
@@ -142,6 +173,7 @@ async fn identify(
 
 #[cfg(test)]
 mod tests {
+    use super::super::auth::{SECURE_SESSION_COOKIE, SESSION_COOKIE};
     use super::*;
 
     #[test]
@@ -151,8 +183,12 @@ mod tests {
             header::COOKIE,
             "a=1; rondo_session=abc-_; b=2".parse().unwrap(),
         );
-        assert_eq!(session_cookie(&headers).as_deref(), Some("abc-_"));
-        assert_eq!(session_cookie(&HeaderMap::new()), None);
+        assert_eq!(
+            session_cookie(&headers, SESSION_COOKIE).as_deref(),
+            Some("abc-_")
+        );
+        assert_eq!(session_cookie(&HeaderMap::new(), SESSION_COOKIE), None);
+        assert_eq!(session_cookie(&headers, SECURE_SESSION_COOKIE), None);
     }
 
     #[test]

@@ -158,5 +158,6 @@ pub fn router(state: AppState) -> Router {
             ApiError::from(Error::not_found("path", "no such endpoint")).into_response()
         })
         .layer(from_fn_with_state(state.clone(), gate::client_address))
+        .layer(from_fn_with_state(state.clone(), gate::security_headers))
         .with_state(state)
 }

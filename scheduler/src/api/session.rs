@@ -14,7 +14,7 @@ use rondo_core::auth::Role;
 use rondo_core::{Error, ErrorKind, clock};
 use serde::{Deserialize, Serialize};
 
-use super::auth::{Caller, ClientAddress, SESSION_COOKIE, Via as Signed, audit_event};
+use super::auth::{Caller, ClientAddress, Via as Signed, audit_event, session_cookie_name};
 use super::doc::ApiErrors;
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
@@ -91,9 +91,9 @@ fn session_cookie(s: &AppState, value: &str, max_age_s: u64) -> HeaderValue {
     } else {
         ""
     };
-    let cookie = format!(
-        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}"
-    );
+    let name = session_cookie_name(s.auth.config.cookie_secure);
+    let cookie =
+        format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
     HeaderValue::from_str(&cookie).expect("a cookie of base64url characters")
 }
 
