@@ -3,7 +3,7 @@
 // route table in routes.js; links and the back button work) and the page
 // frame. The screens are in pages.js, what they share in ui.js.
 
-import { session, api, h, link, navigate, onNavigate } from './ui.js';
+import { session, api, background, h, link, navigate, onNavigate } from './ui.js';
 import { ROUTES, pattern } from './routes.js';
 import { screens } from './pages.js';
 
@@ -66,7 +66,8 @@ async function render() {
         if (!current()) { clearInterval(id); timers.delete(id); return; }
         if (busy) return;
         busy = true;
-        try { if ((await fn()) === false) { clearInterval(id); timers.delete(id); } } catch { /* next tick tries again */ } finally { busy = false; }
+        background.runs += 1;
+        try { if ((await fn()) === false) { clearInterval(id); timers.delete(id); } } catch { /* next tick tries again */ } finally { busy = false; background.runs -= 1; }
       }, ms);
       timers.add(id);
     },

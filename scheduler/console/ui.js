@@ -17,10 +17,15 @@ export class ApiError extends Error {
   }
 }
 
+/** How many background runs (a screen's polling) are under way: their
+ *  requests say so, and do not keep an idle session alive. */
+export const background = { runs: 0 };
+
 /** Calls the API; writes carry the session's CSRF token. A 401 (no session,
  *  or it ended) goes to sign-in and keeps the screen asked for. */
 export async function api(method, path, body) {
   const headers = { Accept: 'application/json' };
+  if (background.runs > 0) headers['X-Rondo-Background'] = '1';
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (method !== 'GET' && session.me && session.me.csrf_token) {
     headers['X-CSRF-Token'] = session.me.csrf_token;

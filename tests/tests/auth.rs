@@ -849,6 +849,37 @@ async fn pages_get_security_headers_and_a_secure_cookie_is_a_host_cookie() {
     cluster.stop().await;
 }
 
+/// A session polled in the background (the console's refreshes) still
+/// ends when idle; one in use does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn background_polling_does_not_keep_an_idle_session_alive() {
+    let mut world = World::new("idle_poll").await;
+    world.config.auth.session_idle_s = 2;
+    for user in ["ann", "bob"] {
+        rondo_history::testing::users::create_user(&world.db, user, Role::Viewer, &[]).await;
+    }
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let addr = cluster.nodes[node].addr();
+    let (mut polled, mut used) = (Browser::new(addr), Browser::new(addr));
+    assert_eq!(polled.login("ann", TEST_PASSWORD).await.0, 200);
+    assert_eq!(used.login("bob", TEST_PASSWORD).await.0, 200);
+    polled.background = true;
+    // Both ask every half second for 3 s, past the 2 s idle time.
+    let started = Instant::now();
+    let mut polled_ended = false;
+    while started.elapsed() < Duration::from_secs(3) {
+        polled_ended |= polled.me().await == 401;
+        assert_eq!(used.me().await, 200, "a session in use stays");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        polled_ended || polled.me().await == 401,
+        "the polled session ended"
+    );
+    cluster.stop().await;
+}
+
 /// A browser over TCP: keeps the session cookie and the CSRF token.
 struct Browser {
     http: reqwest::Client,
@@ -858,6 +889,8 @@ struct Browser {
     /// Sent as `X-Forwarded-For` (a node trusting it takes it as the
     /// client's address).
     from: Option<String>,
+    /// Sends `X-Rondo-Background: 1`, as the console's polling does.
+    background: bool,
 }
 
 impl Browser {
@@ -868,6 +901,7 @@ impl Browser {
             cookie: None,
             csrf: None,
             from: None,
+            background: false,
         }
     }
 
@@ -898,6 +932,9 @@ impl Browser {
         }
         if let Some(from) = &self.from {
             req = req.header("x-forwarded-for", from);
+        }
+        if self.background {
+            req = req.header("x-rondo-background", "1");
         }
         if let Some(body) = body {
             req = req.json(&body);

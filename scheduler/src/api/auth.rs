@@ -53,6 +53,9 @@ pub fn session_cookie_name(secure: bool) -> &'static str {
 }
 /// The header a cookie-authenticated write carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
+/// The header of a request no one asked for just now (the console's
+/// polling): it does not renew its session's idle time.
+pub const BACKGROUND_HEADER: &str = "x-rondo-background";
 /// Entries a node keeps about tokens and users before it starts afresh.
 const CACHE_LIMIT: usize = 10_000;
 /// A token's `last_used_ms` is written at most this often.
@@ -349,9 +352,14 @@ impl Auth {
         Ok((id, csrf))
     }
 
-    /// The live session of a cookie value, its idle time renewed; `None`
-    /// when unknown, idle too long or past its absolute end.
-    pub(super) async fn session(&self, id: &str) -> Result<Option<(String, Session)>, Error> {
+    /// The live session of a cookie value, its idle time renewed unless
+    /// `renew` is false (a background request: the console's polling);
+    /// `None` when unknown, idle too long or past its absolute end.
+    pub(super) async fn session(
+        &self,
+        id: &str,
+        renew: bool,
+    ) -> Result<Option<(String, Session)>, Error> {
         let id_hash = auth::token_hash(id);
         let key = self.names.session(&id_hash);
         let mut conn = self.redis.get().await?;
@@ -368,7 +376,9 @@ impl Auth {
             let _: () = conn.del(&key).await?;
             return Ok(None);
         }
-        let _: () = conn.expire(&key, self.config.session_idle_s as i64).await?;
+        if renew {
+            let _: () = conn.expire(&key, self.config.session_idle_s as i64).await?;
+        }
         Ok(Some((
             id_hash,
             Session {

@@ -13,7 +13,9 @@ use rondo_core::Error;
 use rondo_core::auth;
 use rondo_core::auth::Role;
 
-use super::auth::{CSRF_HEADER, Caller, ClientAddress, Via, principal_of, session_cookie_name};
+use super::auth::{
+    BACKGROUND_HEADER, CSRF_HEADER, Caller, ClientAddress, Via, principal_of, session_cookie_name,
+};
 use super::state::{ApiError, AppState, ServerErrorDetail};
 
 /// Sets [`ClientAddress`] on every request: the TCP peer, or the last
@@ -138,7 +140,8 @@ async fn identify(
             "sign in: send `Authorization: Bearer <token>`, or the session cookie from POST /api/v1/auth/login",
         ));
     };
-    let Some((id_hash, session)) = s.auth.session(&cookie).await? else {
+    let renew = !headers.contains_key(BACKGROUND_HEADER);
+    let Some((id_hash, session)) = s.auth.session(&cookie, renew).await? else {
         return Err(Error::unauthenticated(
             "cookie",
             "the session has ended (signed out, idle too long or too old): sign in again",
