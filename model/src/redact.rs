@@ -36,6 +36,29 @@ pub fn urls(list: &str) -> String {
         .join(",")
 }
 
+/// `url` down to its scheme and host, the rest shown as `***`
+/// (`https://oapi.dingtalk.com/robot/send?access_token=…` →
+/// `https://oapi.dingtalk.com/***`): for someone who may see where a
+/// webhook goes but not the token in its path or query. A URL with
+/// nothing past its host comes back without user info only.
+pub fn url_path(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return if url.is_empty() {
+            String::new()
+        } else {
+            "***".into()
+        };
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if tail.is_empty() || tail == "/" {
+        format!("{scheme}://{host}{tail}")
+    } else {
+        format!("{scheme}://{host}/***")
+    }
+}
+
 /// A secret as shown: `***`, or empty when it is not set (so a missing
 /// secret still shows as missing).
 pub fn secret(value: &str) -> &'static str {
@@ -54,6 +77,24 @@ pub fn host_with_userinfo(url: &str, userinfo: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webhook_shows_only_where_it_goes() {
+        assert_eq!(
+            url_path("https://oapi.dingtalk.com/robot/send?access_token=abc"),
+            "https://oapi.dingtalk.com/***"
+        );
+        assert_eq!(
+            url_path("https://u:p@hooks.example.com:8443/T0/B1/xyz"),
+            "https://hooks.example.com:8443/***"
+        );
+        assert_eq!(
+            url_path("https://hooks.example.com/"),
+            "https://hooks.example.com/"
+        );
+        assert_eq!(url_path(""), "");
+        assert_eq!(url_path("not a url"), "***");
+    }
 
     #[test]
     fn passwords_in_urls_are_hidden_and_the_rest_kept() {

@@ -880,6 +880,43 @@ async fn background_polling_does_not_keep_an_idle_session_alive() {
     cluster.stop().await;
 }
 
+/// A viewer sees where a job's alarm webhook goes, never the token in its
+/// path or query; an operator of the group sees it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_viewer_never_sees_a_webhooks_token() {
+    let world = World::new("webhook_view").await;
+    let anonymous = world.in_process_api("webhook-view").await;
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    assert_eq!(
+        admin.post("/api/v1/groups", json!({ "app": "wv" })).await.0,
+        201
+    );
+    let hook = "https://oapi.dingtalk.com/robot/send?access_token=s3cr3t-t0ken";
+    let job = admin
+        .create_job(json!({ "group": "wv", "handler": "demo", "alarm_webhook": hook }))
+        .await;
+    let viewer = anonymous
+        .clone()
+        .with_token(&world.user("vi", Role::Viewer, &["wv"], false).await);
+    let operator = anonymous
+        .clone()
+        .with_token(&world.user("op", Role::Operator, &["wv"], false).await);
+    for path in [
+        format!("/api/v1/jobs/{job}"),
+        "/api/v1/jobs?group=wv".to_owned(),
+    ] {
+        let (status, answer) = viewer.get(&path).await;
+        assert_eq!(status, 200, "{answer}");
+        assert!(!answer.to_string().contains("s3cr3t"), "{path}: {answer}");
+        assert!(
+            answer.to_string().contains("https://oapi.dingtalk.com/***"),
+            "{answer}"
+        );
+        let (_, answer) = operator.get(&path).await;
+        assert!(answer.to_string().contains(hook), "{path}: {answer}");
+    }
+}
+
 /// A browser over TCP: keeps the session cookie and the CSRF token.
 struct Browser {
     http: reqwest::Client,

@@ -93,7 +93,7 @@ pub(crate) async fn list_jobs(
         .iter()
         .filter_map(|id| jobs.get(id))
         .filter(|j| caller.principal.may(Access::ReadGroup(&j.group)))
-        .map(|j| Job::clone(j))
+        .map(|j| super::shown_to(&caller, Job::clone(j)))
         .collect();
     Ok(Json(JobPage {
         total,

@@ -221,7 +221,17 @@ pub(super) async fn get_job(
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
     let job = readable_job(&s, &caller, &id).await?;
-    Ok(Json(view(&s, job).await?))
+    Ok(Json(view(&s, shown_to(&caller, job)).await?))
+}
+
+/// `job` as `caller` may see it: one who may read the group but not
+/// operate it sees where its alarm webhook goes, not the token in the
+/// webhook's path or query.
+pub(super) fn shown_to(caller: &Caller, mut job: Job) -> Job {
+    if !caller.principal.may(Access::OperateGroup(&job.group)) {
+        job.alarm_webhook = rondo_core::redact::url_path(&job.alarm_webhook);
+    }
+    job
 }
 
 /// Changes a job: the fields given replace the job's (a partial update);
