@@ -129,8 +129,6 @@ impl Names {
         fire_ms.div_euclid(60_000)
     }
 
-    /// `ns:handled:<trigger id>`: a handled mark as builds before the
-    /// per-minute sets wrote it (read until they expire, a week after).
     /// `ns:{pK}:term`: the leader term the partition accepts.
     pub fn term(&self, p: u32) -> String {
         format!("{}:{{p{p}}}:term", self.ns)
@@ -225,9 +223,8 @@ impl Names {
         format!("{}:dedupe:{trigger_id}", self.ns)
     }
 
-    /// `ns:round:<job>`: the cluster-wide ROUND counter of a job.
-    /// A browser session, by the SHA-256 of its id (a hash: user, csrf,
-    /// created_ms), expiring after the idle time.
+    /// `ns:session:<sha256>`: a browser session, by the SHA-256 of its id
+    /// (a hash: user, csrf, created_ms), expiring after the idle time.
     pub fn session(&self, id_hash: &str) -> String {
         format!("{}:session:{id_hash}", self.ns)
     }
@@ -238,13 +235,14 @@ impl Names {
     }
 
     /// `ns:{login}:login-failures:<kind>:<who>`: failed sign-ins in the
-    /// current window, per `kind` (`user` or `addr`) and who. One hash tag
-    /// for all of them: one script counts a user's and an address's
-    /// attempt together, on a Redis Cluster too.
+    /// current window, per `kind` (`user`, `addr`, or `pair`: a username
+    /// from one address, hashed) and who. One hash tag for all of them:
+    /// one script counts an attempt on all three, on a Redis Cluster too.
     pub fn login_failures(&self, kind: &str, who: &str) -> String {
         format!("{}:{{login}}:login-failures:{kind}:{who}", self.ns)
     }
 
+    /// `ns:round:<job>`: the cluster-wide ROUND counter of a job.
     pub fn round_counter(&self, job_id: u64) -> String {
         format!("{}:round:{job_id}", self.ns)
     }

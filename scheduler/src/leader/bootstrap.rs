@@ -10,7 +10,8 @@
 //!   schedule). Redis held the last fire; without it every such job counts
 //!   as having missed one.
 //!
-//! "No job" means the `jobs` set is empty **and** `seq:job` is missing: a
+//! "No job" means no partition's `job-bits` has a bit set (`BITCOUNT`)
+//! **and** `seq:job` is missing: a
 //! cluster whose user deleted every job keeps its sequence and is left
 //! alone. The sequence is raised to MySQL's highest id (deleted rows
 //! included, so an id is never reused) before any job is written, so ids the
@@ -18,13 +19,13 @@
 //!
 //! Jobs are read by keyset pagination on `id` ([`PAGE`] rows a query) and
 //! written with one pipeline per page. Every write only fills what is
-//! missing (`HSETNX`, `SADD`, `ZADD NX`), so a rebuild that runs twice (two
+//! missing (`HSETNX`, `SETBIT`, `ZADD NX`), so a rebuild that runs twice (two
 //! leaders racing, or a retry after MySQL went away mid-way) writes the same
 //! thing and never overwrites a job the API or a claim changed meanwhile.
 //! Before each page the partitions' terms are read: once a newer leader has
 //! raised them, this one stops with `StaleTerm`. A marker key holds the
 //! rebuilding leader's term while it runs, so an interrupted rebuild (its
-//! `jobs` set no longer empty) is resumed by the next tick or leader.
+//! job bits no longer empty) is resumed by the next tick or leader.
 //!
 //! The persistence worker writes MySQL asynchronously: a job defined a few
 //! moments before Redis was lost may not have reached MySQL, and then is not
