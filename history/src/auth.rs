@@ -112,6 +112,27 @@ fn token_row(row: &MySqlRow) -> Result<TokenRow, Error> {
     })
 }
 
+/// Inserts a user row (with `pool` or within a transaction).
+async fn insert_user<'e>(
+    executor: impl sqlx::MySqlExecutor<'e>,
+    user: &UserRow,
+    password_hash: &str,
+) -> Result<sqlx::mysql::MySqlQueryResult, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO `user` (username, password_hash, role, groups_granted, enabled, created_ms, updated_ms) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&user.username)
+    .bind(password_hash)
+    .bind(user.role.as_str())
+    .bind(groups_json(&user.groups))
+    .bind(user.enabled)
+    .bind(user.created_ms)
+    .bind(user.updated_ms)
+    .execute(executor)
+    .await
+}
+
 fn groups_json(groups: &[String]) -> String {
     serde_json::to_string(groups).unwrap_or_else(|_| "[]".into())
 }
@@ -124,20 +145,7 @@ fn is_duplicate(e: &sqlx::Error) -> bool {
 impl History {
     /// Stores a new user; false when the username is taken.
     pub async fn create_user(&self, user: &UserRow, password_hash: &str) -> Result<bool, Error> {
-        let inserted = sqlx::query(
-            "INSERT INTO `user` (username, password_hash, role, groups_granted, enabled, created_ms, updated_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&user.username)
-        .bind(password_hash)
-        .bind(user.role.as_str())
-        .bind(groups_json(&user.groups))
-        .bind(user.enabled)
-        .bind(user.created_ms)
-        .bind(user.updated_ms)
-        .execute(self.pool())
-        .await;
-        match inserted {
+        match insert_user(self.pool(), user, password_hash).await {
             Ok(_) => Ok(true),
             Err(e) if is_duplicate(&e) => Ok(false),
             Err(e) => Err(e.into()),
@@ -169,19 +177,7 @@ impl History {
             .fetch_one(&mut *tx)
             .await?;
         if users == 0 {
-            sqlx::query(
-                "INSERT INTO `user` (username, password_hash, role, groups_granted, enabled, created_ms, updated_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&user.username)
-            .bind(password_hash)
-            .bind(user.role.as_str())
-            .bind(groups_json(&user.groups))
-            .bind(user.enabled)
-            .bind(user.created_ms)
-            .bind(user.updated_ms)
-            .execute(&mut *tx)
-            .await?;
+            insert_user(&mut *tx, user, password_hash).await?;
         }
         tx.commit().await?;
         Ok(users == 0)
