@@ -150,17 +150,22 @@ fn canonical(ip: IpAddr) -> IpAddr {
 
 /// The kind of restricted range `ip` is in, if any.
 fn restricted(ip: IpAddr) -> Option<&'static str> {
-    let table = match ip {
-        IpAddr::V4(_) => RESTRICTED_V4,
-        IpAddr::V6(_) => RESTRICTED_V6,
-    };
+    // The tables, parsed once (every outbound connection asks).
+    static PARSED: std::sync::LazyLock<Vec<(Cidr, &'static str)>> =
+        std::sync::LazyLock::new(|| {
+            RESTRICTED_V4
+                .iter()
+                .chain(RESTRICTED_V6)
+                .map(|(range, kind)| (range.parse().expect("the table's ranges parse"), *kind))
+                .collect()
+        });
     if ip == IpAddr::V4(Ipv4Addr::BROADCAST) {
         return Some("broadcast");
     }
-    table.iter().find_map(|(range, kind)| {
-        let cidr: Cidr = range.parse().expect("the table's ranges parse");
-        cidr.contains(ip).then_some(*kind)
-    })
+    // A range of the other family never holds `ip` (`Cidr::contains`).
+    PARSED
+        .iter()
+        .find_map(|(cidr, kind)| cidr.contains(ip).then_some(*kind))
 }
 
 #[cfg(test)]

@@ -17,9 +17,10 @@
 //! (5 s): a revocation, a disabled user or a role change takes effect at
 //! once on the node that made it and within that time on the others.
 //!
-//! Why one file of ~500 lines: finding the caller from a token or a session
-//! and the sign-in routes share the throttles and the session keys; the
-//! routes of users and tokens are in their own files.
+//! Why one file of ~570 lines: finding the caller from a token or a session
+//! and the sign-in routes share the throttles (one script over three
+//! counters) and the session keys; the routes of users and tokens are in
+//! their own files.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
