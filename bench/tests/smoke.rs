@@ -193,9 +193,7 @@ async fn the_throughput_scenario_fires_every_job_once() {
     assert_comparable(&json);
     assert_eq!(json["jobs"], 100);
     let step = &json["steps"][0];
-    assert_eq!(step["kept_up"], true, "{step}");
-    let fires = step["fires"]["executed"].as_u64().expect("executed");
-    assert!(fires >= 100 * 2, "≥ 2 s of 100 jobs ran: {step}");
+    let fires = every_expected_fire_ran_once(step, 100);
     assert_eq!(step["fires"]["unexpected"], 0, "{step}");
     assert!(step["handler_lateness_ms"]["max"].as_i64().is_some());
     assert_eq!(step["stats_reset_nodes"], 1, "{step}");
@@ -235,11 +233,7 @@ async fn the_throughput_scenario_runs_real_executor_processes() {
     assert!(markdown.contains("`rondo-executor` process"), "{markdown}");
     assert_eq!(json["executor"], "real");
     let step = &json["steps"][0];
-    assert_eq!(step["kept_up"], true, "{step}");
-    let fires = step["fires"]["executed"].as_u64().expect("executed");
-    assert!(fires >= 100 * 2, "≥ 2 s of 100 jobs ran: {step}");
-    assert_eq!(step["fires"]["lost"], 0, "{step}");
-    assert_eq!(step["fires"]["duplicates"], 0, "{step}");
+    let fires = every_expected_fire_ran_once(step, 100);
     assert_eq!(step["stored"], fires, "the history of every fire: {step}");
     // The executor is its own process, measured as one.
     positive(&step["cpu"]["cores"], "executor bench-e1");
@@ -263,9 +257,7 @@ async fn the_xxl_scenario_runs_the_same_load_through_the_gateway_and_rondo_execu
     assert!(markdown.contains("gateway + stand-ins"), "{markdown}");
     for side in ["rondo", "gateway"] {
         let step = &json[side];
-        assert_eq!(step["kept_up"], true, "{side}: {step}");
-        assert_eq!(step["fires"]["lost"], 0, "{side}: {step}");
-        assert_eq!(step["fires"]["duplicates"], 0, "{side}: {step}");
+        every_expected_fire_ran_once(step, 0);
         assert_removed(step["namespace"].as_str().expect("namespace")).await;
     }
     // The gateway is its own process, measured as one, and so is the
@@ -428,4 +420,27 @@ async fn the_pages_scenario_times_every_console_page() {
         }
     }
     assert!(json["target_met"].is_boolean());
+}
+
+/// The step's fires, counted against what the schedules put in its window
+/// (not against a rate: `kept_up` is the benchmark's verdict on speed, which
+/// a loaded CI machine may miss without anything being wrong). Every
+/// expected fire ran, none twice, and the window held at least two seconds
+/// of `jobs` firing every second. Returns the count of fires that ran.
+fn every_expected_fire_ran_once(step: &Value, jobs: u64) -> u64 {
+    let fires = &step["fires"];
+    let expected = fires["expected"].as_u64().expect("expected");
+    let executed = fires["executed"].as_u64().expect("executed");
+    assert!(
+        expected >= jobs * 2,
+        "≥ 2 s of {jobs} jobs expected: {step}"
+    );
+    assert!(
+        expected > 0,
+        "the schedules put fires in the window: {step}"
+    );
+    assert_eq!(fires["lost"], 0, "every expected fire ran: {step}");
+    assert_eq!(fires["duplicates"], 0, "{step}");
+    assert_eq!(fires["duplicate_trigger_ids"], 0, "{step}");
+    executed
 }
