@@ -25,18 +25,22 @@ export RONDO_API=http://127.0.0.1:8600
 DB=rondo_demo
 export RONDO_MYSQL_URL="mysql://rondo:rondo@127.0.0.1:3306/$DB"
 export RONDO_CREDENTIALS="$STATE/credentials.json"
+# services.sh makes each process's Redis ACL user for this namespace.
+REDIS_USERS="$STATE/redis-users.env"
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "demo.sh: cargo is not installed; install a Rust toolchain >= 1.94 (rustup) first" >&2
   exit 1
 fi
 
-scripts/services.sh
+mkdir -p "$STATE"
+chmod 700 "$STATE"
+REDIS_USERS_FILE="$REDIS_USERS" scripts/services.sh
+# shellcheck disable=SC1090
+source "$REDIS_USERS"
 echo "== building (debug)"
 cargo build --bins
 BIN=target/debug
-mkdir -p "$STATE"
-chmod 700 "$STATE"
 # A fresh database: its user table is empty, so the scheduler makes the
 # admin below (there is no built-in password).
 mariadb -h127.0.0.1 -urondo -prondo -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB"
@@ -60,15 +64,16 @@ start() {
   PIDS+=($!)
   echo "started $name (pid $!, log $STATE/$name.log)"
 }
+# Each process signs in to Redis as its own user (the worker never does).
 start persist-worker env RONDO_PERSIST_METRICS_ADDR=127.0.0.1:8620 "$BIN/rondo-persist-worker"
 # The demo runs a shell job: this executor (on loopback) enables the
 # handlers that run commands, which are off by default.
 start executor env RONDO_EXECUTOR_COMMAND_HANDLERS=true RONDO_EXECUTOR_METRICS_ADDR=127.0.0.1:8610 \
-  "$BIN/rondo-executor"
+  RONDO_REDIS_URL="redis://$REDIS_USER_EXECUTOR@127.0.0.1:6379" "$BIN/rondo-executor"
 # The scheduler makes the first admin from these (only on an empty user
 # table); only it sees the password in its environment.
 start scheduler env RONDO_AUTH_ADMIN_USER=admin RONDO_AUTH_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
-  "$BIN/rondo-scheduler"
+  RONDO_REDIS_URL="redis://$REDIS_USER_SCHEDULER@127.0.0.1:6379" "$BIN/rondo-scheduler"
 
 # Signing the CLI in also waits for the API and the admin to exist.
 up=no

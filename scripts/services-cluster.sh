@@ -19,6 +19,10 @@
 #   RONDO_SERVICES_DIR   state dir (default /var/lib/rondo-services); the
 #                        cluster's members live under its cluster/ subdir
 #   RONDO_SERVICES_WAIT  seconds to wait for each member (default 120)
+#   RONDO_NAMESPACE, RONDO_EXECUTOR_APP, RONDO_EXECUTOR_ID, REDIS_USERS_FILE
+#                        the Redis ACL users made on every node, as in
+#                        scripts/services.sh (credentials default to
+#                        cluster/redis-users.env)
 #
 # Pitfalls handled (../shared/ECOSYSTEM.md §5): a RabbitMQ node restarted
 # while its peers are down waits for them and then stops, so `up` starts
@@ -219,6 +223,9 @@ if redis_open_slots; then
   fi
 fi
 echo "redis cluster: ok (masters and replicas on 127.0.0.1:7000-7005)"
+# Each process's ACL user (docs/security.md), on every node: ACL users are
+# not replicated. A node restarted without them gets them at the next run.
+scripts/redis-acl.sh "${REDIS_USERS_FILE:-$DIR/redis-users.env}" "${REDIS_PORTS[@]}"
 
 # ---- ZooKeeper ensemble of three.
 command -v java >/dev/null 2>&1 || die "java is missing (scripts/services.sh installs it)"

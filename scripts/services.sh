@@ -12,7 +12,8 @@
 # the daemon detached with its output in ${RONDO_SERVICES_DIR:-/var/lib/rondo-services},
 # and waits (bounded) until it answers. Finally it makes sure the MariaDB
 # application user rondo/rondo and database `rondo` exist, with ALL on `rondo%`.*
-# (tests create their own rondo_t_* databases).
+# (tests create their own rondo_t_* databases), and creates the Redis ACL user
+# of each kind of process (scripts/redis-acl.sh, docs/security.md).
 #
 # Idempotent: when everything already answers it only prints one line per service.
 # With Docker, use docker-compose.yml at the repository root instead.
@@ -24,6 +25,9 @@
 #   RONDO_SERVICES_DIR   state dir for logs, pid files, zoo.cfg, ZooKeeper data
 #                        (default /var/lib/rondo-services)
 #   RONDO_SERVICES_WAIT  seconds to wait for each started service (default 90)
+#   RONDO_NAMESPACE, RONDO_EXECUTOR_APP, RONDO_EXECUTOR_ID
+#                        whose Redis users to create (default rondo, demo, demo-1)
+#   REDIS_USERS_FILE  their credentials (default $RONDO_SERVICES_DIR/redis-users.env)
 set -euo pipefail
 
 STATE_DIR=${RONDO_SERVICES_DIR:-/var/lib/rondo-services}
@@ -141,8 +145,17 @@ if [[ $CHECK_ONLY == 1 ]]; then
   exit "$rc"
 fi
 
+# Each kind of process gets its own Redis ACL user (docs/security.md "Redis
+# users"), for RONDO_NAMESPACE / RONDO_EXECUTOR_APP / RONDO_EXECUTOR_ID;
+# credentials in the users file (mode 600). `default` stays as it is: the
+# tests sign in with it to make their own users.
+redis_users() {
+  "$(dirname "$0")/redis-acl.sh" "${REDIS_USERS_FILE:-$STATE_DIR/redis-users.env}" 6379
+}
+
 if [[ $any_down == 0 && $app_ready == 1 ]]; then
   for s in "${SERVICES[@]}"; do echo "$s: up"; done
+  redis_users
   exit 0
 fi
 
@@ -151,6 +164,9 @@ if [[ $EUID -ne 0 ]]; then
   if command -v sudo >/dev/null 2>&1; then
     log "not root; re-running under sudo"
     exec sudo env RONDO_SERVICES_DIR="$STATE_DIR" RONDO_SERVICES_WAIT="$WAIT_SECS" \
+      RONDO_NAMESPACE="${RONDO_NAMESPACE:-rondo}" RONDO_EXECUTOR_APP="${RONDO_EXECUTOR_APP:-demo}" \
+      RONDO_EXECUTOR_ID="${RONDO_EXECUTOR_ID:-demo-1}" \
+      REDIS_USERS_FILE="${REDIS_USERS_FILE:-$STATE_DIR/redis-users.env}" \
       bash "$0" "$@"
   fi
   die "must run as root (or with sudo available) to install/start services"
@@ -396,3 +412,6 @@ if ! mysql_app_ready; then
   mysql_app_ready || die "created user ${MYSQL_APP_USER} but it still cannot use database ${MYSQL_APP_DB} over TCP"
   log "mariadb: user ${MYSQL_APP_USER}@{localhost,127.0.0.1,%} and database ${MYSQL_APP_DB} ready (ALL on \`${MYSQL_APP_DB}%\`.*)"
 fi
+
+
+redis_users

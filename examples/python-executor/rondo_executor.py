@@ -274,8 +274,8 @@ class Names:
     def registry_of(self, app: str) -> str:
         return f"{self.ns}:registry:{app}"
 
-    def dedupe(self, trigger_id: str) -> str:
-        return f"{self.ns}:dedupe:{trigger_id}"
+    def dedupe(self, app: str, trigger_id: str) -> str:
+        return f"{self.ns}:dedupe:{app}:{trigger_id}"
 
 
 # --------------------------------------------------------------------------
@@ -625,8 +625,9 @@ def py_stubborn(ctx: Context) -> None:
 class Dedupe:
     def __init__(self, client: redis.Redis, names: Names, config: Config, incarnation: str):
         self._redis, self._names = client, names
-        self._id, self._incarnation, self._ttl = (
+        self._id, self._app, self._incarnation, self._ttl = (
             config.executor_id,
+            config.app,
             incarnation,
             config.dedupe_ttl_s,
         )
@@ -636,7 +637,7 @@ class Dedupe:
 
         Raises ``redis.RedisError`` when Redis is unavailable (§6.2).
         """
-        key = self._names.dedupe(trigger_id)
+        key = self._names.dedupe(self._app, trigger_id)
         for _ in range(CLAIM_TRIES):
             mark = to_json(
                 {
@@ -665,14 +666,14 @@ class Dedupe:
     def _write(self, trigger_id: str, mark: dict) -> None:
         """Steps 2 and 4 of §6.2: failures are logged, never fatal."""
         try:
-            self._redis.set(self._names.dedupe(trigger_id), to_json(mark), ex=self._ttl)
+            self._redis.set(self._names.dedupe(self._app, trigger_id), to_json(mark), ex=self._ttl)
         except redis.RedisError as err:
             log.warning("writing the %s mark of %s failed: %s", mark["state"], trigger_id, err)
 
     def release(self, trigger_id: str) -> bool:
         """Gives a claimed, unstarted trigger back (§6.2); False if that failed."""
         try:
-            self._redis.delete(self._names.dedupe(trigger_id))
+            self._redis.delete(self._names.dedupe(self._app, trigger_id))
             return True
         except redis.RedisError as err:
             log.warning("releasing the mark of %s failed: %s", trigger_id, err)

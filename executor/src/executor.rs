@@ -220,6 +220,7 @@ impl Executor {
             dedupe: Dedupe::new(
                 self.pool.clone(),
                 names.clone(),
+                self.app(),
                 self.config.executor.dedupe_ttl_s,
             ),
             publisher: publisher.clone(),

@@ -101,7 +101,10 @@ async fn thousands_of_triggers_in_a_handful_of_messages_each_run_once() {
 
     // Every mark says confirmed.
     let mut redis = h.redis().await;
-    let keys: Vec<String> = all.iter().map(|t| h.names.dedupe(&t.trigger_id)).collect();
+    let keys: Vec<String> = all
+        .iter()
+        .map(|t| h.names.dedupe(&h.config.executor.app, &t.trigger_id))
+        .collect();
     let marks: Vec<Option<String>> = redis::cmd("MGET")
         .arg(&keys)
         .query_async(&mut redis)

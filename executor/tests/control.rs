@@ -163,7 +163,7 @@ async fn stray_kills_are_ignored_and_bad_control_messages_dead_lettered() {
     let late = h.results_within(Duration::from_millis(300)).await;
     assert!(late.is_empty(), "{late:?}");
     // A kill for an executor that is not connected comes back unroutable.
-    let nobody = rondo_executor::control::send_kill(&h.channel, &h.names, "nobody", "t", 1)
+    let nobody = rondo_executor::control::send_kill(&h.channel, &h.names, "nobody", "g", "t", 1)
         .await
         .unwrap();
     assert!(!nobody);

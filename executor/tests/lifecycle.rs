@@ -205,7 +205,10 @@ async fn a_trigger_still_waiting_for_a_handler_slot_at_shutdown_runs_after_the_r
     h.shutdown().await;
     assert_eq!(h.result_for("t-running").await.0.code, code::SUCCESS);
     let mut redis = h.redis().await;
-    let mark: Option<String> = redis.get(h.names.dedupe("t-waiting")).await.unwrap();
+    let mark: Option<String> = redis
+        .get(h.names.dedupe(&h.config.executor.app, "t-waiting"))
+        .await
+        .unwrap();
     assert_eq!(
         mark, None,
         "the claim of a trigger that did not run is given back"
@@ -271,7 +274,10 @@ async fn a_stopping_executor_hands_back_triggers_that_had_not_started_at_once() 
 async fn seed_mark(h: &Harness, trigger_id: &str, mark: serde_json::Value) {
     let mut redis = h.redis().await;
     let () = redis
-        .set(h.names.dedupe(trigger_id), mark.to_string())
+        .set(
+            h.names.dedupe(&h.config.executor.app, trigger_id),
+            mark.to_string(),
+        )
         .await
         .unwrap();
 }
@@ -336,7 +342,10 @@ async fn redeliveries_follow_the_dedupe_mark_and_never_rerun() {
     assert_eq!(runs.load(Ordering::SeqCst), 1, "only the sentinel ran");
     assert_eq!(h.ready_messages(&h.queue).await, 0);
     let mut redis = h.redis().await;
-    let mark: String = redis.get(h.names.dedupe("t-sentinel")).await.unwrap();
+    let mark: String = redis
+        .get(h.names.dedupe(&h.config.executor.app, "t-sentinel"))
+        .await
+        .unwrap();
     assert!(mark.contains("\"confirmed\""), "{mark}");
     h.stop().await;
 }
@@ -469,7 +478,7 @@ async fn publishes_refused_in_a_row_make_the_executor_open_a_new_connection() {
     h.publish(vec![h.trigger("t-before", "count", "")]).await;
     assert_eq!(h.result_for("t-before").await.0.code, code::SUCCESS);
     // scripts/services.sh installs RabbitMQ with its rabbitmqctl, as
-    // tests/tests/amqp_permissions.rs relies on too: no skip here.
+    // tests/tests/service_rights.rs relies on too: no skip here.
     let first = executor_connection(&h.executor_id)
         .await
         .expect("rabbitmqctl lists the executor's connection");
@@ -499,7 +508,7 @@ async fn publishes_refused_in_a_row_make_the_executor_open_a_new_connection() {
     // trigger ran once.
     refusing.clear().await;
     let mut redis = h.redis().await;
-    let key = h.names.dedupe("t-refused");
+    let key = h.names.dedupe(&h.config.executor.app, "t-refused");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let mark: Option<String> = redis.get(&key).await.unwrap();

@@ -218,9 +218,12 @@ impl Names {
         format!("{}:executor:{id}", self.ns)
     }
 
-    /// `ns:dedupe:<trigger id>`: set once by the executor that runs a trigger.
-    pub fn dedupe(&self, trigger_id: &str) -> String {
-        format!("{}:dedupe:{trigger_id}", self.ns)
+    /// `ns:dedupe:<group>:<trigger id>`: set once by the executor that runs
+    /// a trigger of `group`. Under the group, so a Redis ACL user of one
+    /// group's executors reaches that group's marks only (`~ns:dedupe:<app>:*`;
+    /// an app name holds no `:`).
+    pub fn dedupe(&self, group: &str, trigger_id: &str) -> String {
+        format!("{}:dedupe:{group}:{trigger_id}", self.ns)
     }
 
     /// `ns:session:<sha256>`: a browser session, by the SHA-256 of its id
@@ -288,11 +291,15 @@ impl Names {
         format!("{}:xxl:run:{log_id}", self.ns)
     }
 
-    /// `ns:xxl:claim:{ns:dedupe:<trigger id>}`: which hand-off sends a
-    /// trigger (`<log id> <gateway instance>`). Its hash tag is the
+    /// `ns:xxl:claim:{ns:dedupe:<group>:<trigger id>}`: which hand-off
+    /// sends a trigger (`<log id> <gateway instance>`). Its hash tag is the
     /// trigger's dedupe key, so one script changes both on a Redis Cluster.
-    pub fn xxl_claim(&self, trigger_id: &str) -> String {
-        format!("{}:xxl:claim:{{{}}}", self.ns, self.dedupe(trigger_id))
+    pub fn xxl_claim(&self, group: &str, trigger_id: &str) -> String {
+        format!(
+            "{}:xxl:claim:{{{}}}",
+            self.ns,
+            self.dedupe(group, trigger_id)
+        )
     }
 
     /// `ns:xxl:departed`: XXL-JOB executors that left the fleet, scored by
@@ -428,8 +435,8 @@ mod tests {
     #[test]
     fn a_claim_shares_its_triggers_dedupe_slot() {
         let names = super::Names::new("ns", 1);
-        let claim = names.xxl_claim("7-1-0");
-        let dedupe = names.dedupe("7-1-0");
+        let claim = names.xxl_claim("billing", "7-1-0");
+        let dedupe = names.dedupe("billing", "7-1-0");
         assert_eq!(claim, format!("ns:xxl:claim:{{{dedupe}}}"));
         // The slot of a key with a hash tag is the slot of the tag; the
         // dedupe key has none, so its slot is its own text's.

@@ -191,19 +191,25 @@ pub struct Control {
     pub action: ControlAction,
     pub trigger_id: String,
     pub job_id: u64,
+    /// The trigger's group (its dedupe mark is under it). Absent in
+    /// messages of earlier senders; rondo's executors do not need it, the
+    /// XXL-JOB gateway finds the run by it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
 }
 
 impl Control {
     /// The control schema executors read.
     pub const VERSION: u8 = 1;
 
-    /// The message that kills `trigger_id` of job `job_id`.
-    pub fn kill(trigger_id: &str, job_id: u64) -> Control {
+    /// The message that kills `trigger_id` of job `job_id` in `group`.
+    pub fn kill(group: &str, trigger_id: &str, job_id: u64) -> Control {
         Control {
             v: Self::VERSION,
             action: ControlAction::Kill,
             trigger_id: trigger_id.to_owned(),
             job_id,
+            group: group.to_owned(),
         }
     }
 
@@ -323,13 +329,16 @@ mod tests {
 
     #[test]
     fn a_kill_round_trips_in_the_documented_shape() {
-        let kill = Control::kill("7-1000-0", 7);
+        let kill = Control::kill("g", "7-1000-0", 7);
         let json = serde_json::to_value(&kill).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"v": 1, "action": "kill", "trigger_id": "7-1000-0", "job_id": 7})
+            serde_json::json!({"v": 1, "action": "kill", "trigger_id": "7-1000-0", "job_id": 7, "group": "g"})
         );
         assert_eq!(Control::decode(json.to_string().as_bytes()).unwrap(), kill);
+        // An earlier sender's message, without the group, still reads.
+        let old = br#"{"v": 1, "action": "kill", "trigger_id": "7-1000-0", "job_id": 7}"#;
+        assert_eq!(Control::decode(old).unwrap().group, "");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use crate::redis_acl;
 use rondo_core::Config;
 use rondo_executor::{Executor, ExecutorBuilder, ExecutorError};
 use rondo_scheduler::NodeHandle;
@@ -196,6 +197,9 @@ impl Cluster {
     ) -> String {
         let mut config = self.world.config.clone();
         config.executor.id = id.to_owned();
+        let app = config.executor.app.clone();
+        self.world
+            .as_redis_user(&mut config, redis_acl::Role::Executor { app: &app, id });
         let queue = self.world.executor_queue(&config.executor.app, id);
         let executor = add(Executor::builder(config))
             .build()
@@ -216,7 +220,10 @@ impl Cluster {
     pub fn spawn_executor(&mut self, id: &str) -> &mut Child {
         let app = self.world.config.executor.app.clone();
         self.world.executor_queue(&app, id);
-        let child = procs::spawn_executor(&self.world.config, id, &self.log_dir);
+        let mut config = self.world.config.clone();
+        self.world
+            .as_redis_user(&mut config, redis_acl::Role::Executor { app: &app, id });
+        let child = procs::spawn_executor(&config, id, &self.log_dir);
         self.executor_procs.push((id.to_owned(), child));
         &mut self.executor_procs.last_mut().expect("just pushed").1
     }

@@ -40,6 +40,7 @@ pub mod procs;
 pub mod python;
 pub mod receiver;
 pub mod recorder;
+pub mod redis_acl;
 pub mod stats;
 pub mod topology;
 pub mod watchdog;
@@ -68,6 +69,10 @@ pub struct World {
     /// An admin of this world's database, with an API token every
     /// [`Api`] of the world's nodes sends.
     pub admin: Admin,
+    /// The Redis ACL users of the world's processes (`docs/security.md`),
+    /// when it runs on one Redis: the scheduler's, whose URL is
+    /// `config.redis.url`, and one per executor and gateway started.
+    redis_users: std::sync::Mutex<Vec<redis_acl::RedisUser>>,
     // Dropped last, in this order: the keys, queues and chroot, then the
     // database.
     namespace: Namespace,
@@ -86,10 +91,17 @@ impl World {
             password: users::TEST_PASSWORD.into(),
             token: users::admin_token(&database.pool, "admin").await,
         };
+        // Every process runs as the Redis user its role is documented with.
+        let mut redis_users = Vec::new();
+        if let Some((user, url)) = redis_acl::for_world(&config.redis.url, &config.namespace) {
+            config.redis.url = url;
+            redis_users.push(user);
+        }
         World {
             config,
             db: database.pool.clone(),
             admin,
+            redis_users: std::sync::Mutex::new(redis_users),
             namespace,
             _database: database,
         }
@@ -100,6 +112,28 @@ impl World {
     pub async fn user(&self, name: &str, role: Role, groups: &[&str], read_only: bool) -> String {
         users::create_user(&self.db, name, role, groups).await;
         users::create_token(&self.db, name, read_only).await
+    }
+
+    /// The Redis URL of the tests' `default` user, which may do what no
+    /// process's user may (`KEYS`, `SCAN`, `ACL`): for a test's own look
+    /// at Redis, never for a process under test.
+    pub fn redis_admin_url(&self) -> String {
+        self.namespace.config.redis.url.clone()
+    }
+
+    /// `config` signed in to Redis as a user of `role` of its own, when
+    /// the world runs under Redis ACL users (the user lives as long as the
+    /// world).
+    pub fn as_redis_user(&self, config: &mut Config, role: redis_acl::Role<'_>) {
+        if let Some((user, url)) =
+            redis_acl::for_process(&config.redis.url, &config.namespace, role)
+        {
+            config.redis.url = url;
+            self.redis_users
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(user);
+        }
     }
 
     /// The admin API's router over this world's services, called

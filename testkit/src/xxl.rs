@@ -81,6 +81,8 @@ pub struct Gateway {
     pub metrics: SocketAddr,
     pub log: PathBuf,
     child: Child,
+    /// Dropped after the process (fields drop in order).
+    _redis_user: Option<crate::redis_acl::RedisUser>,
 }
 
 impl Gateway {
@@ -114,13 +116,25 @@ impl Gateway {
             ),
             ("RONDO_XXL_LOG_POLL_MS", x.log_poll_ms.to_string()),
         ];
-        let child = procs::rondo_child("rondo-xxl-gateway", config, env, file);
+        // Its own Redis user, when the world runs under ACL users.
+        let mut config = config.clone();
+        let redis_user = crate::redis_acl::for_process(
+            &config.redis.url,
+            &config.namespace,
+            crate::redis_acl::Role::Gateway,
+        )
+        .map(|(user, url)| {
+            config.redis.url = url;
+            user
+        });
+        let child = procs::rondo_child("rondo-xxl-gateway", &config, env, file);
         Gateway {
             name: name.to_owned(),
             listen: listen_addr,
             metrics,
             log,
             child,
+            _redis_user: redis_user,
         }
     }
 

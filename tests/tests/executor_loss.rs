@@ -155,7 +155,7 @@ async fn a_stopping_executor_hands_back_its_waiting_triggers_at_once_and_its_que
     }
     let pool = rondo_core::redis::pool(&c.config().redis).unwrap();
     eventually("the first trigger running on a-exec", Duration::from_secs(20), || async {
-        let mark: Option<String> = pool.get().await.ok()?.get(names.dedupe(&ids[0])).await.ok()?;
+        let mark: Option<String> = pool.get().await.ok()?.get(names.dedupe("loss", &ids[0])).await.ok()?;
         matches!(Mark::parse(&mark?), Some(Mark::Running { executor, .. }) if executor == "a-exec")
             .then_some(())
     })

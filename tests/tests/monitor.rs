@@ -76,7 +76,9 @@ async fn stored_result(c: &Mon, trigger_id: &str, what: &str) -> (Option<i32>, O
 /// its `handled` mark is set (after any retry was queued and any child
 /// dispatched), and no retry of the test's jobs is waiting for its backoff.
 async fn reacted_with_nothing_pending(c: &Mon, trigger_id: &str) {
-    let config = c.cluster.config().clone();
+    let mut config = c.cluster.config().clone();
+    // `KEYS`, which no process's user may run.
+    config.redis.url = c.cluster.world.redis_admin_url();
     eventually("the monitor's reaction", Duration::from_secs(20), || {
         let config = config.clone();
         async move {
@@ -219,7 +221,8 @@ async fn a_node_keeps_handled_marks_as_long_as_configured() {
         .await;
     let trigger = c.api.trigger_now(job).await;
     reacted_with_nothing_pending(&c, &trigger).await;
-    let config = c.cluster.config().clone();
+    let mut config = c.cluster.config().clone();
+    config.redis.url = c.cluster.world.redis_admin_url();
     let pool = rondo_core::redis::pool(&config.redis).unwrap();
     let mut redis = pool.get().await.unwrap();
     let set = handled_set(&mut redis, &config.names(), &trigger)
@@ -465,7 +468,7 @@ async fn a_trigger_whose_executor_died_is_lost_then_retried_elsewhere() {
     let id = c.api.create_job(spec).await;
     let trigger_id = c.api.trigger_now(id).await;
     let pool = rondo_core::redis::pool(&c.cluster.config().redis).unwrap();
-    let mark = c.cluster.config().names().dedupe(&trigger_id);
+    let mark = c.cluster.config().names().dedupe("mon", &trigger_id);
     eventually(
         "the run to start on a-exec",
         Duration::from_secs(10),

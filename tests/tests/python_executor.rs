@@ -66,7 +66,7 @@ fn demo_job(app: &str, params: &str, extra: Value) -> Value {
 /// claimed it, and its handler runs (or is about to).
 async fn until_running(c: &Cluster, trigger_id: &str, executor: &str) {
     let pool = rondo_core::redis::pool(&c.config().redis).expect("a redis pool");
-    let key = c.config().names().dedupe(trigger_id);
+    let key = c.config().names().dedupe("py", trigger_id);
     eventually(
         &format!("{trigger_id} running on {executor}"),
         PATIENCE,

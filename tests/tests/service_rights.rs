@@ -1,14 +1,17 @@
-//! The least RabbitMQ rights `docs/security.md` gives each process are enough: a
+//! The least rights `docs/security.md` gives each process are enough: a
 //! scheduler node, an executor, the XXL-JOB gateway and the persistence
 //! worker, each with its own broker user holding exactly the
-//! `set_permissions`, on a vhost of their own (no guest), fire, run, store
-//! and dead-letter as usual.
+//! `set_permissions`, on a vhost of their own (no guest), and its own Redis
+//! ACL user from the `ACL SETUSER` lines (the worker none: it never
+//! connects), fire, run, kill, store and dead-letter as usual. And what
+//! those Redis users are refused, Redis refuses (`NOPERM`).
 
 use std::process::Command;
 use std::time::Duration;
 
 use rondo_testkit::procs::free_addr;
 use rondo_testkit::recorder::Recorder;
+use rondo_testkit::redis_acl::{RedisUser, Role, admin_of, rules};
 use rondo_testkit::xxl::{Gateway, Standin, StandinSpec, TOKEN};
 use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
@@ -82,11 +85,25 @@ impl Drop for Vhost {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn each_process_works_with_only_the_readme_rights() {
-    let mut world = World::new("amqpperm").await;
+async fn each_process_works_with_only_the_documented_rights() {
+    let mut world = World::new("svcperm").await;
     let ns = world.config.namespace.clone();
     let app = "perm";
+    let executor_id = format!("{app}-1");
     world.config.executor.app = app.into();
+    // The world runs each process as its documented Redis user (testkit's
+    // `redis_acl`); these are made from the same lines, to try what each
+    // is refused.
+    let base = admin_of(&world.config.redis.url).expect("the world runs under ACL users");
+    let redis_scheduler =
+        RedisUser::create(&base, &format!("{ns}-sched"), &rules(Role::Scheduler, &ns));
+    let executor_role = Role::Executor {
+        app,
+        id: &executor_id,
+    };
+    let redis_executor =
+        RedisUser::create(&base, &format!("{ns}-exec"), &rules(executor_role, &ns));
+    let redis_gateway = RedisUser::create(&base, &format!("{ns}-gw"), &rules(Role::Gateway, &ns));
     let perms = readme_permissions(&ns, app);
     assert_eq!(
         perms.len(),
@@ -131,8 +148,12 @@ async fn each_process_works_with_only_the_readme_rights() {
     let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
     cluster.world.config.amqp.url = executor;
-    cluster.start_recording_executor(&format!("{app}-1"), &recorder);
-    cluster.start_persist_worker_with(|c| c.amqp.url = persist);
+    cluster.start_recording_executor(&executor_id, &recorder);
+    cluster.start_persist_worker_with(|c| {
+        c.amqp.url = persist;
+        // No Redis at all: nothing answers there.
+        c.redis.url = "redis://127.0.0.1:1".into();
+    });
     cluster.world.config.amqp.url = scheduler.clone();
     let node = cluster.start_node().await;
     let api = cluster.api(node);
@@ -140,7 +161,7 @@ async fn each_process_works_with_only_the_readme_rights() {
         api.post("/api/v1/groups", json!({ "app": app })).await.0,
         201
     );
-    api.until_executors(app, &[&format!("{app}-1")]).await;
+    api.until_executors(app, &[&executor_id]).await;
     let job = api
         .create_job(json!({ "group": app, "handler": "record", "schedule_type": "FIX_RATE", "schedule_conf": "1" }))
         .await;
@@ -270,8 +291,115 @@ async fn each_process_works_with_only_the_readme_rights() {
         )
         .await;
     }
+    // What each Redis user is refused, Redis refuses.
+    let names = cluster.config().names();
+    let executor_conn = connect(&redis_executor.url(&base)).await;
+    for key in [
+        names.session("forged"),
+        names.user_sessions("admin"),
+        names.defs(0),
+        names.due(0),
+        names.ring(0, "n1"),
+        names.term(0),
+        names.groups(),
+        names.registry("another"),
+        names.executor("another-1"),
+        names.dedupe("another", "7-1-0"),
+    ] {
+        refused(&executor_conn, &["GET", &key]).await;
+        refused(&executor_conn, &["HSET", &key, "role", "admin"]).await;
+    }
+    refused(&executor_conn, &["KEYS", "*"]).await;
+    refused(&executor_conn, &["FLUSHDB"]).await;
+    refused(&executor_conn, &["EVAL", "return 1", "0"]).await;
+    // What it needs, it has: its own registry entry, hash and marks.
+    allowed(
+        &executor_conn,
+        &["ZSCORE", &names.registry(app), &executor_id],
+    )
+    .await;
+    allowed(
+        &executor_conn,
+        &["HGET", &names.executor(&executor_id), "app"],
+    )
+    .await;
+    allowed(&executor_conn, &["GET", &names.dedupe(app, "7-1-0")]).await;
+    let gateway_conn = connect(&redis_gateway.url(&base)).await;
+    for key in [names.session("forged"), names.defs(0), names.ring(0, "n1")] {
+        refused(&gateway_conn, &["GET", &key]).await;
+    }
+    refused(&gateway_conn, &["HSET", &names.groups(), "x", "{}"]).await;
+    allowed(&gateway_conn, &["HEXISTS", &names.groups(), xxl_app]).await;
+    // An executor of another group under a live executor's id is refused
+    // at start, though its user may not read that group's registry (the
+    // hash it may read stands in).
+    let mut twin = cluster.config().clone();
+    twin.executor.app = "another".into();
+    twin.executor.id = executor_id.clone();
+    twin.executor.metrics_addr = String::new();
+    let twin_user = RedisUser::create(
+        &base,
+        &format!("{ns}-twin"),
+        &rules(
+            Role::Executor {
+                app: "another",
+                id: &executor_id,
+            },
+            &ns,
+        ),
+    );
+    twin.redis.url = twin_user.url(&base);
+    let started = Recorder::default()
+        .register(rondo_executor::Executor::builder(twin))
+        .build()
+        .expect("the executor builds")
+        .run(tokio_util::sync::CancellationToken::new());
+    match tokio::time::timeout(Duration::from_secs(20), started).await {
+        Ok(Err(rondo_executor::ExecutorError::Config(msg))) => {
+            assert!(
+                msg.contains("in use by a live executor of group \"perm\""),
+                "{msg}"
+            );
+        }
+        other => panic!("the twin was not refused: {other:?}"),
+    }
+
+    // The scheduler's user reaches its own namespace only.
+    let scheduler_conn = connect(&redis_scheduler.url(&base)).await;
+    refused(&scheduler_conn, &["GET", "another-namespace:groups"]).await;
+    refused(&scheduler_conn, &["FLUSHDB"]).await;
+
     cluster.stop().await;
     drop(vhost);
+}
+
+async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("a redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("signed in as the user")
+}
+
+/// `args` answered by Redis with `NOPERM`.
+async fn refused(conn: &redis::aio::MultiplexedConnection, args: &[&str]) {
+    let reply: redis::RedisResult<redis::Value> = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query_async(&mut conn.clone())
+        .await;
+    match reply {
+        Err(e) if e.code() == Some("NOPERM") => {}
+        other => panic!("{args:?} was not refused: {other:?}"),
+    }
+}
+
+/// `args` answered without an error.
+async fn allowed(conn: &redis::aio::MultiplexedConnection, args: &[&str]) {
+    let reply: redis::RedisResult<redis::Value> = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query_async(&mut conn.clone())
+        .await;
+    assert!(reply.is_ok(), "{args:?}: {reply:?}");
 }
 
 /// The status a GET of `url` answers (0 if nothing answers).
@@ -306,4 +434,96 @@ fn rand_hex() -> String {
         .unwrap()
         .subsec_nanos();
     format!("{nanos:08x}{:08x}", std::process::id())
+}
+
+/// `scripts/redis-acl.sh` (which `scripts/services.sh` and
+/// `scripts/services-cluster.sh` run) makes the users of the documented
+/// lines for the namespace, app and id it is given, keeps their passwords
+/// across runs, and the users it makes get what the documented ones get.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_services_script_makes_the_documented_users() {
+    let world = World::new("aclscript").await;
+    let ns = world.config.namespace.clone();
+    let admin = world.redis_admin_url();
+    let dir = std::env::temp_dir().join(format!("{ns}-acl"));
+    std::fs::create_dir_all(&dir).expect("a scratch dir");
+    let file = dir.join("redis-users.env");
+    let run = || {
+        let out = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/redis-acl.sh"
+        ))
+        .arg(&file)
+        .arg("6379")
+        .env("RONDO_NAMESPACE", &ns)
+        .env("RONDO_EXECUTOR_APP", "billing")
+        .env("RONDO_EXECUTOR_ID", "billing-7")
+        .output()
+        .expect("redis-acl.sh runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&file).expect("the credentials file")
+    };
+    let first = run();
+    // Users of the namespace go with the test, also on a panic.
+    struct Users(String, Vec<String>);
+    impl Drop for Users {
+        fn drop(&mut self) {
+            if let Ok(mut conn) =
+                redis::Client::open(self.0.as_str()).and_then(|c| c.get_connection())
+            {
+                let _: redis::RedisResult<i64> = redis::cmd("ACL")
+                    .arg("DELUSER")
+                    .arg(&self.1)
+                    .query(&mut conn);
+            }
+        }
+    }
+    let creds = |role: &str| -> String {
+        first
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("REDIS_USER_{role}=")))
+            .unwrap_or_else(|| panic!("{role} in {first}"))
+            .to_owned()
+    };
+    let _users = Users(
+        admin.clone(),
+        ["SCHEDULER", "EXECUTOR", "XXL_GATEWAY"]
+            .iter()
+            .map(|r| creds(r).split(':').next().unwrap_or_default().to_owned())
+            .collect(),
+    );
+    assert_eq!(run(), first, "a second run keeps the passwords");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&file).expect("metadata").permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "the credentials are the owner's only");
+
+    let url = |role: &str| format!("redis://{}@127.0.0.1:6379", creds(role));
+    let names = world.config.names();
+    let executor = connect(&url("EXECUTOR")).await;
+    allowed(
+        &executor,
+        &["ZADD", &names.registry("billing"), "1", "billing-7"],
+    )
+    .await;
+    allowed(&executor, &["SET", &names.dedupe("billing", "1-1-0"), "{}"]).await;
+    refused(
+        &executor,
+        &["ZADD", &names.registry("payroll"), "1", "billing-7"],
+    )
+    .await;
+    refused(&executor, &["GET", &names.session("forged")]).await;
+    refused(&executor, &["GET", &names.defs(0)]).await;
+    let scheduler = connect(&url("SCHEDULER")).await;
+    allowed(&scheduler, &["HGETALL", &names.session("any")]).await;
+    refused(&scheduler, &["KEYS", "*"]).await;
+    let gateway = connect(&url("XXL_GATEWAY")).await;
+    allowed(&gateway, &["HGETALL", &names.groups()]).await;
+    refused(&gateway, &["HSET", &names.groups(), "x", "{}"]).await;
+    refused(&gateway, &["GET", &names.session("forged")]).await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -584,17 +584,24 @@ async fn routing_over_two_executors_and_one_killed() {
     let doomed = api.trigger_with_params(long, "2000").await;
     until_started(victim, long, "2000").await;
     let victim_id = victim.executor_id.clone();
-    let killed_ms = rondo_core::clock::now_ms();
     victim.kill9().await;
+    // Taken once the process is reaped: a beat sent as the signal landed
+    // may carry a later instant than one taken before the kill.
+    let killed_ms = rondo_core::clock::now_ms();
     api.until_executors("route", &[&survivor.executor_id]).await;
-    let score: Option<i64> = redis_conn(&c)
-        .await
-        .zscore(c.config().names().registry("route"), &victim_id)
-        .await
-        .expect("its registry score");
+    let registry = c.config().names().registry("route");
+    let score = || async {
+        let s: Option<i64> = redis_conn(&c)
+            .await
+            .zscore(&registry, &victim_id)
+            .await
+            .expect("its registry score");
+        s
+    };
+    let at_drop = score().await;
     assert!(
-        score.is_some_and(|s| s <= killed_ms),
-        "no lease renewal after the kill: score {score:?}, killed at {killed_ms}"
+        at_drop.is_some_and(|s| s <= killed_ms),
+        "no lease renewal after the kill: score {at_drop:?}, killed at {killed_ms}"
     );
     // FAILOVER goes to the one that answers.
     let failover = job(
@@ -623,6 +630,13 @@ async fn routing_over_two_executors_and_one_killed() {
         (retried.code, &retried.executor_id),
         (200, &survivor.executor_id),
         "{retried:?}"
+    );
+    // Seconds later, the dead executor's lease is where the kill left it,
+    // or gone with the executor (the gateway forgets a departed one).
+    let later = score().await;
+    assert!(
+        later.is_none() || later == at_drop,
+        "a renewal after the kill: {at_drop:?} then {later:?}"
     );
     drop(gateways);
     c.stop().await;
@@ -1114,7 +1128,7 @@ async fn leave_cut_short(
     };
     let _: () = conn
         .set(
-            names.dedupe(&trigger.trigger_id),
+            names.dedupe(&trigger.group, &trigger.trigger_id),
             serde_json::to_string(&mark).unwrap(),
         )
         .await
@@ -1125,7 +1139,7 @@ async fn leave_cut_short(
     };
     let _: () = conn
         .set(
-            names.xxl_claim(&trigger.trigger_id),
+            names.xxl_claim(&trigger.group, &trigger.trigger_id),
             format!("{log_id} {by}"),
         )
         .await
@@ -1134,7 +1148,7 @@ async fn leave_cut_short(
         return;
     }
     let run = json!({
-        "trigger_id": trigger.trigger_id, "job_id": trigger.job_id, "fire_ms": trigger.fire_ms,
+        "trigger_id": trigger.trigger_id, "group": trigger.group, "job_id": trigger.job_id, "fire_ms": trigger.fire_ms,
         "executor_id": s.executor_id, "log_id": log_id, "log_date_ms": trigger.fire_ms,
         "since_ms": since,
     });

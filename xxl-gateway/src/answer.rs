@@ -35,13 +35,21 @@ pub(crate) async fn unclaimed(
 ) -> Result<(), Error> {
     let result = failure.into_result(trigger, executor_id);
     let mut pipe = redis::pipe();
-    ctx.runs
-        .put_mark(&mut pipe, &result.trigger_id, &finished(&result))?;
+    ctx.runs.put_mark(
+        &mut pipe,
+        &trigger.group,
+        &result.trigger_id,
+        &finished(&result),
+    )?;
     ctx.runs.write(&pipe).await?;
     ctx.events.publish(&[Event::Result(result.clone())]).await?;
     let mut pipe = redis::pipe();
-    ctx.runs
-        .put_mark(&mut pipe, &result.trigger_id, &confirmed(&result))?;
+    ctx.runs.put_mark(
+        &mut pipe,
+        &trigger.group,
+        &result.trigger_id,
+        &confirmed(&result),
+    )?;
     ctx.runs.write(&pipe).await
 }
 
@@ -57,7 +65,7 @@ pub(crate) async fn claimed(
     let result = run_result(run, failure);
     if !ctx
         .runs
-        .finish(&run.trigger_id, claimant, &finished(&result))
+        .finish(&run.group, &run.trigger_id, claimant, &finished(&result))
         .await?
     {
         return Ok(false);
@@ -68,7 +76,7 @@ pub(crate) async fn claimed(
         Keep::Nothing => ctx.runs.settle(&mut pipe, run, &confirmed(&result))?,
         Keep::Run => {
             ctx.runs
-                .put_mark(&mut pipe, &run.trigger_id, &confirmed(&result))?;
+                .put_mark(&mut pipe, &run.group, &run.trigger_id, &confirmed(&result))?;
             let answered = Run {
                 answered: true,
                 ..run.clone()
@@ -86,6 +94,7 @@ pub(crate) async fn claimed(
 /// trigger, and ends the run it has, if any.
 pub(crate) async fn republish(
     ctx: &Ctx,
+    group: &str,
     result: ExecResult,
     run: Option<&Run>,
 ) -> Result<(), Error> {
@@ -95,13 +104,13 @@ pub(crate) async fn republish(
         // Answered by the gateway: its run stays for a late callback.
         Some(run) if run.answered => {
             ctx.runs
-                .put_mark(&mut pipe, &result.trigger_id, &confirmed(&result))?;
+                .put_mark(&mut pipe, group, &result.trigger_id, &confirmed(&result))?;
             ctx.runs.leave_inflight(&mut pipe, run);
         }
         Some(run) => ctx.runs.settle(&mut pipe, run, &confirmed(&result))?,
         None => ctx
             .runs
-            .put_mark(&mut pipe, &result.trigger_id, &confirmed(&result))?,
+            .put_mark(&mut pipe, group, &result.trigger_id, &confirmed(&result))?,
     }
     ctx.runs.write(&pipe).await?;
     if let Some(run) = run {

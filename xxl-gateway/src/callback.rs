@@ -111,6 +111,7 @@ mod tests {
     fn run() -> Run {
         Run {
             trigger_id: "7-100-0".into(),
+            group: "g".into(),
             job_id: 7,
             fire_ms: 100,
             executor_id: "a-h-1".into(),

@@ -236,7 +236,7 @@ async fn found(
             Ok(Some(Settled::Done))
         }
         Some(Mark::Finished { executor, result }) if mine(&executor) => {
-            answer::republish(ctx, result, run.as_ref()).await?;
+            answer::republish(ctx, &trigger.group, result, run.as_ref()).await?;
             Ok(Some(Settled::Done))
         }
         Some(Mark::Running {
@@ -254,7 +254,7 @@ async fn found(
                         start_ms: since_ms,
                         ..fail(msg, true).into_result(trigger, &served.id)
                     };
-                    answer::republish(ctx, result, None).await?;
+                    answer::republish(ctx, &trigger.group, result, None).await?;
                     return Ok(Some(Settled::Done));
                 };
                 // Answered under the claim, taken over (a callback that
@@ -262,7 +262,7 @@ async fn found(
                 let mine = ctx.claimant(held.log_id);
                 if !ctx
                     .runs
-                    .take_over(&trigger.trigger_id, Some(&held), &mine)
+                    .take_over(&trigger.group, &trigger.trigger_id, Some(&held), &mine)
                     .await?
                 {
                     return Ok(None);
@@ -310,7 +310,11 @@ async fn cut_short(
         // no hand-off holds the trigger. Take it over.
         None => {
             let claimant = ctx.claimant(ctx.runs.log_id().await?);
-            if !ctx.runs.take_over(tid, None, &claimant).await? {
+            if !ctx
+                .runs
+                .take_over(&trigger.group, tid, None, &claimant)
+                .await?
+            {
                 return Ok(None);
             }
             record_and_hand_off(ctx, served, trigger, &claimant)
@@ -334,7 +338,7 @@ async fn cut_short(
                 // is in Redis now. A trigger it settled, answered or gave
                 // back is read again; one it still holds, running, had an
                 // error after its send (or the send's outcome is unknown).
-                let now = ctx.runs.found(tid).await?;
+                let now = ctx.runs.found(&trigger.group, tid).await?;
                 let still = now.claimant.as_ref() == Some(&theirs)
                     && matches!(&now.mark, Some(Mark::Running { executor, .. }) if *executor == served.id);
                 if !still {
@@ -344,7 +348,11 @@ async fn cut_short(
             }
             // Whether its send reached the executor is unknown: ask it.
             let claimant = ctx.claimant(theirs.log_id);
-            if !ctx.runs.take_over(tid, Some(&theirs), &claimant).await? {
+            if !ctx
+                .runs
+                .take_over(&trigger.group, tid, Some(&theirs), &claimant)
+                .await?
+            {
                 return Ok(None);
             }
             probe(ctx, served, trigger, &claimant, run).await.map(Some)
@@ -433,6 +441,7 @@ async fn probe(
 fn new_run(served: &Served, trigger: &Trigger, log_id: i64) -> Run {
     Run {
         trigger_id: trigger.trigger_id.clone(),
+        group: trigger.group.clone(),
         job_id: trigger.job_id,
         fire_ms: trigger.fire_ms,
         executor_id: served.id.clone(),
@@ -551,7 +560,12 @@ async fn prepare(
             .await
             .map(Ready::Settled);
     };
-    if attempt == Attempt::Again && !ctx.runs.holds(&trigger.trigger_id, claimant).await? {
+    if attempt == Attempt::Again
+        && !ctx
+            .runs
+            .holds(&trigger.group, &trigger.trigger_id, claimant)
+            .await?
+    {
         // Settled by someone else while the executor was asked.
         return Ok(Ready::Settled(Settled::Done));
     }

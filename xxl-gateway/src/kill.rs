@@ -95,7 +95,7 @@ async fn handle(
         }
     };
     let ControlAction::Kill = control.action;
-    if let Err(e) = kill(ctx, &control.trigger_id, control.job_id).await {
+    if let Err(e) = kill(ctx, &control.group, &control.trigger_id, control.job_id).await {
         tracing::warn!(trigger_id = %control.trigger_id, error = %e, "cannot carry out a kill");
     }
     if let Err(e) = delivery.ack(BasicAckOptions::default()).await {
@@ -108,7 +108,7 @@ async fn handle(
 /// error before it went) is undone: its runs' failures are not final, and
 /// its claim goes so that the kill can be sent again. One whose answer did
 /// not come may have worked: it stays.
-async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
+async fn kill(ctx: &Ctx, group: &str, trigger_id: &str, job_id: u64) -> Result<(), Error> {
     let claim = ctx.names.xxl_kill(trigger_id);
     let taken: Option<String> = redis::cmd("SET")
         .arg(&claim)
@@ -122,7 +122,7 @@ async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
         return Ok(());
     }
     let mut marked = Vec::new();
-    let failed = match carry_out(ctx, trigger_id, job_id, &mut marked).await {
+    let failed = match carry_out(ctx, group, trigger_id, job_id, &mut marked).await {
         Ok(()) => return Ok(()),
         Err(e) => e,
     };
@@ -144,11 +144,17 @@ async fn kill(ctx: &Ctx, trigger_id: &str, job_id: u64) -> Result<(), Error> {
 /// `/kill`; `Err` when the kill did not reach the executor.
 async fn carry_out(
     ctx: &Ctx,
+    group: &str,
     trigger_id: &str,
     job_id: u64,
     marked: &mut Vec<i64>,
 ) -> Result<(), Error> {
-    let Some(run) = ctx.runs.run_of(trigger_id).await?.filter(|r| !r.answered) else {
+    let Some(run) = ctx
+        .runs
+        .run_of(group, trigger_id)
+        .await?
+        .filter(|r| !r.answered)
+    else {
         tracing::info!(
             trigger_id,
             "kill: no run of it waits for a callback (finished, or not handed off yet)"

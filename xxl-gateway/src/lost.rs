@@ -191,13 +191,17 @@ async fn fail_lost(
             // it did.
             continue;
         }
-        let held = ctx.runs.found(&tid).await?.claimant;
+        let held = ctx.runs.found(&run.group, &tid).await?.claimant;
         let Some(held) = held.filter(|c| c.log_id == run.log_id) else {
             stale.push(*member);
             continue;
         };
         let mine = ctx.claimant(run.log_id);
-        if !ctx.runs.take_over(&tid, Some(&held), &mine).await? {
+        if !ctx
+            .runs
+            .take_over(&run.group, &tid, Some(&held), &mine)
+            .await?
+        {
             continue;
         }
         metrics::counter!("rondo_xxl_lost_triggers_total").increment(1);

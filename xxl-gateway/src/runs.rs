@@ -60,6 +60,9 @@ static FINISH: LazyLock<redis::Script> =
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     pub trigger_id: String,
+    /// The trigger's group: its dedupe mark and claim are under it.
+    #[serde(default)]
+    pub group: String,
     pub job_id: u64,
     pub fire_ms: i64,
     pub executor_id: String,
@@ -199,8 +202,8 @@ impl Runs {
             instance: instance.to_owned(),
         };
         let mut cmd = script_cmd(&CLAIM, 2, (5, 512));
-        cmd.arg(self.names.dedupe(&run.trigger_id))
-            .arg(self.names.xxl_claim(&run.trigger_id))
+        cmd.arg(self.names.dedupe(&run.group, &run.trigger_id))
+            .arg(self.names.xxl_claim(&run.group, &run.trigger_id))
             .arg(serde_json::to_string(mark)?)
             .arg(claimant.value())
             .arg(self.ttl_s);
@@ -234,11 +237,11 @@ impl Runs {
         )))
     }
 
-    /// What Redis holds of a trigger now.
-    pub async fn found(&self, trigger_id: &str) -> Result<Found, Error> {
+    /// What Redis holds of a trigger of `group` now.
+    pub async fn found(&self, group: &str, trigger_id: &str) -> Result<Found, Error> {
         let (mark, claimant): (Option<String>, Option<String>) = redis::pipe()
-            .get(self.names.dedupe(trigger_id))
-            .get(self.names.xxl_claim(trigger_id))
+            .get(self.names.dedupe(group, trigger_id))
+            .get(self.names.xxl_claim(group, trigger_id))
             .query_async(&mut self.pool.get().await?)
             .await?;
         self.found_from(mark, claimant).await
@@ -265,13 +268,14 @@ impl Runs {
     /// `to`, if nobody changed it meanwhile; true when this caller has it.
     pub async fn take_over(
         &self,
+        group: &str,
         trigger_id: &str,
         from: Option<&Claimant>,
         to: &Claimant,
     ) -> Result<bool, Error> {
         let mut cmd = script_cmd(&TAKE_OVER, 2, (5, 256));
-        cmd.arg(self.names.xxl_claim(trigger_id))
-            .arg(self.names.dedupe(trigger_id))
+        cmd.arg(self.names.xxl_claim(group, trigger_id))
+            .arg(self.names.dedupe(group, trigger_id))
             .arg(from.map(Claimant::value).unwrap_or_default())
             .arg(to.value())
             .arg(self.ttl_s);
@@ -280,12 +284,17 @@ impl Runs {
     }
 
     /// Whether a trigger's claim is `claimant`'s now.
-    pub async fn holds(&self, trigger_id: &str, claimant: &Claimant) -> Result<bool, Error> {
+    pub async fn holds(
+        &self,
+        group: &str,
+        trigger_id: &str,
+        claimant: &Claimant,
+    ) -> Result<bool, Error> {
         let value: Option<String> = self
             .pool
             .get()
             .await?
-            .get(self.names.xxl_claim(trigger_id))
+            .get(self.names.xxl_claim(group, trigger_id))
             .await?;
         Ok(value.as_deref() == Some(claimant.value().as_str()))
     }
@@ -294,8 +303,8 @@ impl Runs {
     /// run and in-flight member too), while the claim is `claimant`'s.
     pub async fn release(&self, run: &Run, claimant: &Claimant) -> Result<bool, Error> {
         let mut cmd = script_cmd(&RELEASE, 2, (3, 256));
-        cmd.arg(self.names.dedupe(&run.trigger_id))
-            .arg(self.names.xxl_claim(&run.trigger_id))
+        cmd.arg(self.names.dedupe(&run.group, &run.trigger_id))
+            .arg(self.names.xxl_claim(&run.group, &run.trigger_id))
             .arg(claimant.value());
         let mut conn = self.pool.get().await?;
         let released: i64 = run_script(&mut conn, &RELEASE, &cmd).await?;
@@ -313,13 +322,14 @@ impl Runs {
     /// settles it (a callback came, another instance took it over).
     pub async fn finish(
         &self,
+        group: &str,
         trigger_id: &str,
         claimant: &Claimant,
         mark: &Mark,
     ) -> Result<bool, Error> {
         let mut cmd = script_cmd(&FINISH, 2, (5, 1024));
-        cmd.arg(self.names.dedupe(trigger_id))
-            .arg(self.names.xxl_claim(trigger_id))
+        cmd.arg(self.names.dedupe(group, trigger_id))
+            .arg(self.names.xxl_claim(group, trigger_id))
             .arg(claimant.value())
             .arg(serde_json::to_string(mark)?)
             .arg(self.ttl_s);
@@ -341,11 +351,12 @@ impl Runs {
     pub fn put_mark(
         &self,
         pipe: &mut redis::Pipeline,
+        group: &str,
         trigger_id: &str,
         mark: &Mark,
     ) -> Result<(), Error> {
         pipe.set_ex(
-            self.names.dedupe(trigger_id),
+            self.names.dedupe(group, trigger_id),
             serde_json::to_string(mark)?,
             self.ttl_s,
         )
@@ -405,12 +416,12 @@ impl Runs {
     }
 
     /// The run of a trigger's claimant, if it has one that waits.
-    pub async fn run_of(&self, trigger_id: &str) -> Result<Option<Run>, Error> {
+    pub async fn run_of(&self, group: &str, trigger_id: &str) -> Result<Option<Run>, Error> {
         let claimant: Option<String> = self
             .pool
             .get()
             .await?
-            .get(self.names.xxl_claim(trigger_id))
+            .get(self.names.xxl_claim(group, trigger_id))
             .await?;
         match claimant.as_deref().and_then(Claimant::parse) {
             Some(c) => self.run(c.log_id).await,
@@ -426,8 +437,8 @@ impl Runs {
         run: &Run,
         confirmed: &Mark,
     ) -> Result<(), Error> {
-        self.put_mark(pipe, &run.trigger_id, confirmed)?;
-        pipe.del(self.names.xxl_claim(&run.trigger_id))
+        self.put_mark(pipe, &run.group, &run.trigger_id, confirmed)?;
+        pipe.del(self.names.xxl_claim(&run.group, &run.trigger_id))
             .ignore()
             .del(self.names.xxl_run(run.log_id))
             .ignore();

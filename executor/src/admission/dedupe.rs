@@ -1,7 +1,7 @@
 //! The dedupe marks in Redis that make a trigger id run at most once, and let
 //! a redelivered trigger find the result of a run that already happened.
 //!
-//! `<ns>:dedupe:<trigger id>` holds a JSON [`Mark`] (its format is
+//! `<ns>:dedupe:<app>:<trigger id>` holds a JSON [`Mark`] (its format is
 //! [`rondo_core::dedupe`]) and lives `executor.dedupe_ttl_s`. An executor
 //! moves it through three states:
 //!
@@ -88,6 +88,9 @@ enum Op {
 pub(crate) struct Dedupe {
     pool: Pool,
     names: Names,
+    /// The executor's group: its marks are under it (its Redis user
+    /// reaches no other group's).
+    app: String,
     ttl_s: u64,
     writes: Batcher<(), Write, ()>,
 }
@@ -95,7 +98,7 @@ pub(crate) struct Dedupe {
 impl Dedupe {
     /// Must be called inside a tokio runtime (it starts the batching task,
     /// which ends once every clone is dropped).
-    pub(crate) fn new(pool: Pool, names: Names, ttl_s: u64) -> Self {
+    pub(crate) fn new(pool: Pool, names: Names, app: &str, ttl_s: u64) -> Self {
         debug_assert!(ttl_s > 0);
         let flush_pool = pool.clone();
         let writes = Batcher::spawn("dedupe", BATCH_LIMITS, move |(), writes: Vec<Write>| {
@@ -105,6 +108,7 @@ impl Dedupe {
         Dedupe {
             pool,
             names,
+            app: app.to_owned(),
             ttl_s,
             writes,
         }
@@ -115,7 +119,7 @@ impl Dedupe {
         // The common case, batched: the id is new and the claim wins.
         let (tx, won) = oneshot::channel();
         let write = Write {
-            key: self.names.dedupe(trigger_id),
+            key: self.names.dedupe(&self.app, trigger_id),
             op: Op::Claim(serde_json::to_string(mark)?, tx),
         };
         self.writes.submit((), write).await?;
@@ -128,7 +132,7 @@ impl Dedupe {
         // A redelivery: read the mark, on a round trip of its own (boxed:
         // this rare path's future is big, and every trigger waiting for
         // its claim would carry it).
-        let key = self.names.dedupe(trigger_id);
+        let key = self.names.dedupe(&self.app, trigger_id);
         let value = serde_json::to_string(mark)?;
         Box::pin(self.held(key, value)).await
     }
@@ -162,7 +166,7 @@ impl Dedupe {
     /// Overwrites the mark (the run moved on), renewing its time to live.
     pub(crate) async fn set(&self, trigger_id: &str, mark: &Mark) -> Result<(), Error> {
         let write = Write {
-            key: self.names.dedupe(trigger_id),
+            key: self.names.dedupe(&self.app, trigger_id),
             op: Op::Set(serde_json::to_string(mark)?),
         };
         self.writes.submit((), write).await
@@ -172,7 +176,7 @@ impl Dedupe {
     /// run (it shuts down first), so that its redelivery runs it.
     pub(crate) async fn release(&self, trigger_id: &str) -> Result<(), Error> {
         let write = Write {
-            key: self.names.dedupe(trigger_id),
+            key: self.names.dedupe(&self.app, trigger_id),
             op: Op::Release,
         };
         self.writes.submit((), write).await

@@ -44,17 +44,18 @@ use crate::admission::slots::Kill;
 const CONTROL_PREFETCH: u16 = 16;
 
 /// Asks executor `executor_id` to kill trigger `trigger_id` of job
-/// `job_id`. Returns `Ok(false)` when no executor of that id is connected
+/// `job_id` in `group`. Returns `Ok(false)` when no executor of that id is connected
 /// (the message came back unroutable). `channel` must have publisher
 /// confirms on ([`rondo_core::amqp::confirm_channel`]).
 pub async fn send_kill(
     channel: &Channel,
     names: &Names,
     executor_id: &str,
+    group: &str,
     trigger_id: &str,
     job_id: u64,
 ) -> Result<bool, Error> {
-    let body = serde_json::to_vec(&kill_message(trigger_id, job_id))?;
+    let body = serde_json::to_vec(&kill_message(group, trigger_id, job_id))?;
     let exchange = names.control_exchange();
     let publish = Publish {
         exchange: &exchange,
@@ -65,9 +66,9 @@ pub async fn send_kill(
     amqp::publish_confirmed(channel, publish, &body).await
 }
 
-/// The control message that kills `trigger_id` of job `job_id`.
-pub fn kill_message(trigger_id: &str, job_id: u64) -> Control {
-    Control::kill(trigger_id, job_id)
+/// The control message that kills `trigger_id` of job `job_id` in `group`.
+pub fn kill_message(group: &str, trigger_id: &str, job_id: u64) -> Control {
+    Control::kill(group, trigger_id, job_id)
 }
 
 /// The executor's control queue and its consumer on a channel of its own

@@ -217,6 +217,7 @@ impl Harness {
             &self.channel,
             &self.names,
             &self.executor_id,
+            &self.config.executor.app,
             trigger_id,
             job_id,
         )

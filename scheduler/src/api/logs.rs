@@ -271,13 +271,14 @@ pub(super) async fn kill_trigger(
     };
     let queued = s
         .triggers
-        .kill_unstarted(&trigger_id, s.dedupe_ttl_s)
+        .kill_unstarted(&trigger.group, &trigger_id, s.dedupe_ttl_s)
         .await?;
     let control = rondo_core::trigger::Control {
         v: 1,
         action: rondo_core::trigger::ControlAction::Kill,
         trigger_id: trigger_id.clone(),
         job_id,
+        group: trigger.group.clone(),
     };
     let delivered = s
         .dispatcher

@@ -453,10 +453,10 @@ impl Reaper {
         // message; then every answer in one publish and every re-send at
         // once (the dispatcher batches them per executor), so a dead
         // executor's backlog moves in a few round trips, not one per trigger.
-        let ids: Vec<&str> = batch
+        let ids: Vec<(&str, &str)> = batch
             .triggers
             .iter()
-            .map(|t| t.trigger_id.as_str())
+            .map(|t| (t.group.as_str(), t.trigger_id.as_str()))
             .collect();
         let marks = self.triggers.marks(&ids).await?;
         let job_ids: Vec<u64> = batch.triggers.iter().map(|t| t.job_id).collect();

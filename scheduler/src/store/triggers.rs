@@ -428,16 +428,16 @@ impl TriggerStore {
 }
 
 impl TriggerStore {
-    /// The dedupe marks of several triggers as stored (see
-    /// [`Mark::parse`]), in order, in one round trip.
-    pub async fn marks(&self, trigger_ids: &[&str]) -> Result<Vec<Option<String>>, Error> {
-        if trigger_ids.is_empty() {
+    /// The dedupe marks of several triggers, each `(group, trigger id)`, as
+    /// stored (see [`Mark::parse`]), in order, in one round trip.
+    pub async fn marks(&self, triggers: &[(&str, &str)]) -> Result<Vec<Option<String>>, Error> {
+        if triggers.is_empty() {
             return Ok(Vec::new());
         }
         // A pipeline, not MGET: the keys need not share a hash slot.
         let mut pipe = redis::pipe();
-        for id in trigger_ids {
-            pipe.get(self.names.dedupe(id));
+        for (group, id) in triggers {
+            pipe.get(self.names.dedupe(group, id));
         }
         Ok(pipe.query_async(&mut self.conn().await?).await?)
     }
@@ -447,14 +447,19 @@ impl TriggerStore {
     /// `ttl_s`). True when the kill won: every executor that receives the
     /// trigger now answers it as killed without running it. False when an
     /// executor took it first (or it has ended).
-    pub async fn kill_unstarted(&self, trigger_id: &str, ttl_s: u64) -> Result<bool, Error> {
+    pub async fn kill_unstarted(
+        &self,
+        group: &str,
+        trigger_id: &str,
+        ttl_s: u64,
+    ) -> Result<bool, Error> {
         let mark = Mark::Killed {
             by: "api".into(),
             at_ms: clock::now_ms(),
         };
         let value = serde_json::to_string(&mark)?;
         let set: Option<String> = redis::cmd("SET")
-            .arg(self.names.dedupe(trigger_id))
+            .arg(self.names.dedupe(group, trigger_id))
             .arg(value)
             .arg("NX")
             .arg("EX")
