@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, SessionState};
+use zookeeper_client::{Acls, Client, CreateMode, SessionState};
 
 use crate::store::Store;
 
@@ -81,8 +81,15 @@ enum SessionEnd {
     Lost,
 }
 
-fn persistent() -> CreateOptions<'static> {
-    CreateMode::Persistent.with_acls(Acls::anyone_all())
+/// Who may touch the znodes a node makes: with `zookeeper.auth`, the
+/// digest identity it signed in with only; without, anyone (loopback only,
+/// `ZkConfig::check`).
+fn acls(config: &ZkConfig) -> Acls<'static> {
+    if config.auth.is_empty() {
+        Acls::anyone_all()
+    } else {
+        Acls::creator_all()
+    }
 }
 
 fn zk_err(what: &str, e: zookeeper_client::Error) -> Error {
@@ -156,13 +163,18 @@ impl Cluster {
 
     async fn connect(&self) -> Result<Client, Error> {
         let timeout = Duration::from_millis(self.config.session_timeout_ms);
-        let root = Client::connector()
+        let mut connector = Client::connector()
             .with_session_timeout(timeout)
-            .with_connection_timeout(timeout)
+            .with_connection_timeout(timeout);
+        if !self.config.auth.is_empty() {
+            connector = connector.with_auth("digest", self.config.auth.as_bytes());
+        }
+        let persistent = CreateMode::Persistent.with_acls(acls(&self.config));
+        let root = connector
             .connect(&self.config.connect)
             .await
             .map_err(|e| zk_err("connect", e))?;
-        match root.mkdir(&self.names.zk_root(), &persistent()).await {
+        match root.mkdir(&self.names.zk_root(), &persistent).await {
             Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
             Err(e) => return Err(zk_err("mkdir root", e)),
         }
@@ -170,15 +182,12 @@ impl Cluster {
             .chroot(self.names.zk_root())
             .map_err(|_| Error::internal("bad zookeeper chroot"))?;
         for dir in [self.names.zk_nodes(), self.names.zk_election()] {
-            match client.create(dir, &[], &persistent()).await {
+            match client.create(dir, &[], &persistent).await {
                 Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
                 Err(e) => return Err(zk_err("create dir", e)),
             }
         }
-        match client
-            .create(self.names.zk_term(), b"0", &persistent())
-            .await
-        {
+        match client.create(self.names.zk_term(), b"0", &persistent).await {
             Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
             Err(e) => return Err(zk_err("create term", e)),
         }
@@ -189,7 +198,7 @@ impl Cluster {
     async fn session(&self, shutdown: &CancellationToken) -> Result<SessionEnd, Error> {
         let client = self.connect().await?;
         self.register(&client).await?;
-        let ephemeral_seq = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let ephemeral_seq = CreateMode::EphemeralSequential.with_acls(acls(&self.config));
         let (_, seq) = client
             .create(
                 self.names.zk_election_prefix(),
@@ -229,7 +238,7 @@ impl Cluster {
 
     async fn register(&self, client: &Client) -> Result<(), Error> {
         let path = self.names.zk_node(&self.node);
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let ephemeral = CreateMode::Ephemeral.with_acls(acls(&self.config));
         let data = self.api_addr.as_bytes();
         match client.create(&path, data, &ephemeral).await {
             Ok(_) => Ok(()),
@@ -346,7 +355,7 @@ impl Cluster {
             node: self.node.clone(),
             term,
         })?;
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let ephemeral = CreateMode::Ephemeral.with_acls(acls(&self.config));
         let _ = client.delete(self.names.zk_leader(), None).await;
         client
             .create(self.names.zk_leader(), &info, &ephemeral)

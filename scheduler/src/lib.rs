@@ -202,6 +202,7 @@ type Ended = (&'static str, anyhow::Result<()>);
 /// itself when a core task fails ([`NodeHandle::wait`] then says which).
 pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<NodeHandle> {
     rondo_core::metrics::install();
+    config.zookeeper.check().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&config.scheduler.api_addr)
         .await
         .with_context(|| format!("binding the API to {}", config.scheduler.api_addr))?;

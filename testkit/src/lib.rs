@@ -156,6 +156,13 @@ impl World {
         self.namespace.config.zookeeper.connect = topology::ZK_ENSEMBLE.to_owned();
     }
 
+    /// Gives the world's nodes a ZooKeeper digest identity
+    /// (`zookeeper.auth`); its chroot is then removed signed in as it.
+    pub fn with_zookeeper_auth(&mut self, auth: &str) {
+        self.config.zookeeper.auth = auth.to_owned();
+        self.namespace.config.zookeeper.auth = auth.to_owned();
+    }
+
     /// Moves this world onto the Redis Cluster of the cluster topology
     /// (started if it is not up): every process gets its seed nodes, and
     /// the world's keys are removed there.

@@ -527,3 +527,88 @@ async fn the_services_script_makes_the_documented_users() {
     refused(&gateway, &["GET", &names.session("forged")]).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With `zookeeper.auth` the nodes sign in with a digest identity and the
+/// namespace's znodes are that identity's only: without it, or with
+/// another password, ZooKeeper refuses to read or change the term, the
+/// leader or the members. A node refuses to start without it toward a
+/// ZooKeeper off loopback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn znodes_are_the_nodes_digest_identitys_only() {
+    use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+
+    let mut world = World::new("zkauth").await;
+    let auth = format!("rondo:{}", rand_hex());
+    world.with_zookeeper_auth(&auth);
+    let names = world.config.names();
+    let connect = world.config.zookeeper.connect.clone();
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    eventually("the node leads", Duration::from_secs(30), || async {
+        let s = api.cluster().await?;
+        s["leader"]["term"].as_u64().map(|_| ())
+    })
+    .await;
+
+    let root = names.zk_root();
+    let term = format!("{root}{}", names.zk_term());
+    let leader = format!("{root}{}", names.zk_leader());
+    let members = format!("{root}{}", names.zk_nodes());
+    let client = |identity: Option<String>| {
+        let connect = connect.clone();
+        async move {
+            let mut connector = Client::connector().with_session_timeout(Duration::from_secs(5));
+            if let Some(identity) = &identity {
+                connector = connector.with_auth("digest", identity.as_bytes());
+            }
+            connector
+                .connect(&connect)
+                .await
+                .expect("a zookeeper session")
+        }
+    };
+    for stranger in [None, Some("rondo:not-the-password".to_owned())] {
+        let zk = client(stranger.clone()).await;
+        for path in [&term, &leader] {
+            assert!(
+                matches!(zk.get_data(path).await, Err(ZkError::NoAuth)),
+                "{stranger:?} read {path}"
+            );
+        }
+        assert!(
+            matches!(zk.set_data(&term, b"999", None).await, Err(ZkError::NoAuth)),
+            "{stranger:?} set the term"
+        );
+        let forged = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        assert!(
+            matches!(
+                zk.create(&format!("{members}/forged"), b"", &forged).await,
+                Err(ZkError::NoAuth)
+            ),
+            "{stranger:?} joined the members"
+        );
+    }
+    let owner = client(Some(auth.clone())).await;
+    let (data, _) = owner.get_data(&term).await.expect("the identity reads");
+    assert_ne!(data, b"0", "the leader raised the term");
+    let mut config = cluster.config().clone();
+    cluster.stop().await;
+
+    // Off loopback without an identity, a node does not start.
+    config.zookeeper.auth = String::new();
+    config.zookeeper.connect = "192.0.2.1:2181".into();
+    config.scheduler.api_addr = "127.0.0.1:0".into();
+    let refused =
+        rondo_scheduler::start(config.clone(), tokio_util::sync::CancellationToken::new())
+            .await
+            .err()
+            .expect("refused");
+    assert!(refused.to_string().contains("zookeeper.auth"), "{refused}");
+    config.zookeeper.auth = "no-colon".into();
+    let refused = rondo_scheduler::start(config, tokio_util::sync::CancellationToken::new())
+        .await
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("zookeeper.auth"), "{refused}");
+}

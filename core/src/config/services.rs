@@ -108,12 +108,18 @@ impl Default for AmqpConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ZkConfig {
     pub connect: String,
     /// A dead node is noticed after about this long.
     pub session_timeout_ms: u64,
+    /// `user:password` of a ZooKeeper digest identity. Set: the nodes sign
+    /// in with it and make every znode of the namespace readable and
+    /// writable by that identity only. Empty (the default): znodes are
+    /// open to anyone who reaches ZooKeeper, which a scheduler node allows
+    /// on loopback only.
+    pub auth: String,
 }
 
 impl Default for ZkConfig {
@@ -121,7 +127,47 @@ impl Default for ZkConfig {
         ZkConfig {
             connect: "127.0.0.1:2181".into(),
             session_timeout_ms: 6000,
+            auth: String::new(),
         }
+    }
+}
+
+/// `auth` shown as `***` when set: debug output never carries it.
+impl std::fmt::Debug for ZkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkConfig")
+            .field("connect", &self.connect)
+            .field("session_timeout_ms", &self.session_timeout_ms)
+            .field("auth", &if self.auth.is_empty() { "" } else { "***" })
+            .finish()
+    }
+}
+
+impl ZkConfig {
+    /// What a scheduler node checks before it connects: `auth` is
+    /// `user:password` when set, and without it every host of `connect`
+    /// is loopback (anyone who reaches the port may otherwise rewrite the
+    /// term and the leader).
+    pub fn check(&self) -> Result<(), String> {
+        if !self.auth.is_empty() {
+            let ok = self
+                .auth
+                .split_once(':')
+                .is_some_and(|(user, password)| !user.is_empty() && !password.is_empty());
+            if !ok {
+                return Err("zookeeper.auth must be user:password".into());
+            }
+            return Ok(());
+        }
+        let hosts = self.connect.split('/').next().unwrap_or_default();
+        for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+            if !super::values::is_loopback(host) {
+                return Err(format!(
+                    "zookeeper.connect names {host} and zookeeper.auth is empty: anyone who reaches it could rewrite the term and the leader; set zookeeper.auth (docs/security.md)"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

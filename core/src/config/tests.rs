@@ -140,9 +140,13 @@ fn secrets_never_show_in_the_debug_form() {
         ("RONDO_AMQP_URL", "amqp://u:amqp-secret@127.0.0.1/%2f"),
         ("RONDO_REDIS_URL", "redis://:redis-secret@127.0.0.1:6379"),
         ("RONDO_MYSQL_URL", "mysql://u:mysql-secret@127.0.0.1/r"),
+        ("RONDO_ZOOKEEPER_AUTH", "rondo:zk-secret"),
     ]);
-    let shown = format!("{:?}", Config::load(text, vars).unwrap());
+    let config = Config::load(text, vars).unwrap();
+    assert_eq!(config.zookeeper.auth, "rondo:zk-secret");
+    let shown = format!("{config:?}");
     for secret in [
+        "zk-secret",
         "smtp-secret",
         "admin-secret",
         "amqp-secret",
@@ -216,5 +220,21 @@ fn redis_without_a_password_is_refused_off_loopback() {
             e.contains("redis.url") && e.contains("without a password"),
             "{refused}: {e}"
         );
+    }
+}
+
+#[test]
+fn zookeeper_off_loopback_needs_an_identity() {
+    let mut zk = crate::config::ZkConfig::default();
+    assert!(zk.check().is_ok(), "loopback without an identity");
+    zk.connect = "127.0.0.1:2181,localhost:2182/chroot".into();
+    assert!(zk.check().is_ok());
+    zk.connect = "127.0.0.1:2181,zk2.internal:2181".into();
+    assert!(zk.check().unwrap_err().contains("zk2.internal"));
+    zk.auth = "rondo:secret".into();
+    assert!(zk.check().is_ok());
+    for bad in ["rondo", "rondo:", ":secret"] {
+        zk.auth = bad.into();
+        assert!(zk.check().unwrap_err().contains("user:password"), "{bad}");
     }
 }

@@ -369,11 +369,16 @@ pub async fn cleanup_amqp(config: &Config, extra_queues: &[String]) {
 }
 
 /// Deletes the namespace's ZooKeeper chroot, children first.
+/// Signs in with `zookeeper.auth` when set (the znodes are then that
+/// identity's only).
 pub async fn cleanup_zk(config: &Config) {
-    let connect = zookeeper_client::Client::connector()
+    let mut connector = zookeeper_client::Client::connector()
         .with_session_timeout(Duration::from_secs(5))
-        .with_connection_timeout(Duration::from_secs(5))
-        .connect(&config.zookeeper.connect);
+        .with_connection_timeout(Duration::from_secs(5));
+    if !config.zookeeper.auth.is_empty() {
+        connector = connector.with_auth("digest", config.zookeeper.auth.as_bytes());
+    }
+    let connect = connector.connect(&config.zookeeper.connect);
     let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(5), connect).await else {
         return;
     };
