@@ -236,9 +236,14 @@ impl History {
 
     /// The daily report of the last `days` days (today included): today
     /// and yesterday recounted from the trigger logs, older days as stored
-    /// ([`report::current_in`]).
-    pub async fn report(&self, days: u32, zone: chrono_tz::Tz) -> Result<Vec<ReportRow>, Error> {
-        report::current_in(&self.pool, days, rondo_core::clock::now_ms(), zone).await
+    /// ([`report::current_in`]); of `groups` only when given.
+    pub async fn report(
+        &self,
+        days: u32,
+        zone: chrono_tz::Tz,
+        groups: Option<&std::collections::BTreeSet<String>>,
+    ) -> Result<Vec<ReportRow>, Error> {
+        report::current_in(&self.pool, days, rondo_core::clock::now_ms(), zone, groups).await
     }
 
     /// The kept versions of a job's script, newest first.

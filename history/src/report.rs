@@ -20,6 +20,11 @@
 //! these functions. A `day` row holds the counts of the zone that last
 //! refreshed it: after a change of `report_zone`, the days refreshed since
 //! (the last three, every pass) follow the new zone.
+//!
+//! Each day is counted per group as well (`log_report_group`), so that a
+//! user who may read some groups is shown the runs of those groups only.
+
+use std::collections::BTreeSet;
 
 use chrono::{Days, NaiveDate, NaiveTime, TimeZone};
 use chrono_tz::Tz;
@@ -40,20 +45,52 @@ pub struct ReportRow {
     pub fail_count: u32,
 }
 
-const COUNT_DAY: &str = "SELECT \
+const COUNT_DAY: &str = "SELECT group_app, \
      CAST(COALESCE(SUM(state = 0), 0) AS UNSIGNED), \
      CAST(COALESCE(SUM(state = 1), 0) AS UNSIGNED), \
      CAST(COALESCE(SUM(state = 2), 0) AS UNSIGNED) \
-     FROM job_log WHERE fire_ms >= ? AND fire_ms < ?";
+     FROM job_log WHERE fire_ms >= ? AND fire_ms < ? GROUP BY group_app";
 
 /// Days a read recounts, today included: a result can still land for
 /// yesterday's fires; older days are read as the maintenance pass stored
 /// them (it recounts the last [`crate::maintenance::REPORT_DAYS`]).
 const RECOUNTED_DAYS: u64 = 2;
 
-const UPSERT: &str = "INSERT INTO log_report (day, running_count, success_count, fail_count) \
-     VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE running_count = VALUES(running_count), \
-     success_count = VALUES(success_count), fail_count = VALUES(fail_count)";
+const UPSERT: &str = "INSERT INTO log_report (day, running_count, success_count, fail_count, by_group) \
+     VALUES (?, ?, ?, ?, 1) ON DUPLICATE KEY UPDATE running_count = VALUES(running_count), \
+     success_count = VALUES(success_count), fail_count = VALUES(fail_count), by_group = 1";
+
+/// A day's counts: the total, and by group.
+struct Counted {
+    total: ReportRow,
+    by_group: Vec<(String, ReportRow)>,
+}
+
+impl Counted {
+    /// The day's counts of `groups` only.
+    fn of(&self, groups: &BTreeSet<String>) -> ReportRow {
+        let mut row = zero(self.total.day);
+        for (_, g) in self.by_group.iter().filter(|(app, _)| groups.contains(app)) {
+            add(&mut row, g);
+        }
+        row
+    }
+}
+
+fn zero(day: NaiveDate) -> ReportRow {
+    ReportRow {
+        day,
+        running_count: 0,
+        success_count: 0,
+        fail_count: 0,
+    }
+}
+
+fn add(to: &mut ReportRow, row: &ReportRow) {
+    to.running_count = to.running_count.saturating_add(row.running_count);
+    to.success_count = to.success_count.saturating_add(row.success_count);
+    to.fail_count = to.fail_count.saturating_add(row.fail_count);
+}
 
 /// Recomputes the report of the last `days_back` days up to `now_ms`'s day
 /// (today included; at least one day, at most [`MAX_DAYS`]) from `job_log`,
@@ -78,7 +115,7 @@ pub async fn refresh_in(
     let mut out = Vec::new();
     for back in (0..days).rev() {
         let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
-        out.push(recount(pool, day, zone).await?);
+        out.push(recount(pool, day, zone).await?.total);
     }
     Ok(out)
 }
@@ -94,40 +131,84 @@ fn span(days_back: u32, now_ms: i64, zone: Tz) -> (NaiveDate, u64) {
     (today, u64::from(days_back.clamp(1, MAX_DAYS)))
 }
 
-/// Counts one day from `job_log` and stores the row.
-async fn recount(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<ReportRow> {
-    let row = count_day(pool, day, zone).await?;
+/// Counts one day from `job_log` and stores its rows, the total and each
+/// group's, in one transaction.
+async fn recount(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<Counted> {
+    let counted = count_day(pool, day, zone).await?;
+    let mut tx = pool.begin().await?;
+    let row = &counted.total;
     sqlx::query(UPSERT)
         .bind(row.day)
         .bind(row.running_count)
         .bind(row.success_count)
         .bind(row.fail_count)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
-    Ok(row)
+    sqlx::query("DELETE FROM log_report_group WHERE day = ?")
+        .bind(day)
+        .execute(&mut *tx)
+        .await?;
+    if !counted.by_group.is_empty() {
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO log_report_group (day, group_app, running_count, success_count, fail_count) ",
+        );
+        insert.push_values(&counted.by_group, |mut b, (app, g)| {
+            b.push_bind(day)
+                .push_bind(app)
+                .push_bind(g.running_count)
+                .push_bind(g.success_count)
+                .push_bind(g.fail_count);
+        });
+        insert.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(counted)
 }
 
 /// The report of the last `days_back` days up to `now_ms`'s day, oldest
 /// first, for a page that asks often: today and yesterday are recounted;
 /// older days come from `log_report` as stored, and only a day without a
-/// stored row is counted (and stored).
+/// stored row is counted (and stored). `groups`: the runs of those groups
+/// only (`None`: every run); a day stored before the per-group counts
+/// existed is counted again.
 pub async fn current_in(
     pool: &MySqlPool,
     days_back: u32,
     now_ms: i64,
     zone: Tz,
+    groups: Option<&BTreeSet<String>>,
 ) -> Result<Vec<ReportRow>, crate::Error> {
     let (today, days) = span(days_back, now_ms, zone);
     let first = today.checked_sub_days(Days::new(days - 1)).unwrap_or(today);
     let stored = read(pool, first).await?;
+    let counted_by_group: BTreeSet<NaiveDate> =
+        sqlx::query_scalar("SELECT day FROM log_report WHERE day >= ? AND by_group = 1")
+            .bind(first)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect();
+    let stored_of_groups = match groups {
+        Some(groups) => read_groups(pool, first, groups).await?,
+        None => Vec::new(),
+    };
     let mut out = Vec::new();
     for back in (0..days).rev() {
         let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
-        let kept = stored.iter().find(|r| r.day == day);
-        match kept {
-            Some(row) if back >= RECOUNTED_DAYS => out.push(row.clone()),
-            _ => out.push(recount(pool, day, zone).await?),
-        }
+        let recent = back < RECOUNTED_DAYS;
+        let row = match groups {
+            None => match stored.iter().find(|r| r.day == day) {
+                Some(row) if !recent => row.clone(),
+                _ => recount(pool, day, zone).await?.total,
+            },
+            Some(_) if !recent && counted_by_group.contains(&day) => stored_of_groups
+                .iter()
+                .find(|r| r.day == day)
+                .cloned()
+                .unwrap_or_else(|| zero(day)),
+            Some(groups) => recount(pool, day, zone).await?.of(groups),
+        };
+        out.push(row);
     }
     Ok(out)
 }
@@ -155,20 +236,62 @@ pub fn day_start(zone: Tz, day: NaiveDate) -> i64 {
     day.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
 }
 
-async fn count_day(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<ReportRow> {
+async fn count_day(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<Counted> {
     let next = day.checked_add_days(Days::new(1)).unwrap_or(day);
-    let (running, success, fail): (u64, u64, u64) = sqlx::query_as(COUNT_DAY)
+    let rows: Vec<(String, u64, u64, u64)> = sqlx::query_as(COUNT_DAY)
         .bind(day_start(zone, day))
         .bind(day_start(zone, next))
-        .fetch_one(pool)
+        .fetch_all(pool)
         .await?;
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    Ok(ReportRow {
-        day,
-        running_count: clamp(running),
-        success_count: clamp(success),
-        fail_count: clamp(fail),
-    })
+    let mut total = zero(day);
+    let by_group = rows
+        .into_iter()
+        .map(|(app, running, success, fail)| {
+            let row = ReportRow {
+                day,
+                running_count: clamp(running),
+                success_count: clamp(success),
+                fail_count: clamp(fail),
+            };
+            add(&mut total, &row);
+            (app, row)
+        })
+        .collect();
+    Ok(Counted { total, by_group })
+}
+
+/// The stored rows of `groups` from `since` on, summed per day, oldest
+/// first (days none of them ran are absent).
+async fn read_groups(
+    pool: &MySqlPool,
+    since: NaiveDate,
+    groups: &BTreeSet<String>,
+) -> Result<Vec<ReportRow>, crate::Error> {
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = sqlx::QueryBuilder::new(
+        "SELECT day, CAST(SUM(running_count) AS UNSIGNED), CAST(SUM(success_count) AS UNSIGNED), \
+         CAST(SUM(fail_count) AS UNSIGNED) FROM log_report_group WHERE day >= ",
+    );
+    q.push_bind(since).push(" AND group_app IN (");
+    let mut list = q.separated(", ");
+    for g in groups {
+        list.push_bind(g);
+    }
+    q.push(") GROUP BY day ORDER BY day");
+    let rows: Vec<(NaiveDate, u64, u64, u64)> = q.build_query_as().fetch_all(pool).await?;
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Ok(rows
+        .into_iter()
+        .map(|(day, running, success, fail)| ReportRow {
+            day,
+            running_count: clamp(running),
+            success_count: clamp(success),
+            fail_count: clamp(fail),
+        })
+        .collect())
 }
 
 /// The stored report rows from `since` on, oldest first.

@@ -211,7 +211,9 @@ async fn the_report_counts_running_success_and_failure_per_utc_day() {
     events.extend(fired("1-o1", days_ago(2), 200, Some(200)));
     events.extend(fired("1-o2", days_ago(3), 200, Some(500)));
     write(&pool, events).await;
-    let rows = report::current_in(&pool, 4, NOW, Tz::UTC).await.unwrap();
+    let rows = report::current_in(&pool, 4, NOW, Tz::UTC, None)
+        .await
+        .unwrap();
     let counts: Vec<_> = rows
         .iter()
         .map(|r| (r.day, r.success_count, r.fail_count))

@@ -39,6 +39,7 @@ async fn migrations_are_idempotent_and_create_every_table() {
             "job_log",
             "job_log_line",
             "log_report",
+            "log_report_group",
             "rondo_meta",
             "user"
         ]

@@ -122,3 +122,98 @@ async fn reports_and_retention_answer_through_the_api() {
 
     cluster.stop().await;
 }
+
+/// A trigger log row of `group` with its outcome (`state` as the stored
+/// column reads it: 0 running, 1 success, 2 failed).
+async fn insert_in(db: &MySqlPool, group: &str, id: &str, fire_ms: i64, state: i32) {
+    sqlx::query(
+        "INSERT INTO job_log (trigger_id, fire_ms, job_id, group_app, trigger_code, handle_code) \
+         VALUES (?, ?, 1, ?, 200, ?)",
+    )
+    .bind(id)
+    .bind(fire_ms)
+    .bind(group)
+    .bind(match state {
+        1 => Some(200),
+        2 => Some(500),
+        _ => None,
+    })
+    .execute(db)
+    .await
+    .unwrap();
+}
+
+/// `(running, success, fail)` of the report's `i`-th day.
+fn counts(report: &Value, i: usize) -> (i64, i64, i64) {
+    let day = &report["items"][i];
+    let n = |k: &str| day[k].as_i64().unwrap_or(-1);
+    (n("running_count"), n("success_count"), n("fail_count"))
+}
+
+/// A user who may read some groups is shown the runs of those groups only,
+/// on days recounted, on days stored, and on a day stored before the
+/// per-group counts existed; an admin is shown every run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_report_counts_only_the_groups_they_may_read() {
+    let world = World::new("report_groups").await;
+    let now = rondo_core::clock::now_ms();
+    let today = day_of(now);
+    let db = world.db.clone();
+    let at = |days_ago: i64| (today - days_ago) * DAY_MS + 1_000;
+    // Today: pay one success and one failure; ops two successes, one running.
+    insert_in(&db, "pay", "p-ok", now, 1).await;
+    insert_in(&db, "pay", "p-bad", now, 2).await;
+    insert_in(&db, "ops", "o-ok1", now, 1).await;
+    insert_in(&db, "ops", "o-ok2", now, 1).await;
+    insert_in(&db, "ops", "o-run", now, 0).await;
+    // Ten days ago: pay one success, ops three.
+    insert_in(&db, "pay", "p-old", at(10), 1).await;
+    for i in 0..3 {
+        insert_in(&db, "ops", &format!("o-old{i}"), at(10), 1).await;
+    }
+    // Twenty days ago, stored by a build that counted no groups.
+    insert_in(&db, "pay", "p-older", at(20), 1).await;
+    insert_in(&db, "ops", "o-older", at(20), 1).await;
+    sqlx::query("INSERT INTO log_report (day, success_count) VALUES (?, 2)")
+        .bind(date_of_day(today - 20))
+        .execute(&db)
+        .await
+        .unwrap();
+    let payer = world
+        .user("payer", rondo_core::auth::Role::Viewer, &["pay"], false)
+        .await;
+    let nobody = world
+        .user("nobody", rondo_core::auth::Role::Operator, &[], false)
+        .await;
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let admin = cluster.api(node);
+    let payer = cluster.api(node).with_token(&payer);
+    let nobody = cluster.api(node).with_token(&nobody);
+
+    // The admin's read counts (and stores) every day, with its groups.
+    let (status, all) = admin.get("/api/v1/reports?days=21").await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(counts(&all, 20), (1, 3, 1), "today, every group: {all}");
+    assert_eq!(counts(&all, 10), (0, 4, 0), "{all}");
+    assert_eq!(counts(&all, 0), (0, 2, 0), "as stored: {all}");
+    for _ in 0..2 {
+        // Read twice: the second time every old day is as stored.
+        let (status, mine) = payer.get("/api/v1/reports?days=21").await;
+        assert_eq!(status, 200, "{mine}");
+        assert_eq!(counts(&mine, 20), (0, 1, 1), "today, pay only: {mine}");
+        assert_eq!(counts(&mine, 10), (0, 1, 0), "stored, pay only: {mine}");
+        assert_eq!(
+            counts(&mine, 0),
+            (0, 1, 0),
+            "counted again, pay only: {mine}"
+        );
+        assert_eq!(counts(&mine, 5), (0, 0, 0), "{mine}");
+    }
+    let (status, none) = nobody.get("/api/v1/reports?days=21").await;
+    assert_eq!(status, 200, "{none}");
+    for i in 0..21 {
+        assert_eq!(counts(&none, i), (0, 0, 0), "day {i}: {none}");
+    }
+    cluster.stop().await;
+}

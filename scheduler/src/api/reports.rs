@@ -17,12 +17,14 @@ use super::state::{ApiResult, AppState};
 
 /// The daily report of the last `days` days (default 7, today included):
 /// today and yesterday recounted from the trigger logs, older days as the
-/// persistence worker's maintenance pass stored them.
+/// persistence worker's maintenance pass stored them. A user who may read
+/// some groups only is shown the runs of those groups.
 #[utoipa::path(get, path = "/api/v1/reports", tag = "reports",
     params(("days" = Option<u32>, Query, description = "Days back, today included (default 7).", minimum = 1, maximum = 366)),
     responses((status = 200, description = "One row per day, oldest first.", body = Report), ApiErrors))]
 pub(super) async fn reports(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Report>> {
     let max = rondo_history::report::MAX_DAYS as usize;
@@ -30,7 +32,8 @@ pub(super) async fn reports(
     if days == 0 {
         return Err(Error::invalid("days", format!("must be between 1 and {max}")).into());
     }
-    let rows = s.history.report(days as u32, s.report_zone).await?;
+    let groups = caller.readable_groups();
+    let rows = s.history.report(days as u32, s.report_zone, groups).await?;
     Ok(Json(Report {
         days,
         zone: s.report_zone.name().to_owned(),
