@@ -6,7 +6,9 @@ import { SCHEDULE_TYPES, ROUTING, BLOCK, MISFIRE, GLUE } from './choices.js';
 import { values, select, choice, explained, input, diff } from './widgets.js';
 
 export async function jobs(main, _, params) {
-  const page = Number(params.get('page') || 0);
+  // Paged by offset: a page may end early (the API bounds a page in bytes),
+  // so the next page starts where this one ended (`next_offset`).
+  const offset = Math.max(0, Number(params.get('offset') || 0));
   const size = 20;
   const filters = {
     q: params.get('q') || '', group: params.get('group') || '', enabled: params.get('enabled') || '',
@@ -18,7 +20,7 @@ export async function jobs(main, _, params) {
   const enabled = select([['', 'any status'], ['true', 'running'], ['false', 'stopped']], filters.enabled);
   const type = select([['', 'any schedule'], ...values(SCHEDULE_TYPES)], filters.schedule_type);
   const sort = select([['-id', 'newest'], ['id', 'oldest'], ['description', 'description A-Z'], ['-description', 'description Z-A'], ['-updated', 'recently changed']], filters.sort);
-  const go = (p) => navigate(`/jobs${query({ q: q.value.trim(), group: group.value, enabled: enabled.value, schedule_type: type.value, sort: sort.value === '-id' ? '' : sort.value, page: p || '' })}`);
+  const go = (o) => navigate(`/jobs${query({ q: q.value.trim(), group: group.value, enabled: enabled.value, schedule_type: type.value, sort: sort.value === '-id' ? '' : sort.value, offset: o || '' })}`);
   const form = h('form', { class: 'toolbar', role: 'search', onsubmit: (e) => { e.preventDefault(); go(0); } },
     field('Search', 'q', q), field('Group', 'group', group), field('Status', 'enabled', enabled),
     field('Schedule', 'schedule_type', type), field('Sort', 'sort', sort),
@@ -26,7 +28,7 @@ export async function jobs(main, _, params) {
     mayOperate() ? link('/jobs/new', 'New job') : null);
   for (const s of [group, enabled, type, sort]) s.addEventListener('change', () => go(0));
   main.append(h('h1', {}, 'Jobs'), form);
-  const data = await api('GET', `/api/v1/jobs${query({ ...filters, limit: size, offset: page * size })}`);
+  const data = await api('GET', `/api/v1/jobs${query({ ...filters, limit: size, offset })}`);
   const rows = data.items.map((j) => h('tr', {},
     h('td', {}, link(`/jobs/${j.id}`, String(j.id))),
     h('td', {}, link(`/jobs/${j.id}`, j.description || '(no description)')),
@@ -39,11 +41,11 @@ export async function jobs(main, _, params) {
     h('caption', { class: 'muted' }, `${data.total}${data.total_exact ? '' : '+'} jobs`),
     h('thead', {}, h('tr', {}, ...['Id', 'Description', 'Group', 'Schedule', 'Handler', 'Status', ''].map((t, i) => h('th', { scope: 'col', class: i === 2 || i === 4 ? 'hide-narrow' : undefined }, t)))),
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No job matches.'))))));
-  const more = data.total_exact ? (page + 1) * size < data.total : data.items.length === size;
+  const next = data.next_offset;
   main.append(h('div', { class: 'pager' },
-    h('button', { type: 'button', disabled: page === 0, onclick: () => go(page - 1) }, 'Previous'),
-    h('span', {}, `Page ${page + 1}`),
-    h('button', { type: 'button', disabled: !more, onclick: () => go(page + 1) }, 'Next')));
+    h('button', { type: 'button', disabled: offset === 0, onclick: () => go(Math.max(0, offset - size)) }, 'Previous'),
+    h('span', {}, data.items.length ? `${offset + 1}–${offset + data.items.length}` : ''),
+    h('button', { type: 'button', disabled: next === undefined, onclick: () => go(next) }, 'Next')));
 }
 
 /** The job form: new (`id` absent), edit, or copy (`from`). */

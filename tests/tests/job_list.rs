@@ -354,3 +354,60 @@ async fn every_job_is_paged_from_the_bitmaps_where_most_ids_were_deleted() {
         }
     }
 }
+
+/// A page is bounded in bytes as well as rows: jobs with the largest
+/// scripts come a few at a time, each page under 1 MiB of definitions (but
+/// for a single job), and following `next_offset` reaches every job once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_large_jobs_stops_at_its_byte_bound_and_goes_on_from_there() {
+    let world = World::new("job_bytes").await;
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": "big" })).await.0,
+        201
+    );
+    let script = format!("# {}\necho done\n", "x".repeat(60 * 1024));
+    let mut created = Vec::new();
+    for _ in 0..20 {
+        created.push(
+            api.create_job(json!({ "group": "big", "schedule_type": "NONE",
+                "glue_type": "GLUE_SHELL", "glue_source": script }))
+                .await,
+        );
+    }
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    let mut pages = 0;
+    loop {
+        let (status, page) = api
+            .get(&format!("/api/v1/jobs?group=big&limit=100&offset={offset}"))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        let items = page["items"].as_array().expect("items");
+        let bytes: usize = items
+            .iter()
+            .map(|j| serde_json::to_vec(j).unwrap().len())
+            .sum();
+        assert!(
+            bytes <= 1024 * 1024,
+            "page at {offset}: {bytes} bytes of {} jobs",
+            items.len()
+        );
+        assert!(!items.is_empty(), "an empty page at {offset}");
+        seen.extend(ids(&page));
+        pages += 1;
+        match page["next_offset"].as_u64() {
+            Some(next) => {
+                assert_eq!(next as usize, offset + items.len(), "{page}");
+                offset = next as usize;
+            }
+            None => break,
+        }
+    }
+    assert!(pages > 1, "20 jobs of 60 KiB take more than one page");
+    seen.sort_unstable();
+    assert_eq!(seen, created, "every job once");
+    cluster.stop().await;
+}

@@ -307,9 +307,11 @@ async fn existing_jobs(api: &mut Api, source: &str) -> anyhow::Result<BTreeMap<S
                 found.insert(r.to_owned(), job.clone());
             }
         }
-        offset += items.len();
-        if items.is_empty() || offset as u64 >= page["total"].as_u64().unwrap_or(0) {
-            return Ok(found);
+        // A page may stop early at its byte bound: the next starts where
+        // the API says.
+        match page["next_offset"].as_u64() {
+            Some(next) if !items.is_empty() => offset = next as usize,
+            _ => return Ok(found),
         }
     }
 }

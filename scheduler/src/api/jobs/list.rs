@@ -16,6 +16,12 @@ use crate::api::doc::ApiErrors;
 use crate::api::input::query_usize;
 use crate::api::state::{ApiResult, AppState};
 
+/// The most bytes of job definitions (as JSON) a page holds: a page stops
+/// before the job that would pass it, with at least one job, and
+/// `next_offset` says where the next page starts. Rows alone do not bound
+/// a page: a job's script and params may take 80 KiB.
+pub(crate) const PAGE_MAX_BYTES: usize = 1024 * 1024;
+
 /// A page of jobs.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct JobPage {
@@ -26,6 +32,11 @@ pub(crate) struct JobPage {
     total: usize,
     total_exact: bool,
     offset: usize,
+    /// Where the next page starts (`offset` of the next request), absent on
+    /// the last page. Less than `offset + limit` when the page stopped at
+    /// its byte bound (1 MiB of definitions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<usize>,
     items: Vec<Job>,
 }
 
@@ -89,16 +100,37 @@ pub(crate) async fn list_jobs(
     let jobs = s.store.get_jobs(&page).await?;
     // The page's ids may come from MySQL's mirror, which trails Redis: a
     // job moved to a group the caller may not read is left out here.
-    let items = page
-        .iter()
-        .filter_map(|id| jobs.get(id))
-        .filter(|j| caller.principal.may(Access::ReadGroup(&j.group)))
-        .map(|j| super::shown_to(&caller, Job::clone(j)))
-        .collect();
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    let mut consumed = 0;
+    for id in &page {
+        let Some(job) = jobs
+            .get(id)
+            .filter(|j| caller.principal.may(Access::ReadGroup(&j.group)))
+        else {
+            consumed += 1;
+            continue;
+        };
+        let job = super::shown_to(&caller, Job::clone(job));
+        let size = serde_json::to_vec(&job).map_or(0, |b| b.len());
+        if !items.is_empty() && bytes + size > PAGE_MAX_BYTES {
+            break;
+        }
+        bytes += size;
+        items.push(job);
+        consumed += 1;
+    }
+    let more = if total_exact {
+        query.offset + page.len() < total
+    } else {
+        page.len() == query.limit
+    };
+    let next_offset = (consumed < page.len() || more).then_some(query.offset + consumed);
     Ok(Json(JobPage {
         total,
         total_exact,
         offset: query.offset,
+        next_offset,
         items,
     }))
 }
