@@ -213,6 +213,8 @@ async fn publish_for(
     let before = ProcSnapshot::take(&sources);
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(seconds);
+    // Signed as the engine's messages are (`user_id`).
+    let user = config.names().publisher().map(str::to_owned);
     let publish = |_| {
         amqp::publish_confirmed(
             &channel,
@@ -222,6 +224,7 @@ async fn publish_for(
                 mandatory: true,
                 message_id: Some(&message_id),
                 headers: None,
+                user_id: user.as_deref(),
             },
             &body,
         )

@@ -42,6 +42,18 @@ pub fn addresses(url: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The broker user `url` signs in as (its first address's; RabbitMQ's
+/// `guest` when it names none): what this process's messages carry as
+/// `user_id`. Empty when the URL does not parse (the connection fails
+/// then anyway).
+pub fn user_of(url: &str) -> String {
+    addresses(url)
+        .first()
+        .and_then(|u| u.parse::<lapin::uri::AMQPUri>().ok())
+        .map(|u| u.authority.userinfo.username)
+        .unwrap_or_default()
+}
+
 /// The order in which a connection tries the addresses: from `start`
 /// round, so successive connections (and each reconnection) begin at the
 /// next node and spread over the cluster.
@@ -265,6 +277,10 @@ pub struct Publish<'a> {
     pub mandatory: bool,
     pub message_id: Option<&'a str>,
     pub headers: Option<FieldTable>,
+    /// The broker user the connection signed in as
+    /// ([`crate::names::Names::publisher`]): RabbitMQ refuses a message
+    /// whose `user_id` is another, so a consumer may trust it.
+    pub user_id: Option<&'a str>,
 }
 
 /// Publishes a persistent JSON message and waits for the broker's confirm.
@@ -278,6 +294,9 @@ pub async fn publish_confirmed(ch: &Channel, p: Publish<'_>, body: &[u8]) -> Res
     }
     if let Some(headers) = p.headers {
         props = props.with_headers(headers);
+    }
+    if let Some(user) = p.user_id {
+        props = props.with_user_id(user.into());
     }
     let opts = BasicPublishOptions {
         mandatory: p.mandatory,
@@ -322,6 +341,7 @@ pub async fn dead_letter(
         exchange: &exchange,
         routing_key: "",
         headers: Some(headers),
+        user_id: names.publisher(),
         ..Publish::default()
     };
     publish_confirmed(ch, publish, &delivery.data).await?;
@@ -354,6 +374,7 @@ pub async fn publish_events(
     let publish = Publish {
         exchange: &exchange,
         routing_key: first.routing_key(),
+        user_id: names.publisher(),
         ..Publish::default()
     };
     publish_confirmed(ch, publish, &body).await?;
@@ -363,6 +384,18 @@ pub async fn publish_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_a_url_signs_in_as_is_what_messages_carry() {
+        assert_eq!(user_of("amqp://bob:pw@mq:5672/rondo"), "bob");
+        assert_eq!(user_of("amqp://b%40x:pw@mq:5672/rondo"), "b@x");
+        assert_eq!(user_of("amqp://127.0.0.1:5672/%2f"), "guest");
+        assert_eq!(
+            user_of("amqp://ann:a@h1:5681/%2f,amqp://ann:a@h2:5682/%2f"),
+            "ann"
+        );
+        assert_eq!(user_of(""), "");
+    }
 
     #[test]
     fn a_list_of_brokers_is_tried_from_a_new_start_each_time() {

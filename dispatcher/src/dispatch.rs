@@ -255,6 +255,7 @@ impl Dispatcher {
             mandatory: true,
             message_id: None,
             headers: None,
+            user_id: self.link.names.publisher(),
         };
         amqp::publish_confirmed(&ch, publish, &body).await
     }
@@ -520,6 +521,7 @@ fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
                     mandatory: true,
                     message_id: message_id.as_deref(),
                     headers: None,
+                    user_id: link.names.publisher(),
                 };
                 let outcome = amqp::publish_confirmed(&ch, publish, &body).await;
                 link.note(&outcome).await;

@@ -270,6 +270,9 @@ class Names:
         self.dead_queue = f"{ns}.dead"
         self.persist_queue = f"{ns}.persist"
         self.monitor_queue = f"{ns}.monitor"
+        # The broker user every message is signed with (AMQP ``user_id``,
+        # §8.1): the one the connection signs in as.
+        self.publisher = pika.URLParameters(config.amqp_url).credentials.username
 
     def registry_of(self, app: str) -> str:
         return f"{self.ns}:registry:{app}"
@@ -1044,7 +1047,9 @@ class Outbox:
                 batch[0].exchange,
                 batch[0].routing_key,
                 body,
-                pika.BasicProperties(delivery_mode=2, content_type="application/json"),
+                pika.BasicProperties(
+                    delivery_mode=2, content_type="application/json", user_id=self._names.publisher
+                ),
             )
         except pika.exceptions.NackError:
             log.warning("broker refused %d %s event(s); retrying", len(batch), batch[0].routing_key)
@@ -1061,7 +1066,9 @@ class Outbox:
                 item.exchange,
                 item.routing_key,
                 item.body,
-                pika.BasicProperties(delivery_mode=2, content_type="application/json"),
+                pika.BasicProperties(
+                    delivery_mode=2, content_type="application/json", user_id=self._names.publisher
+                ),
                 mandatory=True,
             )
         except (pika.exceptions.NackError, pika.exceptions.UnroutableError) as err:
@@ -1372,7 +1379,12 @@ class Broker:
                 self._names.dlx,
                 "",
                 body,
-                pika.BasicProperties(delivery_mode=2, content_type="application/json", headers=headers),
+                pika.BasicProperties(
+                    delivery_mode=2,
+                    content_type="application/json",
+                    headers=headers,
+                    user_id=self._names.publisher,
+                ),
             )
         except (pika.exceptions.NackError, pika.exceptions.UnroutableError) as err:
             log.error("dead-letter publish refused (%s); rejecting without requeue", err)

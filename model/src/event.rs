@@ -99,6 +99,13 @@ pub enum Event {
 }
 
 impl Event {
+    /// Whether only a scheduler node makes this event: a definition (group
+    /// or job), a trigger's sending, an alarm's outcome, an audit entry.
+    /// Results and log lines come from executors.
+    pub fn is_schedulers(&self) -> bool {
+        !matches!(self, Event::Result(_) | Event::Log(_))
+    }
+
     /// The routing key on the events exchange.
     pub fn routing_key(&self) -> &'static str {
         match self {

@@ -18,6 +18,10 @@ pub struct Names {
     partitions: u32,
     /// The durable queues are quorum queues (`amqp.queue_type`).
     quorum_queues: bool,
+    /// The broker user this process publishes as: every message carries it
+    /// as its AMQP `user_id`, which RabbitMQ checks against the connection,
+    /// so a consumer knows who sent it. Empty: none set.
+    publisher: String,
 }
 
 impl Names {
@@ -27,7 +31,20 @@ impl Names {
             ns: namespace.to_owned(),
             partitions,
             quorum_queues: false,
+            publisher: String::new(),
         }
+    }
+
+    /// The same names, publishing as broker user `user`.
+    pub fn with_publisher(mut self, user: &str) -> Self {
+        self.publisher = user.to_owned();
+        self
+    }
+
+    /// The broker user this process publishes as (`user_id`); `None` when
+    /// not set.
+    pub fn publisher(&self) -> Option<&str> {
+        (!self.publisher.is_empty()).then_some(self.publisher.as_str())
     }
 
     /// The same names, with the durable queues declared as quorum queues

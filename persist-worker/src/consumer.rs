@@ -44,18 +44,42 @@ pub struct Worker {
     names: Names,
     history: History,
     readiness: Readiness,
+    /// The broker users whose scheduler events are stored
+    /// (`persist.scheduler_users`, or this worker's own).
+    scheduler_users: Vec<String>,
 }
 
 impl Worker {
     /// `readiness` is set while a broker session consumes.
     pub fn new(config: Config, history: History, readiness: Readiness) -> Self {
         let names = config.names();
+        let scheduler_users = if config.persist.scheduler_users.is_empty() {
+            names.publisher().map(str::to_owned).into_iter().collect()
+        } else {
+            config.persist.scheduler_users.clone()
+        };
         Worker {
             config,
             names,
             history,
             readiness,
+            scheduler_users,
         }
+    }
+
+    /// Why a message from `sender` (its `user_id`) carrying `events` is
+    /// refused: a scheduler's event from anyone but a scheduler node.
+    fn forbidden(&self, sender: Option<&str>, events: &[Event]) -> Option<String> {
+        let event = events.iter().find(|e| e.is_schedulers())?;
+        if sender.is_some_and(|s| self.scheduler_users.iter().any(|u| u == s)) {
+            return None;
+        }
+        Some(format!(
+            "forbidden: {} events are stored only from the scheduler's broker user ({}), this one came from {}",
+            event.routing_key(),
+            self.scheduler_users.join(", "),
+            sender.unwrap_or("a sender without user_id"),
+        ))
     }
 
     /// Consumes until `shutdown`, then stops consuming, flushes the current
@@ -197,7 +221,24 @@ impl<'w> Session<'w> {
         batch: &mut Batch,
     ) -> anyhow::Result<()> {
         match rondo_core::event::decode_events(&delivery.data) {
-            Ok(events) => batch.push(delivery.delivery_tag, events, Instant::now()),
+            Ok(events) => {
+                let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
+                if let Some(reason) = self.worker.forbidden(sender, &events) {
+                    metrics::counter!("rondo_persist_dead_letters_total", "reason" => "forbidden")
+                        .increment(1);
+                    amqp::dead_letter(
+                        &self.publish,
+                        &self.worker.names,
+                        &delivery,
+                        self.queue,
+                        &reason,
+                    )
+                    .await
+                    .context("dead-lettering a forbidden message")?;
+                    return Ok(());
+                }
+                batch.push(delivery.delivery_tag, events, Instant::now());
+            }
             Err(error) => {
                 metrics::counter!("rondo_persist_dead_letters_total", "reason" => "undecodable")
                     .increment(1);
@@ -331,6 +372,7 @@ impl<'w> Session<'w> {
             exchange: &exchange,
             routing_key: event.routing_key(),
             headers: Some(headers),
+            user_id: self.worker.names.publisher(),
             ..Publish::default()
         };
         amqp::publish_confirmed(&self.publish, publish, &body)

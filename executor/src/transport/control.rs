@@ -61,6 +61,7 @@ pub async fn send_kill(
         exchange: &exchange,
         routing_key: executor_id,
         mandatory: true,
+        user_id: names.publisher(),
         ..Publish::default()
     };
     amqp::publish_confirmed(channel, publish, &body).await

@@ -94,6 +94,7 @@ impl Deliveries {
             exchange: &exchange,
             routing_key: &self.executor_id,
             mandatory: true,
+            user_id: self.names.publisher(),
             ..rondo_core::amqp::Publish::default()
         };
         match rondo_core::amqp::publish_confirmed(channel, publish, &body).await {

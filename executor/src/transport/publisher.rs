@@ -153,6 +153,7 @@ impl Target {
             let publish = Publish {
                 exchange: &exchange,
                 routing_key,
+                user_id: self.names.publisher(),
                 ..Publish::default()
             };
             amqp::publish_confirmed(&channel, publish, body)
