@@ -166,6 +166,7 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             config.executor.http_allow.join(","),
         ),
         ("RONDO_EXECUTOR_JOB_ENV", config.executor.job_env.join(",")),
+        ("RONDO_EXECUTOR_RUN_AS", config.executor.run_as.clone()),
         (
             "RONDO_ALARM_WEBHOOK_ALLOW",
             config.alarm.webhook_allow.join(","),

@@ -328,3 +328,56 @@ async fn a_script_sees_none_of_the_executors_credentials() {
         "{lines:?}"
     );
 }
+
+/// With `executor.run_as`, script jobs run as that OS user (its uid and
+/// groups, its `HOME`, from `/`): one cannot read the executor's own
+/// environment, which holds the services' credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn script_jobs_run_as_the_configured_user() {
+    let nobody = std::process::Command::new("getent")
+        .args(["passwd", "nobody"])
+        .output()
+        .expect("getent runs");
+    let fields: Vec<String> = String::from_utf8_lossy(&nobody.stdout)
+        .trim()
+        .split(':')
+        .map(str::to_owned)
+        .collect();
+    let (uid, gid, home) = (&fields[2], &fields[3], &fields[5]);
+    let mut world = World::new("scripts_run_as").await;
+    world.config.executor.app = "sc".into();
+    world.config.executor.script_handlers = vec!["sh".into()];
+    world.config.executor.run_as = "nobody".into();
+    let mut cluster = Cluster::new(world);
+    cluster.spawn_executor("sc-1");
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": "sc" })).await.0,
+        201
+    );
+    api.until_executors("sc", &["sc-1"]).await;
+    let script = "id -u; id -g; echo \"home=$HOME\"; pwd\n\
+        if cat /proc/$PPID/environ >/dev/null 2>&1; then echo read; else echo denied; fi";
+    let (status, job) = api
+        .post(
+            "/api/v1/jobs",
+            json!({ "group": "sc", "glue_type": "GLUE_SHELL", "glue_source": script }),
+        )
+        .await;
+    assert_eq!(status, 201, "{job}");
+    let tid = api.trigger_now(job["id"].as_u64().expect("an id")).await;
+    let (code, msg, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{msg}: {lines:?}");
+    for want in [
+        uid.clone(),
+        gid.clone(),
+        format!("home={home}"),
+        "/".into(),
+        "denied".into(),
+    ] {
+        assert!(has_line(&lines, &want), "{want} in {lines:?}");
+    }
+    cluster.stop().await;
+}

@@ -70,6 +70,13 @@ pub struct ExecutorConfig {
     /// comma-separated.
     #[serde(deserialize_with = "list_or_csv")]
     pub job_env: Vec<String>,
+    /// An OS user that shell and script jobs run as (its uid, its groups,
+    /// its `HOME`, from `/`), so a job cannot read the executor's files;
+    /// empty: the executor's own user. The executor must be able to switch
+    /// to it (root, or `CAP_SETUID` and `CAP_SETGID`), which it checks at
+    /// start. `http` and `demo` run inside the executor and are not
+    /// affected.
+    pub run_as: String,
 }
 
 impl Default for ExecutorConfig {
@@ -89,6 +96,7 @@ impl Default for ExecutorConfig {
             http_max_response_bytes: 1024 * 1024,
             http_allow: Vec::new(),
             job_env: Vec::new(),
+            run_as: String::new(),
         }
     }
 }

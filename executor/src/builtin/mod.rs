@@ -14,14 +14,31 @@ mod shell;
 pub use demo::demo;
 pub use http::{Http, http};
 pub use script::{Script, script};
-pub use shell::{JobEnv, Shell, shell};
+pub use shell::{JobEnv, RunAs, Shell, shell};
 
+use rondo_core::config::ExecutorConfig;
+
+use crate::ExecutorError;
 use crate::executor::ExecutorBuilder;
 
 /// Checks the built-in handlers' part of an executor's config (the `http`
-/// handler's CA file and limits), for a process to refuse a bad config at
-/// start; [`register`] cannot fail.
-pub use http::check_config;
+/// handler's CA file and limits, and that `executor.run_as` is a user this
+/// process can become), for a process to refuse a bad config at start;
+/// [`register`] cannot fail.
+pub fn check_config(config: &ExecutorConfig) -> Result<(), ExecutorError> {
+    http::check_config(config)?;
+    job_env(config).map(drop).map_err(ExecutorError::Config)
+}
+
+/// What shell and script jobs start from: [`JobEnv`], run as
+/// `executor.run_as` when set.
+fn job_env(config: &ExecutorConfig) -> Result<JobEnv, String> {
+    let env = JobEnv::inherit(&config.job_env);
+    if config.run_as.is_empty() {
+        return Ok(env);
+    }
+    Ok(env.run_as(RunAs::resolve(&config.run_as)?))
+}
 
 pub use crate::handler::COMMAND_HANDLERS;
 
@@ -32,7 +49,12 @@ pub use crate::handler::COMMAND_HANDLERS;
 pub fn register(builder: ExecutorBuilder) -> ExecutorBuilder {
     let commands = builder.config().executor.command_handlers;
     let interpreters = builder.config().executor.script_handlers.clone();
-    let env = JobEnv::inherit(&builder.config().executor.job_env);
+    // `check_config` refuses a `run_as` this process cannot become; an
+    // embedder that skipped it gets no shell or script handler at all
+    // rather than jobs run as the executor's own user.
+    let env = job_env(&builder.config().executor)
+        .inspect_err(|e| tracing::error!(error = %e, "shell and script jobs are not offered"))
+        .ok();
     let configured = Http::from_config(&builder.config().executor);
     let mut builder = match configured {
         Ok(configured) => builder.handler("http", configured),
@@ -41,6 +63,9 @@ pub fn register(builder: ExecutorBuilder) -> ExecutorBuilder {
         Err(_) => builder.handler("http", http),
     }
     .handler("demo", demo);
+    let Some(env) = env else {
+        return builder;
+    };
     if commands {
         builder = builder.handler("shell", Shell(env.clone()));
     }

@@ -33,7 +33,7 @@ use tokio::process::Command;
 
 use futures_util::future::BoxFuture;
 
-use super::shell::{JobEnv, run, with_trigger};
+use super::shell::{JobEnv, RunAs, run, with_trigger};
 use crate::context::JobContext;
 use crate::error::JobError;
 use crate::handler::Handler;
@@ -66,7 +66,7 @@ async fn run_script(ctx: JobContext, env: &JobEnv) -> Result<(), JobError> {
     let Some(interpreter) = glue.interpreter() else {
         return Err(JobError::abort("script: a BEAN job has no script"));
     };
-    let file = ScriptFile::write(&ctx, glue, &script.source)
+    let file = ScriptFile::write(&ctx, glue, &script.source, env.user())
         .map_err(|e| JobError::fail(format!("cannot write the script file: {e}")))?;
     ctx.log(format!(
         "[rondo] running {} version {} with {interpreter}",
@@ -86,7 +86,7 @@ fn command(
     file: &Path,
     version: u32,
 ) -> Command {
-    let mut cmd = Command::new(interpreter);
+    let mut cmd = env.command(interpreter);
     if interpreter == "pwsh" {
         cmd.args(["-NoLogo", "-NoProfile", "-NonInteractive", "-File"]);
     }
@@ -124,9 +124,20 @@ struct ScriptFile {
 }
 
 impl ScriptFile {
-    fn write(ctx: &JobContext, glue: GlueType, source: &str) -> std::io::Result<ScriptFile> {
-        use std::os::unix::fs::OpenOptionsExt;
+    /// Written by the executor, readable by `user` only when jobs run as
+    /// another user: the file is theirs (mode 0500), and the directory lets
+    /// them reach it by its random name without listing it (0711).
+    fn write(
+        ctx: &JobContext,
+        glue: GlueType,
+        source: &str,
+        user: Option<&RunAs>,
+    ) -> std::io::Result<ScriptFile> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let dir = private_dir()?;
+        if user.is_some() {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+        }
         let ext = match glue {
             GlueType::Shell => "sh",
             GlueType::Python => "py",
@@ -145,6 +156,10 @@ impl ScriptFile {
             .mode(0o700)
             .open(&path)?;
         std::io::Write::write_all(&mut file, source.as_bytes())?;
+        if let Some(user) = user {
+            std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500))?;
+        }
         Ok(ScriptFile { path })
     }
 }

@@ -55,7 +55,10 @@ const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG"];
 /// them when the handler was registered; nothing else of the executor's
 /// (its `RONDO_*` settings hold the Redis, broker and MySQL credentials).
 #[derive(Clone, Debug, Default)]
-pub struct JobEnv(Arc<[(String, String)]>);
+pub struct JobEnv {
+    vars: Arc<[(String, String)]>,
+    run_as: Option<Arc<RunAs>>,
+}
 
 impl JobEnv {
     /// [`BASE_ENV`] and `names`, read from this process's environment
@@ -68,7 +71,106 @@ impl JobEnv {
         let vars: Vec<(String, String)> = names
             .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
             .collect();
-        JobEnv(vars.into())
+        JobEnv {
+            vars: vars.into(),
+            run_as: None,
+        }
+    }
+
+    /// The same environment, for jobs run as `user` (`executor.run_as`).
+    pub fn run_as(mut self, user: RunAs) -> JobEnv {
+        self.run_as = Some(Arc::new(user));
+        self
+    }
+
+    /// Who the jobs run as, when not the executor's own user.
+    pub fn user(&self) -> Option<&RunAs> {
+        self.run_as.as_deref()
+    }
+
+    /// A command that runs `program` as the jobs' user: through
+    /// `setpriv` (util-linux) when `executor.run_as` is set, started from
+    /// `/` (the executor's directory may not be the user's to enter).
+    pub(super) fn command(&self, program: &str) -> Command {
+        match &self.run_as {
+            None => Command::new(program),
+            Some(user) => {
+                let mut cmd = Command::new("setpriv");
+                user.switch(&mut cmd);
+                cmd.arg(program).current_dir("/");
+                cmd
+            }
+        }
+    }
+}
+
+/// An OS user jobs run as (`executor.run_as`), as `getent passwd` has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: String,
+}
+
+impl RunAs {
+    /// Looks `name` up and checks that this process can become it (root,
+    /// or `CAP_SETUID` and `CAP_SETGID`): a `setpriv` to it runs `true`.
+    /// The error names `executor.run_as`.
+    pub fn resolve(name: &str) -> Result<RunAs, String> {
+        let key = "executor.run_as";
+        let out = std::process::Command::new("getent")
+            .args(["passwd", name])
+            .output()
+            .map_err(|e| format!("{key}: cannot run getent to find {name:?}: {e}"))?;
+        let line = String::from_utf8_lossy(&out.stdout);
+        let fields: Vec<&str> = line.trim_end().split(':').collect();
+        let user = match fields.as_slice() {
+            [_, _, uid, gid, _, home, _] if out.status.success() => RunAs {
+                name: name.to_owned(),
+                uid: uid
+                    .parse()
+                    .map_err(|_| format!("{key}: {name:?} has uid {uid:?}"))?,
+                gid: gid
+                    .parse()
+                    .map_err(|_| format!("{key}: {name:?} has gid {gid:?}"))?,
+                home: (*home).to_owned(),
+            },
+            _ => return Err(format!("{key}: no user {name:?} on this host")),
+        };
+        let mut trial = std::process::Command::new("setpriv");
+        trial
+            .args(user.switch_args())
+            .arg("true")
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let tried = trial
+            .output()
+            .map_err(|e| format!("{key}: cannot run setpriv (util-linux): {e}"))?;
+        if !tried.status.success() {
+            return Err(format!(
+                "{key}: this executor cannot run jobs as {name:?} (it needs root, or CAP_SETUID and CAP_SETGID): {}",
+                String::from_utf8_lossy(&tried.stderr).trim()
+            ));
+        }
+        Ok(user)
+    }
+
+    fn switch_args(&self) -> [String; 6] {
+        [
+            "--reuid".into(),
+            self.uid.to_string(),
+            "--regid".into(),
+            self.gid.to_string(),
+            "--init-groups".into(),
+            "--".into(),
+        ]
+    }
+
+    fn switch(&self, cmd: &mut Command) {
+        cmd.args(self.switch_args());
     }
 }
 
@@ -144,7 +246,7 @@ pub(super) async fn run(
 }
 
 fn command(ctx: &JobContext, env: &JobEnv) -> Command {
-    let mut cmd = Command::new("sh");
+    let mut cmd = env.command("sh");
     cmd.arg("-c").arg(ctx.params()).arg("rondo");
     with_trigger(&mut cmd, ctx, env, &[]);
     cmd
@@ -164,13 +266,14 @@ pub(super) fn with_trigger(
     cmd.arg(&shard_index)
         .arg(&shard_total)
         .env_clear()
-        .envs(env.0.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("RONDO_TRIGGER_ID", ctx.trigger_id())
         .env("RONDO_JOB_ID", ctx.job_id().to_string())
         .env("RONDO_SHARD_INDEX", &shard_index)
         .env("RONDO_SHARD_TOTAL", &shard_total)
         .env("RONDO_PARAMS", ctx.params())
         .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+        .envs(env.user().map(|u| ("HOME", u.home.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -275,6 +378,13 @@ fn emit(ctx: &JobContext, prefix: &str, line: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_user_that_does_not_exist_is_refused_naming_the_key() {
+        let refused = super::RunAs::resolve("no-such-user-rondo").unwrap_err();
+        assert!(refused.starts_with("executor.run_as: "), "{refused}");
+        assert!(refused.contains("no-such-user-rondo"), "{refused}");
+    }
+
     use super::*;
     use crate::testing::{TestRun, run_handler};
 
