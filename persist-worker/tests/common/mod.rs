@@ -105,12 +105,18 @@ impl Harness {
         self.publish_bodies(&bodies).await;
     }
 
-    /// Publishes raw bodies with their routing keys, confirms pipelined.
+    /// Publishes raw bodies with their routing keys, confirms pipelined,
+    /// signed as a scheduler node's (`user_id`: the worker stores group,
+    /// job, trigger, alarm and audit events from its own user by default).
     pub async fn publish_bodies(&self, bodies: &[(String, Vec<u8>)]) {
-        let exchange = self.config.names().events_exchange();
+        let names = self.config.names();
+        let exchange = names.events_exchange();
+        let user = names.publisher().unwrap_or_default();
         let mut confirms = Vec::with_capacity(bodies.len());
         for (key, body) in bodies {
-            let props = BasicProperties::default().with_delivery_mode(amqp::PERSISTENT);
+            let props = BasicProperties::default()
+                .with_delivery_mode(amqp::PERSISTENT)
+                .with_user_id(user.into());
             let confirm = self
                 .channel
                 .basic_publish(
