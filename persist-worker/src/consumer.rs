@@ -214,47 +214,45 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// Adds a delivery to the batch, or dead-letters it if it does not decode.
+    /// Adds a delivery to the batch, or dead-letters it if it does not
+    /// decode or carries a scheduler's event from another sender.
     async fn accept(
         &self,
         delivery: lapin::message::Delivery,
         batch: &mut Batch,
     ) -> anyhow::Result<()> {
-        match rondo_core::event::decode_events(&delivery.data) {
-            Ok(events) => {
-                let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
-                if let Some(reason) = self.worker.forbidden(sender, &events) {
-                    metrics::counter!("rondo_persist_dead_letters_total", "reason" => "forbidden")
-                        .increment(1);
-                    amqp::dead_letter(
-                        &self.publish,
-                        &self.worker.names,
-                        &delivery,
-                        self.queue,
-                        &reason,
-                    )
-                    .await
-                    .context("dead-lettering a forbidden message")?;
-                    return Ok(());
-                }
-                batch.push(delivery.delivery_tag, events, Instant::now());
-            }
+        let events = match rondo_core::event::decode_events(&delivery.data) {
+            Ok(events) => events,
             Err(error) => {
-                metrics::counter!("rondo_persist_dead_letters_total", "reason" => "undecodable")
-                    .increment(1);
                 let reason = format!("undecodable event message: {error}");
-                amqp::dead_letter(
-                    &self.publish,
-                    &self.worker.names,
-                    &delivery,
-                    self.queue,
-                    &reason,
-                )
-                .await
-                .context("dead-lettering an undecodable message")?;
+                return self.refuse(&delivery, "undecodable", &reason).await;
             }
+        };
+        let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
+        if let Some(reason) = self.worker.forbidden(sender, &events) {
+            return self.refuse(&delivery, "forbidden", &reason).await;
         }
+        batch.push(delivery.delivery_tag, events, Instant::now());
         Ok(())
+    }
+
+    /// Dead-letters a whole delivery with `reason`, counted under `kind`.
+    async fn refuse(
+        &self,
+        delivery: &lapin::message::Delivery,
+        kind: &'static str,
+        reason: &str,
+    ) -> anyhow::Result<()> {
+        metrics::counter!("rondo_persist_dead_letters_total", "reason" => kind).increment(1);
+        amqp::dead_letter(
+            &self.publish,
+            &self.worker.names,
+            delivery,
+            self.queue,
+            reason,
+        )
+        .await
+        .with_context(|| format!("dead-lettering a message ({kind})"))
     }
 
     /// Sets `rondo_persist_backlog` (messages waiting in the persist queue,

@@ -59,6 +59,20 @@ use sqlx::MySqlPool;
 use tower::ServiceExt;
 
 pub use cluster::Cluster;
+
+/// The text of `doc` between its `<!-- name:begin -->` and
+/// `<!-- name:end -->` markers: the tables and command lines the tests
+/// read from the docs, so the docs say what the code does.
+pub fn doc_block<'a>(doc: &'a str, name: &str) -> &'a str {
+    let begin = format!("<!-- {name}:begin -->");
+    let start = doc
+        .find(&begin)
+        .unwrap_or_else(|| panic!("no {begin} marker"));
+    let end = doc[start..]
+        .find(&format!("<!-- {name}:end -->"))
+        .unwrap_or_else(|| panic!("no {name}:end marker after {begin}"));
+    &doc[start..start + end]
+}
 pub use rondo_core::testkit::{PATIENCE, eventually, fixtures, queue_depth, take_dead};
 
 /// One test's isolated world: its config (a fresh namespace, short

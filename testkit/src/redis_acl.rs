@@ -30,13 +30,7 @@ impl Role<'_> {
 /// Every `ACL SETUSER` line of the `redis-acl` block, as `(user, rules)`
 /// with the shell's quoting and escapes undone, for namespace `rondo`.
 pub fn documented() -> Vec<(String, Vec<String>)> {
-    let start = SECURITY
-        .find("<!-- redis-acl:begin -->")
-        .expect("redis-acl:begin marker in docs/security.md");
-    let end = SECURITY
-        .find("<!-- redis-acl:end -->")
-        .expect("redis-acl:end marker in docs/security.md");
-    let block = SECURITY[start..end].replace("\\\n", " ");
+    let block = crate::doc_block(SECURITY, "redis-acl").replace("\\\n", " ");
     block
         .lines()
         .filter(|l| l.trim_start().starts_with("redis-cli ACL SETUSER"))

@@ -34,12 +34,6 @@ enum Cell {
 /// The rows of `docs/security.md` between the `roles` markers: family → [viewer,
 /// operator, admin].
 fn role_table() -> Vec<(String, [Cell; 3])> {
-    let start = SECURITY
-        .find("<!-- roles:begin -->")
-        .expect("roles:begin marker");
-    let end = SECURITY
-        .find("<!-- roles:end -->")
-        .expect("roles:end marker");
     let cell = |text: &str| match text.trim() {
         "public" => Cell::Public,
         "yes" => Cell::Yes,
@@ -47,7 +41,7 @@ fn role_table() -> Vec<(String, [Cell; 3])> {
         "no" => Cell::No,
         other => panic!("unknown cell {other:?} in the role table of docs/security.md"),
     };
-    SECURITY[start..end]
+    rondo_testkit::doc_block(SECURITY, "roles")
         .lines()
         .filter(|l| l.starts_with('|'))
         .skip(2) // the header and its separator

@@ -13,13 +13,7 @@ use serde_json::json;
 #[test]
 fn the_operations_doc_lists_every_metric() {
     let readme = include_str!("../../docs/operations.md");
-    let start = readme
-        .find("<!-- metrics:begin -->")
-        .expect("metrics:begin marker");
-    let end = readme
-        .find("<!-- metrics:end -->")
-        .expect("metrics:end marker");
-    let mut listed: Vec<&str> = readme[start..end]
+    let mut listed: Vec<&str> = rondo_testkit::doc_block(readme, "metrics")
         .lines()
         .filter(|l| l.starts_with("| `rondo_"))
         .filter_map(|l| l.split('`').nth(1))

@@ -17,9 +17,15 @@ use rondo_testkit::{Api, Cluster, World, eventually};
 use serde_json::{Value, json};
 
 async fn cluster(tag: &str) -> (Cluster, Api) {
+    cluster_with(tag, |_| {}).await
+}
+
+/// [`cluster`] with the world's config as `tune` changes it.
+async fn cluster_with(tag: &str, tune: impl FnOnce(&mut World)) -> (Cluster, Api) {
     let mut world = World::new(tag).await;
     world.config.executor.app = "sc".into();
     world.config.executor.script_handlers = vec!["sh".into(), "python3".into()];
+    tune(&mut world);
     let mut cluster = Cluster::new(world);
     cluster.spawn_executor("sc-1");
     cluster.start_persist_worker();
@@ -344,20 +350,10 @@ async fn script_jobs_run_as_the_configured_user() {
         .map(str::to_owned)
         .collect();
     let (uid, gid, home) = (&fields[2], &fields[3], &fields[5]);
-    let mut world = World::new("scripts_run_as").await;
-    world.config.executor.app = "sc".into();
-    world.config.executor.script_handlers = vec!["sh".into()];
-    world.config.executor.run_as = "nobody".into();
-    let mut cluster = Cluster::new(world);
-    cluster.spawn_executor("sc-1");
-    cluster.start_persist_worker();
-    let node = cluster.start_node().await;
-    let api = cluster.api(node);
-    assert_eq!(
-        api.post("/api/v1/groups", json!({ "app": "sc" })).await.0,
-        201
-    );
-    api.until_executors("sc", &["sc-1"]).await;
+    let (cluster, api) = cluster_with("scripts_run_as", |w| {
+        w.config.executor.run_as = "nobody".into();
+    })
+    .await;
     let script = "id -u; id -g; echo \"home=$HOME\"; pwd\n\
         if cat /proc/$PPID/environ >/dev/null 2>&1; then echo read; else echo denied; fi";
     let (status, job) = api

@@ -16,7 +16,7 @@ use rondo_testkit::procs::free_addr;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::redis_acl::{RedisUser, Role, admin_of, rules};
 use rondo_testkit::xxl::{Gateway, Standin, StandinSpec, TOKEN};
-use rondo_testkit::{Cluster, World, eventually, publish_raw_event, stored_codes};
+use rondo_testkit::{Cluster, World, doc_block, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
 
 const SECURITY: &str = include_str!("../../docs/security.md");
@@ -24,13 +24,7 @@ const SECURITY: &str = include_str!("../../docs/security.md");
 /// `(user, configure, write, read)` of each `set_permissions` line in the
 /// block in `docs/security.md`, for namespace `ns` and executor app `app`.
 fn readme_permissions(ns: &str, app: &str) -> Vec<(String, [String; 3])> {
-    let start = SECURITY
-        .find("<!-- amqp-permissions:begin -->")
-        .expect("amqp-permissions:begin marker");
-    let end = SECURITY
-        .find("<!-- amqp-permissions:end -->")
-        .expect("amqp-permissions:end marker");
-    let block = SECURITY[start..end].replace("\\\n", " ");
+    let block = doc_block(SECURITY, "amqp-permissions").replace("\\\n", " ");
     block
         .lines()
         .filter(|l| l.trim_start().starts_with("rabbitmqctl set_permissions"))
