@@ -285,6 +285,28 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     await shot(page, '13-jobs-phone');
     await page.setViewportSize({ width: 1280, height: 900 });
 
+    // Paging: twenty jobs with 60 KiB scripts pass a page's byte bound, so
+    // the first page ends early and the next starts where it ended
+    // (`next_offset`), skipping none.
+    const big = `# ${'x'.repeat(60 * 1024)}\necho done\n`;
+    for (let i = 0; i < 20; i += 1) {
+      const filler = await write(page, 'POST', '/api/v1/jobs',
+        { group: APP, description: `filler ${i}`, schedule_type: 'NONE', glue_type: 'GLUE_SHELL', glue_source: big });
+      assert.equal(filler.status(), 201);
+    }
+    const first = await getJson(page, '/api/v1/jobs?limit=20&sort=-id');
+    const cut = first.next_offset;
+    assert.ok(cut > 0 && cut < 20 && first.items.length === cut, `the first page ends at ${cut}`);
+    await page.goto(`${BASE}/jobs`);
+    await page.getByText(`1–${cut}`, { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.waitForURL(new RegExp(`[?&]offset=${cut}(&|$)`));
+    await page.getByText(`${cut + 1}–${first.total}`, { exact: true }).waitFor();
+    assert.ok(await page.getByRole('button', { name: 'Next' }).isDisabled(), 'the last page has no next');
+    await page.getByRole('button', { name: 'Previous' }).click();
+    await page.waitForURL(`${BASE}/jobs`);
+    await page.getByText(`1–${cut}`, { exact: true }).waitFor();
+
     // The session ends (signed out elsewhere): the next screen asks to sign
     // in again, and then shows the screen asked for.
     const me = await (await page.request.get(`${BASE}/api/v1/auth/me`)).json();
@@ -306,7 +328,9 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     assert.equal(await vpage.getByRole('button', { name: 'Save' }).count(), 0);
     assert.ok(await vpage.getByRole('button', { name: 'Start' }).isDisabled());
     assert.ok(await vpage.getByLabel('Description').isDisabled());
-    await vpage.goto(`${BASE}/jobs`);
+    // Oldest first: the fillers above put it on the newest-first list's
+    // second page.
+    await vpage.goto(`${BASE}/jobs?sort=id`);
     await vpage.getByRole('link', { name: 'Every two seconds' }).waitFor();
     assert.equal(await vpage.getByRole('link', { name: 'New job' }).count(), 0);
     await shot(vpage, '14-viewer-job-list');
