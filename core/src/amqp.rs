@@ -54,6 +54,27 @@ pub fn user_of(url: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Why a message from `sender` (its `user_id`) carrying `events` is
+/// refused: an event only a scheduler node makes (a definition, a trigger's
+/// sending, an alarm, an audit entry) from anyone but `schedulers`.
+/// Results and log lines pass.
+pub fn refused_sender(
+    sender: Option<&str>,
+    schedulers: &[String],
+    events: &[crate::event::Event],
+) -> Option<String> {
+    let event = events.iter().find(|e| e.is_schedulers())?;
+    if sender.is_some_and(|s| schedulers.iter().any(|u| u == s)) {
+        return None;
+    }
+    Some(format!(
+        "forbidden: {} events are taken only from the scheduler's broker user ({}), this one came from {}",
+        event.routing_key(),
+        schedulers.join(", "),
+        sender.unwrap_or("a sender without user_id"),
+    ))
+}
+
 /// The order in which a connection tries the addresses: from `start`
 /// round, so successive connections (and each reconnection) begin at the
 /// next node and spread over the cluster.

@@ -164,6 +164,13 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         "failed triggers given a retry",
     ),
     (
+        "rondo_monitor_forbidden_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "monitor messages dead-lettered: a scheduler's event from another broker user",
+    ),
+    (
         "rondo_alarms_total",
         Kind::Counter,
         Process::Scheduler,
@@ -238,7 +245,7 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         Kind::Counter,
         Process::Persist,
         "reason",
-        "events dead-lettered: undecodable, rejected (by MySQL)",
+        "events dead-lettered: undecodable, rejected (by MySQL), forbidden (a scheduler's event from another broker user)",
     ),
     (
         "rondo_persist_backlog",

@@ -144,23 +144,7 @@ async fn recount(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<Cou
         .bind(row.fail_count)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("DELETE FROM log_report_group WHERE day = ?")
-        .bind(day)
-        .execute(&mut *tx)
-        .await?;
-    if !counted.by_group.is_empty() {
-        let mut insert = sqlx::QueryBuilder::new(
-            "INSERT INTO log_report_group (day, group_app, running_count, success_count, fail_count) ",
-        );
-        insert.push_values(&counted.by_group, |mut b, (app, g)| {
-            b.push_bind(day)
-                .push_bind(app)
-                .push_bind(g.running_count)
-                .push_bind(g.success_count)
-                .push_bind(g.fail_count);
-        });
-        insert.build().execute(&mut *tx).await?;
-    }
+    write_groups(&mut tx, day, &counted.by_group).await?;
     tx.commit().await?;
     Ok(counted)
 }
@@ -170,7 +154,8 @@ async fn recount(pool: &MySqlPool, day: NaiveDate, zone: Tz) -> sqlx::Result<Cou
 /// older days come from `log_report` as stored, and only a day without a
 /// stored row is counted (and stored). `groups`: the runs of those groups
 /// only (`None`: every run); a day stored before the per-group counts
-/// existed is counted again.
+/// existed is counted by group while its logs still add up to its stored
+/// total, and shows none of the groups' runs once they do not.
 pub async fn current_in(
     pool: &MySqlPool,
     days_back: u32,
@@ -196,21 +181,78 @@ pub async fn current_in(
     for back in (0..days).rev() {
         let day = today.checked_sub_days(Days::new(back)).unwrap_or(today);
         let recent = back < RECOUNTED_DAYS;
-        let row = match groups {
-            None => match stored.iter().find(|r| r.day == day) {
-                Some(row) if !recent => row.clone(),
-                _ => recount(pool, day, zone).await?.total,
-            },
-            Some(_) if !recent && counted_by_group.contains(&day) => stored_of_groups
+        let kept = stored.iter().find(|r| r.day == day);
+        let row = match (groups, kept) {
+            (None, Some(row)) if !recent => row.clone(),
+            (None, _) => recount(pool, day, zone).await?.total,
+            (Some(_), _) if !recent && counted_by_group.contains(&day) => stored_of_groups
                 .iter()
                 .find(|r| r.day == day)
                 .cloned()
                 .unwrap_or_else(|| zero(day)),
-            Some(groups) => recount(pool, day, zone).await?.of(groups),
+            // Stored before the per-group counts: counted by group while
+            // the day's logs still add up to its total, never written over
+            // (retention may have dropped them; the total stays).
+            (Some(groups), Some(total)) if !recent => {
+                match backfill(pool, day, zone, total).await? {
+                    Some(counted) => counted.of(groups),
+                    None => zero(day),
+                }
+            }
+            (Some(groups), _) => recount(pool, day, zone).await?.of(groups),
         };
         out.push(row);
     }
     Ok(out)
+}
+
+/// Counts `day` by group from `job_log` and stores the group rows, when
+/// they add up to the day's stored `total`; `None` (nothing written) when
+/// they do not, as after retention dropped the day's logs.
+async fn backfill(
+    pool: &MySqlPool,
+    day: NaiveDate,
+    zone: Tz,
+    total: &ReportRow,
+) -> sqlx::Result<Option<Counted>> {
+    let counted = count_day(pool, day, zone).await?;
+    if counted.total != *total {
+        return Ok(None);
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE log_report SET by_group = 1 WHERE day = ?")
+        .bind(day)
+        .execute(&mut *tx)
+        .await?;
+    write_groups(&mut tx, day, &counted.by_group).await?;
+    tx.commit().await?;
+    Ok(Some(counted))
+}
+
+/// Replaces `day`'s group rows with `by_group`.
+async fn write_groups(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    day: NaiveDate,
+    by_group: &[(String, ReportRow)],
+) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM log_report_group WHERE day = ?")
+        .bind(day)
+        .execute(&mut **tx)
+        .await?;
+    if !by_group.is_empty() {
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO log_report_group (day, group_app, running_count, success_count, fail_count) ",
+        );
+        insert.push_values(by_group, |mut b, (app, g)| {
+            b.push_bind(day)
+                .push_bind(app)
+                .push_bind(g.running_count)
+                .push_bind(g.success_count)
+                .push_bind(g.fail_count);
+        });
+        insert.build().execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 /// [`refresh_in`] now.

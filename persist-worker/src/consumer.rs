@@ -45,7 +45,7 @@ pub struct Worker {
     history: History,
     readiness: Readiness,
     /// The broker users whose scheduler events are stored
-    /// (`persist.scheduler_users`, or this worker's own).
+    /// (`amqp.scheduler_users`, or this worker's own).
     scheduler_users: Vec<String>,
 }
 
@@ -53,11 +53,7 @@ impl Worker {
     /// `readiness` is set while a broker session consumes.
     pub fn new(config: Config, history: History, readiness: Readiness) -> Self {
         let names = config.names();
-        let scheduler_users = if config.persist.scheduler_users.is_empty() {
-            names.publisher().map(str::to_owned).into_iter().collect()
-        } else {
-            config.persist.scheduler_users.clone()
-        };
+        let scheduler_users = config.amqp.scheduler_users();
         Worker {
             config,
             names,
@@ -70,16 +66,7 @@ impl Worker {
     /// Why a message from `sender` (its `user_id`) carrying `events` is
     /// refused: a scheduler's event from anyone but a scheduler node.
     fn forbidden(&self, sender: Option<&str>, events: &[Event]) -> Option<String> {
-        let event = events.iter().find(|e| e.is_schedulers())?;
-        if sender.is_some_and(|s| self.scheduler_users.iter().any(|u| u == s)) {
-            return None;
-        }
-        Some(format!(
-            "forbidden: {} events are stored only from the scheduler's broker user ({}), this one came from {}",
-            event.routing_key(),
-            self.scheduler_users.join(", "),
-            sender.unwrap_or("a sender without user_id"),
-        ))
+        amqp::refused_sender(sender, &self.scheduler_users, events)
     }
 
     /// Consumes until `shutdown`, then stops consuming, flushes the current

@@ -178,6 +178,11 @@ impl Cluster {
             Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
             Err(e) => return Err(zk_err("mkdir root", e)),
         }
+        if !self.config.auth.is_empty() {
+            root.set_acl(&self.names.zk_root(), &Acls::creator_all(), None)
+                .await
+                .map_err(|e| zk_err("securing the chroot", e))?;
+        }
         let client = root
             .chroot(self.names.zk_root())
             .map_err(|_| Error::internal("bad zookeeper chroot"))?;
@@ -190,6 +195,23 @@ impl Cluster {
         match client.create(self.names.zk_term(), b"0", &persistent).await {
             Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
             Err(e) => return Err(zk_err("create term", e)),
+        }
+        if !self.config.auth.is_empty() {
+            // A znode made earlier, open (before `zookeeper.auth` was set,
+            // or by anyone who reached ZooKeeper first), is taken over;
+            // one this identity may not administer fails the session, so
+            // the node never runs on znodes others can rewrite.
+            let creator = Acls::creator_all();
+            for path in [
+                self.names.zk_nodes(),
+                self.names.zk_election(),
+                self.names.zk_term(),
+            ] {
+                client
+                    .set_acl(path, &creator, None)
+                    .await
+                    .map_err(|e| zk_err(&format!("securing {path}"), e))?;
+            }
         }
         Ok(client)
     }

@@ -179,6 +179,13 @@ async fn a_users_report_counts_only_the_groups_they_may_read() {
         .execute(&db)
         .await
         .unwrap();
+    // Nineteen days ago, stored likewise, its logs since dropped: its
+    // total must survive a restricted user's read.
+    sqlx::query("INSERT INTO log_report (day, success_count) VALUES (?, 5)")
+        .bind(date_of_day(today - 19))
+        .execute(&db)
+        .await
+        .unwrap();
     let payer = world
         .user("payer", rondo_core::auth::Role::Viewer, &["pay"], false)
         .await;
@@ -197,6 +204,7 @@ async fn a_users_report_counts_only_the_groups_they_may_read() {
     assert_eq!(counts(&all, 20), (1, 3, 1), "today, every group: {all}");
     assert_eq!(counts(&all, 10), (0, 4, 0), "{all}");
     assert_eq!(counts(&all, 0), (0, 2, 0), "as stored: {all}");
+    assert_eq!(counts(&all, 1), (0, 5, 0), "as stored: {all}");
     for _ in 0..2 {
         // Read twice: the second time every old day is as stored.
         let (status, mine) = payer.get("/api/v1/reports?days=21").await;
@@ -209,7 +217,19 @@ async fn a_users_report_counts_only_the_groups_they_may_read() {
             "counted again, pay only: {mine}"
         );
         assert_eq!(counts(&mine, 5), (0, 0, 0), "{mine}");
+        assert_eq!(
+            counts(&mine, 1),
+            (0, 0, 0),
+            "logs gone: none of pay's: {mine}"
+        );
     }
+    let (_, again) = admin.get("/api/v1/reports?days=21").await;
+    assert_eq!(
+        counts(&again, 1),
+        (0, 5, 0),
+        "the stored total kept: {again}"
+    );
+    assert_eq!(counts(&again, 0), (0, 2, 0), "{again}");
     let (status, none) = nobody.get("/api/v1/reports?days=21").await;
     assert_eq!(status, 200, "{none}");
     for i in 0..21 {

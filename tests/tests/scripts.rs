@@ -355,7 +355,8 @@ async fn script_jobs_run_as_the_configured_user() {
     })
     .await;
     let script = "id -u; id -g; echo \"home=$HOME\"; pwd\n\
-        if cat /proc/$PPID/environ >/dev/null 2>&1; then echo read; else echo denied; fi";
+        if cat /proc/$PPID/environ >/dev/null 2>&1; then echo read; else echo denied; fi\n\
+        grep -E '^(CapEff|CapAmb|NoNewPrivs):' /proc/self/status | tr -d '\\t'";
     let (status, job) = api
         .post(
             "/api/v1/jobs",
@@ -372,6 +373,11 @@ async fn script_jobs_run_as_the_configured_user() {
         format!("home={home}"),
         "/".into(),
         "denied".into(),
+        // No capability kept or to inherit, none to gain from a setuid
+        // program.
+        "CapEff:0000000000000000".into(),
+        "CapAmb:0000000000000000".into(),
+        "NoNewPrivs:1".into(),
     ] {
         assert!(has_line(&lines, &want), "{want} in {lines:?}");
     }

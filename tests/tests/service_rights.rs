@@ -149,7 +149,7 @@ async fn each_process_works_with_only_the_documented_rights() {
     let scheduler_user = of("rondo-scheduler").2.clone();
     cluster.start_persist_worker_with(|c| {
         c.amqp.url = persist;
-        c.persist.scheduler_users = vec![scheduler_user];
+        c.amqp.scheduler_users = vec![scheduler_user];
         // No Redis at all: nothing answers there.
         c.redis.url = "redis://127.0.0.1:1".into();
     });
@@ -330,6 +330,52 @@ async fn each_process_works_with_only_the_documented_rights() {
     );
     // The scheduler's own were stored all along.
     assert!(count("SELECT COUNT(*) FROM audit_log").await > 0);
+
+    // A failed trigger forged by the executor's user, for a job with a
+    // retry: the monitor refuses it, so no retry runs the forged params.
+    let retried = api
+        .create_job(
+            json!({ "group": app, "handler": "record", "schedule_type": "NONE", "retries": 1 }),
+        )
+        .await;
+    let mut trigger = rondo_core::testkit::fixtures::trigger(&format!("{retried}-1-0"), retried);
+    trigger.group = app.into();
+    trigger.executor_id = executor_id.clone();
+    trigger.handler = "record".into();
+    trigger.params = "forged".into();
+    let failed = Event::Triggered(rondo_core::event::TriggerRecord {
+        trigger,
+        code: 500,
+        msg: "no executor".into(),
+    });
+    let body = serde_json::to_vec(&[&failed]).unwrap();
+    publish_raw_event(&executor, &config, failed.routing_key(), &body).await;
+    let node_metrics = format!("http://{}/metrics", cluster.addr(node));
+    let token = cluster.world.admin.token.clone();
+    eventually(
+        "the monitor refuses the forgery",
+        Duration::from_secs(15),
+        || async {
+            let text = reqwest::Client::new()
+                .get(&node_metrics)
+                .bearer_auth(&token)
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            text.lines()
+                .any(|l| l == "rondo_monitor_forbidden_total 1")
+                .then_some(())
+        },
+    )
+    .await;
+    // The job never fires by itself: any run of it is the forged retry.
+    assert!(
+        recorder.runs().iter().all(|r| r.job_id != retried),
+        "a retry of the forged failure ran"
+    );
 
     // Readiness follows the broker link: a process whose connection is
     // closed and whose rights are gone is not ready until they return.
@@ -602,10 +648,10 @@ async fn the_services_script_makes_the_documented_users() {
 }
 
 /// With `zookeeper.auth` the nodes sign in with a digest identity and the
-/// namespace's znodes are that identity's only: without it, or with
-/// another password, ZooKeeper refuses to read or change the term, the
-/// leader or the members. A node refuses to start without it toward a
-/// ZooKeeper off loopback.
+/// namespace's znodes are that identity's only, those made open before
+/// them too: without it, or with another password, ZooKeeper refuses to
+/// read or change the term, the leader or the members. A node refuses to
+/// start without it toward a ZooKeeper off loopback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn znodes_are_the_nodes_digest_identitys_only() {
     use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
@@ -615,6 +661,27 @@ async fn znodes_are_the_nodes_digest_identitys_only() {
     world.with_zookeeper_auth(&auth);
     let names = world.config.names();
     let connect = world.config.zookeeper.connect.clone();
+    // Someone reached ZooKeeper first and made the chroot and the term,
+    // open to anyone: the nodes take them over.
+    let early = Client::connector()
+        .with_session_timeout(Duration::from_secs(5))
+        .connect(&connect)
+        .await
+        .expect("a zookeeper session");
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    early
+        .mkdir(&names.zk_root(), &open)
+        .await
+        .expect("the chroot, open");
+    early
+        .create(
+            &format!("{}{}", names.zk_root(), names.zk_term()),
+            b"0",
+            &open,
+        )
+        .await
+        .expect("the term, open");
+    drop(early);
     let mut cluster = Cluster::new(world);
     let node = cluster.start_node().await;
     let api = cluster.api(node);

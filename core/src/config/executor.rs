@@ -72,9 +72,9 @@ pub struct ExecutorConfig {
     pub job_env: Vec<String>,
     /// An OS user that shell and script jobs run as (its uid, its groups,
     /// its `HOME`, from `/`), so a job cannot read the executor's files;
-    /// empty: the executor's own user. The executor must be able to switch
-    /// to it (root, or `CAP_SETUID` and `CAP_SETGID`), which it checks at
-    /// start. `http` and `demo` run inside the executor and are not
+    /// empty: the executor's own user. The executor must run as root to
+    /// switch (the job keeps no capability and `no_new_privs` is set),
+    /// which it checks at start. `http` and `demo` run inside the executor and are not
     /// affected.
     pub run_as: String,
 }

@@ -2,8 +2,6 @@
 
 use serde::Deserialize;
 
-use super::values::list_or_csv;
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PersistConfig {
@@ -23,14 +21,6 @@ pub struct PersistConfig {
     /// How often the daily report counts (the last three days) are
     /// refreshed; retention runs at start and every 24 h.
     pub report_interval_ms: u64,
-    /// The broker users of the scheduler nodes: the only senders whose
-    /// group, job, trigger, alarm and audit events are stored (a message
-    /// carries its sender as `user_id`, which RabbitMQ checks). Another
-    /// sender's is dead-lettered (`forbidden`). Empty (the default): the
-    /// worker's own broker user, for a cluster whose processes share one.
-    /// In the environment: a comma-separated list.
-    #[serde(deserialize_with = "list_or_csv")]
-    pub scheduler_users: Vec<String>,
 }
 
 impl Default for PersistConfig {
@@ -43,7 +33,6 @@ impl Default for PersistConfig {
             shutdown_grace_ms: 10_000,
             retention_days: 30,
             report_interval_ms: 60_000,
-            scheduler_users: Vec::new(),
         }
     }
 }

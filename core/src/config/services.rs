@@ -97,6 +97,15 @@ pub struct AmqpConfig {
     /// letters become quorum queues, replicated over the cluster's nodes
     /// (a publish is confirmed once a majority has it).
     pub queue_type: String,
+    /// The broker users of the scheduler nodes: the only senders whose
+    /// group, job, trigger, alarm and audit events the persistence worker
+    /// stores and the result monitor acts on (a message carries its sender
+    /// as `user_id`, which RabbitMQ checks). Another sender's is
+    /// dead-lettered (`forbidden`). Empty (the default): the process's own
+    /// broker user, for a cluster whose processes share one. In the
+    /// environment: a comma-separated list.
+    #[serde(deserialize_with = "super::values::list_or_csv")]
+    pub scheduler_users: Vec<String>,
 }
 
 impl Default for AmqpConfig {
@@ -104,6 +113,18 @@ impl Default for AmqpConfig {
         AmqpConfig {
             url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
             queue_type: "classic".into(),
+            scheduler_users: Vec::new(),
+        }
+    }
+}
+
+impl AmqpConfig {
+    /// [`Self::scheduler_users`], or this process's own broker user.
+    pub fn scheduler_users(&self) -> Vec<String> {
+        if self.scheduler_users.is_empty() {
+            vec![crate::amqp::user_of(&self.url)]
+        } else {
+            self.scheduler_users.clone()
         }
     }
 }

@@ -114,11 +114,22 @@ pub struct RunAs {
 }
 
 impl RunAs {
-    /// Looks `name` up and checks that this process can become it (root,
-    /// or `CAP_SETUID` and `CAP_SETGID`): a `setpriv` to it runs `true`.
-    /// The error names `executor.run_as`.
+    /// Looks `name` up and checks that this process can become it: it
+    /// runs as root (a process with only `CAP_SETUID` could switch, but
+    /// not signal the job's processes nor hand it its script file), and a
+    /// `setpriv` to the user runs `true`. The error names
+    /// `executor.run_as`.
     pub fn resolve(name: &str) -> Result<RunAs, String> {
         let key = "executor.run_as";
+        let me = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .map_err(|e| format!("{key}: cannot run id: {e}"))?;
+        if String::from_utf8_lossy(&me.stdout).trim() != "0" {
+            return Err(format!(
+                "{key}: running jobs as {name:?} needs the executor to run as root"
+            ));
+        }
         let out = std::process::Command::new("getent")
             .args(["passwd", name])
             .output()
@@ -151,20 +162,25 @@ impl RunAs {
             .map_err(|e| format!("{key}: cannot run setpriv (util-linux): {e}"))?;
         if !tried.status.success() {
             return Err(format!(
-                "{key}: this executor cannot run jobs as {name:?} (it needs root, or CAP_SETUID and CAP_SETGID): {}",
+                "{key}: this executor cannot run jobs as {name:?} (setpriv refused): {}",
                 String::from_utf8_lossy(&tried.stderr).trim()
             ));
         }
         Ok(user)
     }
 
-    fn switch_args(&self) -> [String; 6] {
+    /// The user's ids and groups, no capability left to inherit, and no
+    /// way back up through a setuid program (`no_new_privs`).
+    fn switch_args(&self) -> [String; 9] {
         [
             "--reuid".into(),
             self.uid.to_string(),
             "--regid".into(),
             self.gid.to_string(),
             "--init-groups".into(),
+            "--inh-caps=-all".into(),
+            "--ambient-caps=-all".into(),
+            "--no-new-privs".into(),
             "--".into(),
         ]
     }

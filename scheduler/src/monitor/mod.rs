@@ -204,6 +204,15 @@ impl Monitor {
     ) -> Result<(), Error> {
         match decode_events(&delivery.data) {
             Ok(events) => {
+                // A failed trigger's retry carries its params: only a
+                // scheduler node may say a trigger failed.
+                let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
+                let schedulers = self.config.amqp.scheduler_users();
+                if let Some(reason) = amqp::refused_sender(sender, &schedulers, &events) {
+                    metrics::counter!("rondo_monitor_forbidden_total").increment(1);
+                    amqp::dead_letter(ch, &self.names, &delivery, queue, &reason).await?;
+                    return Ok(());
+                }
                 group.events.extend(events);
                 group.messages += 1;
                 group.last = Some(delivery.acker);

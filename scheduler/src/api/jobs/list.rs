@@ -125,7 +125,10 @@ pub(crate) async fn list_jobs(
     } else {
         page.len() == query.limit
     };
-    let next_offset = (consumed < page.len() || more).then_some(query.offset + consumed);
+    // Nothing consumed (`limit=0`): no next page, or a client following
+    // it would ask for this one again.
+    let next_offset =
+        (consumed > 0 && (consumed < page.len() || more)).then_some(query.offset + consumed);
     Ok(Json(JobPage {
         total,
         total_exact,
