@@ -1,5 +1,7 @@
 //! Every Redis key, AMQP name and znode rondo uses, derived from the
 //! namespace. Nothing else in the workspace spells a key or queue name.
+//! (Over 500 lines on purpose: one list, each name with what it holds,
+//! so a new key is written once and checked against the others here.)
 //!
 //! The namespace (default `rondo`) prefixes all three, so two clusters, or two
 //! tests, share one Redis, one broker and one ZooKeeper without touching each

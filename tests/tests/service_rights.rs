@@ -292,20 +292,10 @@ async fn each_process_works_with_only_the_documented_rights() {
         publish_raw_event(&executor, &config, event.routing_key(), &body).await;
     }
     let persist_metrics = format!("http://{persist_addr}/metrics");
-    eventually(
-        "three forgeries refused",
-        Duration::from_secs(15),
-        || async {
-            let text = reqwest::get(&persist_metrics)
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
-            text.lines()
-                .any(|l| l == "rondo_persist_dead_letters_total{reason=\"forbidden\"} 3")
-                .then_some(())
-        },
+    until_sample(
+        &persist_metrics,
+        None,
+        "rondo_persist_dead_letters_total{reason=\"forbidden\"} 3",
     )
     .await;
     let db = cluster.db();
@@ -352,23 +342,10 @@ async fn each_process_works_with_only_the_documented_rights() {
     publish_raw_event(&executor, &config, failed.routing_key(), &body).await;
     let node_metrics = format!("http://{}/metrics", cluster.addr(node));
     let token = cluster.world.admin.token.clone();
-    eventually(
-        "the monitor refuses the forgery",
-        Duration::from_secs(15),
-        || async {
-            let text = reqwest::Client::new()
-                .get(&node_metrics)
-                .bearer_auth(&token)
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
-            text.lines()
-                .any(|l| l == "rondo_monitor_forbidden_total 1")
-                .then_some(())
-        },
+    until_sample(
+        &node_metrics,
+        Some(&token),
+        "rondo_monitor_forbidden_total 1",
     )
     .await;
     // The job never fires by itself: any run of it is the forged retry.
@@ -490,6 +467,20 @@ async fn each_process_works_with_only_the_documented_rights() {
 
     cluster.stop().await;
     drop(vhost);
+}
+
+/// Waits until the `/metrics` at `url` (signed in with `token`, if any)
+/// has the line `sample`.
+async fn until_sample(url: &str, token: Option<&str>, sample: &str) {
+    eventually(sample, Duration::from_secs(15), || async {
+        let mut get = reqwest::Client::new().get(url);
+        if let Some(token) = token {
+            get = get.bearer_auth(token);
+        }
+        let text = get.send().await.ok()?.text().await.ok()?;
+        text.lines().any(|l| l == sample).then_some(())
+    })
+    .await;
 }
 
 async fn connect(url: &str) -> redis::aio::MultiplexedConnection {

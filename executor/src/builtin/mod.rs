@@ -8,6 +8,7 @@
 
 mod demo;
 mod http;
+mod run_as;
 mod script;
 mod shell;
 
