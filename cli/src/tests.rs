@@ -27,6 +27,7 @@ fn job_flags_cover_every_field_of_the_shared_job_model() {
         glue_remark: Some(String::new()),
         import_ref: Some(String::new()),
         enabled: Some(false),
+        secrets: Default::default(),
     };
     let model: Vec<String> = match serde_json::to_value(all).unwrap() {
         Value::Object(m) => m.keys().cloned().collect(),

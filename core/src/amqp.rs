@@ -54,27 +54,6 @@ pub fn user_of(url: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Why a message from `sender` (its `user_id`) carrying `events` is
-/// refused: an event only a scheduler node makes (a definition, a trigger's
-/// sending, an alarm, an audit entry) from anyone but `schedulers`.
-/// Results and log lines pass.
-pub fn refused_sender(
-    sender: Option<&str>,
-    schedulers: &[String],
-    events: &[crate::event::Event],
-) -> Option<String> {
-    let event = events.iter().find(|e| e.is_schedulers())?;
-    if sender.is_some_and(|s| schedulers.iter().any(|u| u == s)) {
-        return None;
-    }
-    Some(format!(
-        "forbidden: {} events are taken only from the scheduler's broker user ({}), this one came from {}",
-        event.routing_key(),
-        schedulers.join(", "),
-        sender.unwrap_or("a sender without user_id"),
-    ))
-}
-
 /// The order in which a connection tries the addresses: from `start`
 /// round, so successive connections (and each reconnection) begin at the
 /// next node and spread over the cluster.
@@ -212,7 +191,7 @@ async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str) -> Result<()
 /// event, and the result monitor's queue bound to `result.*` and
 /// `trigger.failed`. Idempotent; every process calls it at start.
 pub async fn declare_topology(ch: &Channel, names: &Names) -> Result<(), Error> {
-    declare_exchange(ch, names.trigger_exchange(), ExchangeKind::Direct).await?;
+    declare_exchange(ch, names.trigger_exchange(), ExchangeKind::Topic).await?;
     declare_exchange(ch, names.control_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(ch, names.events_exchange(), ExchangeKind::Topic).await?;
     declare_exchange(ch, names.dead_exchange(), ExchangeKind::Fanout).await?;
@@ -228,7 +207,7 @@ pub async fn declare_topology(ch: &Channel, names: &Names) -> Result<(), Error> 
 }
 
 /// Declares an executor's durable queue, bound to the trigger exchange with
-/// the executor id as routing key.
+/// its routing key (`<app>.<executor id>`).
 pub async fn declare_executor_queue(
     ch: &Channel,
     names: &Names,
@@ -237,7 +216,13 @@ pub async fn declare_executor_queue(
 ) -> Result<String, Error> {
     let queue = names.executor_queue(app, executor_id);
     declare_queue(ch, &queue, durable_queue_args(names, true)).await?;
-    bind(ch, &queue, &names.trigger_exchange(), executor_id).await?;
+    bind(
+        ch,
+        &queue,
+        &names.trigger_exchange(),
+        &names.trigger_key(app, executor_id),
+    )
+    .await?;
     Ok(queue)
 }
 

@@ -94,6 +94,7 @@ mod tests {
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
             script: None,
+            secrets: Default::default(),
         }
     }
 

@@ -50,6 +50,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod redis;
 pub mod registry;
+pub mod senders;
 pub mod signals;
 pub mod telemetry;
 #[cfg(feature = "testkit")]

@@ -417,7 +417,7 @@ impl Dispatcher {
         let trigger = build_trigger(fire, target);
         let routed = self
             .triggers
-            .submit(target.executor_id.clone(), trigger.clone())
+            .submit(self.trigger_key(&trigger), trigger.clone())
             .await?;
         if !routed {
             self.forget_live(&fire.job.group);
@@ -438,16 +438,25 @@ impl Dispatcher {
         })
     }
 
+    /// Where a trigger goes on the trigger exchange (also its batch).
+    fn trigger_key(&self, trigger: &Trigger) -> String {
+        self.link
+            .names
+            .trigger_key(&trigger.group, &trigger.executor_id)
+    }
+
     /// Publishes the trigger events (batched with other fires' events of
     /// the same routing key) and waits for their confirms.
     async fn record(&self, records: &[TriggerRecord], linger: Duration) -> Result<(), Error> {
-        // The script stays with the trigger (and its in-flight record, which
-        // a re-route sends again), not in the events: history has the job's.
+        // The script and the secrets stay with the trigger (and its
+        // in-flight record, which a re-route sends again), not in the
+        // events: history has the job's, and log rows show no secret.
         let events: Vec<Event> = records
             .iter()
             .cloned()
             .map(|mut record| {
                 record.trigger.script = None;
+                record.trigger.secrets.clear();
                 Event::Triggered(record)
             })
             .collect();
@@ -469,7 +478,7 @@ impl Dispatcher {
         trigger.sent_ms = clock::now_ms();
         let routed = self
             .triggers
-            .submit(trigger.executor_id.clone(), trigger.clone())
+            .submit(self.trigger_key(&trigger), trigger.clone())
             .await?;
         let record = if routed {
             TriggerRecord {
@@ -496,8 +505,8 @@ impl Dispatcher {
     }
 }
 
-/// One `TriggerBatch` message per executor and batch, `mandatory`, with the
-/// first trigger's id as message id. A returned message fails every
+/// One `TriggerBatch` message per executor (its routing key) and batch,
+/// `mandatory`, with the first trigger's id as message id. A returned message fails every
 /// trigger in it (the executor's queue is gone for all of them).
 fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
     let limits = Limits {
@@ -508,7 +517,7 @@ fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
     Batcher::spawn(
         "trigger",
         limits,
-        move |executor: String, triggers: Vec<Trigger>| {
+        move |key: String, triggers: Vec<Trigger>| {
             let link = link.clone();
             async move {
                 let ch = link.channel().await?;
@@ -517,7 +526,7 @@ fn trigger_batcher(link: Arc<Link>) -> Batcher<String, Trigger, bool> {
                 let exchange = link.names.trigger_exchange();
                 let publish = Publish {
                     exchange: &exchange,
-                    routing_key: &executor,
+                    routing_key: &key,
                     mandatory: true,
                     message_id: message_id.as_deref(),
                     headers: None,
@@ -564,6 +573,7 @@ fn build_trigger(fire: &Fire, target: &Target) -> Trigger {
             version: job.glue_version,
             updated_ms: job.glue_updated_ms,
         }),
+        secrets: job.secrets.clone(),
     }
 }
 

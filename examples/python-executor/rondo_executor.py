@@ -261,7 +261,9 @@ class Names:
         self.ns = ns
         self.registry = f"{ns}:registry:{app}"
         self.executor_hash = f"{ns}:executor:{eid}"
-        self.trigger_exchange = f"{ns}.trigger"
+        self.trigger_exchange = f"{ns}.triggers"
+        # Our routing key on the (topic) trigger exchange.
+        self.trigger_key = f"{app}.{eid}"
         self.control_exchange = f"{ns}.control"
         self.events_exchange = f"{ns}.events"
         self.dlx = f"{ns}.dlx"
@@ -486,6 +488,28 @@ def parse_mark(text: str) -> Mark:
     return FOREIGN
 
 
+def secrets_of(trigger: Trigger) -> dict:
+    """The trigger's named secrets (§5): name -> value, or empty."""
+    secrets = trigger.raw.get("secrets") or {}
+    if not isinstance(secrets, dict):
+        return {}
+    return {k: v for k, v in secrets.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+def expand_secrets(params: str, secrets: dict) -> str:
+    """``params`` with each ``${secret.NAME}`` of a known secret filled in."""
+    for name, value in secrets.items():
+        params = params.replace("${secret.%s}" % name, value)
+    return params
+
+
+def mask_secrets(text: str, secrets: dict) -> str:
+    """``text`` with every secret value shown as ``***``, longest first."""
+    for value in sorted(secrets.values(), key=len, reverse=True):
+        text = text.replace(value, "***")
+    return text
+
+
 def result_fields(
     trigger: Trigger,
     executor_id: str,
@@ -504,7 +528,7 @@ def result_fields(
         "start_ms": start_ms,
         "end_ms": end_ms,
         "code": code,
-        "msg": cut_utf8(msg, MAX_MSG_BYTES),
+        "msg": cut_utf8(mask_secrets(msg, secrets_of(trigger)), MAX_MSG_BYTES),
         "retryable": retryable,
     }
 
@@ -548,7 +572,10 @@ class Context:
         trigger = run.trigger
         self.trigger_id = trigger.trigger_id
         self.job_id = trigger.job_id
-        self.params = trigger.params
+        # The job's named secrets (§5); ``params`` has its placeholders
+        # filled, and a value written to the log reads ``***``.
+        self.secrets = secrets_of(trigger)
+        self.params = expand_secrets(trigger.params, self.secrets)
         self.shard_index = trigger.shard_index
         self.shard_total = trigger.shard_total
         self.retry_count = trigger.retry_count
@@ -915,6 +942,7 @@ class Run:
         with self.cond:
             if not self.lines_open:
                 return  # lines written after the handler ended are dropped (§8.3)
+            text = mask_secrets(text, secrets_of(self.trigger))
             self.lines.append({"ts_ms": now_ms(), "text": cut_utf8(text, MAX_LOG_LINE_BYTES)})
             full = len(self.lines) >= MAX_LINES_PER_EVENT
         if full:
@@ -990,7 +1018,7 @@ class Outbox:
         """§9.4 step 3: unstarted triggers back to our own queue, confirmed."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         body = to_json({"v": PROTOCOL_VERSION, "triggers": [t.raw for t in triggers]})
-        item = _Item(self._names.trigger_exchange, own_id, body.encode("utf-8"), True, future, False)
+        item = _Item(self._names.trigger_exchange, self._names.trigger_key, body.encode("utf-8"), True, future, False)
         with self._lock:
             self._items.append(item)
         self._wake()
@@ -1236,7 +1264,7 @@ class Broker:
         if self.fatal is None:
             try:
                 for exchange, kind in (
-                    (names.trigger_exchange, "direct"),
+                    (names.trigger_exchange, "topic"),
                     (names.control_exchange, "direct"),
                     (names.events_exchange, "topic"),
                     (names.dlx, "fanout"),
@@ -1250,7 +1278,7 @@ class Broker:
                 for key in ("result.*", "trigger.failed"):
                     channel.queue_bind(names.monitor_queue, names.events_exchange, routing_key=key)
                 channel.queue_declare(names.exec_queue, durable=True, arguments=dlx_args)
-                channel.queue_bind(names.exec_queue, names.trigger_exchange, routing_key=config.executor_id)
+                channel.queue_bind(names.exec_queue, names.trigger_exchange, routing_key=names.trigger_key)
             except pika.exceptions.ChannelClosedByBroker as err:
                 if err.reply_code == 406:
                     raise FatalTopology(

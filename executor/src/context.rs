@@ -32,6 +32,7 @@ struct Inner {
     trigger_type: TriggerType,
     retry_count: u32,
     script: Option<Script>,
+    secrets: std::collections::BTreeMap<String, String>,
     log: JobLog,
     token: CancellationToken,
 }
@@ -48,17 +49,26 @@ impl JobContext {
                 trigger_id: trigger.trigger_id.clone(),
                 job_id: trigger.job_id,
                 executor_id: executor_id.to_owned(),
-                params: trigger.params.clone(),
+                params: rondo_core::model::secrets::expand(&trigger.params, &trigger.secrets),
                 shard_index: trigger.shard_index,
                 shard_total: trigger.shard_total,
                 fire_ms: trigger.fire_ms,
                 trigger_type: trigger.trigger_type,
                 retry_count: trigger.retry_count,
                 script: trigger.script.clone(),
+                secrets: trigger.secrets.clone(),
                 log,
                 token,
             }),
         }
+    }
+
+    /// The job's named secrets (name → value). `params` has its
+    /// `${secret.NAME}` placeholders filled already; shell and script jobs
+    /// get these as environment variables. A value a handler writes to the
+    /// job log shows as `***`.
+    pub fn secrets(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.inner.secrets
     }
 
     /// The script a script job's trigger carries (`None` for a handler

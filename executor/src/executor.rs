@@ -247,6 +247,7 @@ impl Executor {
                 names: names.clone(),
                 queue: self.queue(),
                 executor_id: self.id.clone(),
+                trigger_key: names.trigger_key(self.app(), &self.id),
                 lifecycle: lifecycle.clone(),
             }),
             intake: intake.clone(),

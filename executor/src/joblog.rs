@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rondo_core::event::{LogLine, LogLines};
+use rondo_core::model::secrets::Masker;
 use tokio::sync::Notify;
 
 /// Longest line kept; longer lines are cut at a character boundary.
@@ -98,17 +99,35 @@ pub(crate) struct JobLog {
 struct Shared {
     trigger_id: String,
     job_id: u64,
+    /// Hides the trigger's secret values in every line.
+    masker: Masker,
     buffer: Mutex<LogBuffer>,
     /// Wakes the shipper early when a full event is waiting.
     full: Notify,
 }
 
 impl JobLog {
+    #[cfg(test)]
     pub(crate) fn new(trigger_id: &str, job_id: u64) -> Self {
+        Self::masking(trigger_id, job_id, Masker::default())
+    }
+
+    /// The log of `trigger`'s run: its secrets' values read `***` in every
+    /// line.
+    pub(crate) fn for_trigger(trigger: &rondo_core::Trigger) -> Self {
+        Self::masking(
+            &trigger.trigger_id,
+            trigger.job_id,
+            Masker::new(&trigger.secrets),
+        )
+    }
+
+    fn masking(trigger_id: &str, job_id: u64, masker: Masker) -> Self {
         JobLog {
             shared: Arc::new(Shared {
                 trigger_id: trigger_id.to_owned(),
                 job_id,
+                masker,
                 buffer: Mutex::new(LogBuffer::default()),
                 full: Notify::new(),
             }),
@@ -126,7 +145,7 @@ impl JobLog {
 
     /// Appends a line stamped with the wall clock.
     pub(crate) fn push(&self, text: String) {
-        let text = truncate(text, MAX_LINE_BYTES);
+        let text = truncate(self.shared.masker.mask(text), MAX_LINE_BYTES);
         tracing::debug!(trigger_id = %self.shared.trigger_id, line = %text, "job log");
         let full = self.buffer().push(rondo_core::clock::now_ms(), text);
         if full {

@@ -88,7 +88,10 @@ impl Outcome {
             start_ms,
             end_ms,
             code: self.code,
-            msg: truncate(self.msg, MAX_MSG_BYTES),
+            msg: truncate(
+                rondo_core::model::secrets::Masker::new(&trigger.secrets).mask(self.msg),
+                MAX_MSG_BYTES,
+            ),
             retryable: self.retryable,
         }
     }

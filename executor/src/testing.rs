@@ -66,6 +66,7 @@ impl TestRun {
                 block: BlockStrategy::SerialExecution,
                 retry_count: 0,
                 script: None,
+                secrets: Default::default(),
             },
             token: CancellationToken::new(),
         }
@@ -112,7 +113,7 @@ impl TestRun {
 
     /// Runs the handler; returns its outcome and every line it logged.
     pub async fn run<H: Handler>(self, handler: H) -> (Outcome, Vec<String>) {
-        let log = JobLog::new(&self.trigger.trigger_id, self.trigger.job_id);
+        let log = JobLog::for_trigger(&self.trigger);
         let interrupt = Interrupt::new(self.token.child_token());
         let ctx = JobContext::new(
             &self.trigger,

@@ -13,7 +13,7 @@ use sqlx::query_builder::Separated;
 use sqlx::{MySql, Row};
 
 /// The `job` columns every statement names, in bind order; `deleted` last.
-pub(crate) const JOB_COLUMNS: [&str; 28] = [
+pub(crate) const JOB_COLUMNS: [&str; 29] = [
     "id",
     "group_app",
     "description",
@@ -38,6 +38,7 @@ pub(crate) const JOB_COLUMNS: [&str; 28] = [
     "glue_version",
     "glue_updated_ms",
     "import_ref",
+    "secrets",
     "enabled",
     "created_ms",
     "updated_ms",
@@ -76,10 +77,16 @@ pub(crate) fn bind_job(b: &mut Separated<'_, MySql, &'static str>, job: &Job, de
         .push_bind(job.glue_version)
         .push_bind(job.glue_updated_ms)
         .push_bind(&job.import_ref)
+        .push_bind(secrets_json(&job.secrets))
         .push_bind(job.enabled)
         .push_bind(job.created_ms)
         .push_bind(job.updated_ms)
         .push_bind(deleted);
+}
+
+/// The secrets as stored: a JSON object, or NULL for none.
+fn secrets_json(secrets: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    (!secrets.is_empty()).then(|| serde_json::to_string(secrets).unwrap_or_default())
 }
 
 /// The child job ids as stored: a JSON array.
@@ -116,6 +123,7 @@ pub(crate) struct StoredJob {
     pub glue_version: u32,
     pub glue_updated_ms: i64,
     pub import_ref: String,
+    pub secrets: Option<String>,
     pub enabled: i8,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -149,6 +157,7 @@ impl StoredJob {
             glue_version: row.try_get("glue_version").map_err(get)?,
             glue_updated_ms: row.try_get("glue_updated_ms").map_err(get)?,
             import_ref: row.try_get("import_ref").map_err(get)?,
+            secrets: row.try_get("secrets").map_err(get)?,
             enabled: row.try_get("enabled").map_err(get)?,
             created_ms: row.try_get("created_ms").map_err(get)?,
             updated_ms: row.try_get("updated_ms").map_err(get)?,
@@ -196,6 +205,12 @@ impl StoredJob {
             glue_version: self.glue_version,
             glue_updated_ms: self.glue_updated_ms,
             import_ref: self.import_ref,
+            secrets: match self.secrets.as_deref().map(str::trim) {
+                None | Some("") => Default::default(),
+                Some(text) => serde_json::from_str(text).map_err(|e| {
+                    Error::invalid("secrets", format!("not a JSON object of strings: {e}"))
+                })?,
+            },
             enabled: self.enabled != 0,
             created_ms: self.created_ms,
             updated_ms: self.updated_ms,

@@ -53,6 +53,8 @@ pub mod testing;
 mod upsert;
 mod write;
 
+use std::collections::HashMap;
+
 use rondo_core::config::MysqlConfig;
 use rondo_core::model::{Group, Job};
 use sqlx::MySqlPool;
@@ -126,6 +128,23 @@ impl History {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// The groups of those of `ids` that are live jobs (no tombstone).
+    pub async fn job_groups(&self, ids: &[u64]) -> Result<HashMap<u64, String>, Error> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(
+            "SELECT id, group_app FROM job WHERE deleted = 0 AND id IN (",
+        );
+        let mut list = qb.separated(", ");
+        for id in ids {
+            list.push_bind(*id);
+        }
+        qb.push(")");
+        let rows: Vec<(u64, String)> = qb.build_query_as().fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().collect())
     }
 
     /// The highest job id ever stored, deleted ones included (so a rebuilt

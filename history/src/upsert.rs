@@ -209,6 +209,10 @@ fn job_bytes(r: &JobRow) -> usize {
         + j.glue_source.len()
         + j.glue_remark.len()
         + j.import_ref.len()
+        + j.secrets
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>()
         + 20 * j.child_jobs.len()
         + 14 * SCALAR_BYTES
 }

@@ -342,9 +342,18 @@ impl Names {
 
     // ---- RabbitMQ ----
 
-    /// Direct exchange for triggers; routing key = executor id.
+    /// Topic exchange for triggers; routing key [`Self::trigger_key`]. A
+    /// topic exchange, so RabbitMQ's topic permissions can confine an
+    /// executor's broker user to its own group's routing keys (it publishes
+    /// only hand-backs).
     pub fn trigger_exchange(&self) -> String {
-        format!("{}.trigger", self.ns)
+        format!("{}.triggers", self.ns)
+    }
+
+    /// The routing key of an executor's triggers: `<app>.<executor id>`
+    /// (neither holds a dot, `*` or `#`: both are app names).
+    pub fn trigger_key(&self, app: &str, executor_id: &str) -> String {
+        format!("{app}.{executor_id}")
     }
 
     /// Direct exchange for kill / cancel messages.
@@ -489,7 +498,8 @@ mod tests {
     #[test]
     fn amqp_names_follow_the_design() {
         let n = Names::new("rondo", 16);
-        assert_eq!(n.trigger_exchange(), "rondo.trigger");
+        assert_eq!(n.trigger_exchange(), "rondo.triggers");
+        assert_eq!(n.trigger_key("billing", "billing-1"), "billing.billing-1");
         assert_eq!(n.executor_queue("app", "e1"), "rondo.exec.app.e1");
         assert_eq!(n.persist_queue(), "rondo.persist");
         assert_eq!(n.dead_queue(), "rondo.dead");

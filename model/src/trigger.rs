@@ -68,6 +68,10 @@ pub struct Trigger {
     /// executor that does not know it has no `script:*` handler either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Script>,
+    /// The job's named secrets, for the executor to hand its handler
+    /// (absent when the job has none). Kept out of the trigger events.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secrets: std::collections::BTreeMap<String, String>,
 }
 
 /// The script a script job's trigger carries (XXL-JOB's `glueSource`, sent
@@ -276,6 +280,7 @@ mod tests {
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
             script: None,
+            secrets: Default::default(),
         }
     }
 

@@ -20,6 +20,7 @@ use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, B
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, Consumer};
 use rondo_core::amqp::{self, Publish};
+use rondo_core::senders::{JobGroups, Senders};
 use rondo_core::{Config, Event, Names};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,29 +45,61 @@ pub struct Worker {
     names: Names,
     history: History,
     readiness: Readiness,
-    /// The broker users whose scheduler events are stored
-    /// (`amqp.scheduler_users`, or this worker's own).
-    scheduler_users: Vec<String>,
+    /// Who may send which event (`amqp.scheduler_users`,
+    /// `amqp.executor_user`, `amqp.gateway_users`).
+    senders: Senders,
+    /// The groups of jobs whose results were checked lately, and of the
+    /// jobs a scheduler's events defined.
+    job_groups: JobGroups,
 }
 
 impl Worker {
     /// `readiness` is set while a broker session consumes.
     pub fn new(config: Config, history: History, readiness: Readiness) -> Self {
         let names = config.names();
-        let scheduler_users = config.amqp.scheduler_users();
+        let senders = Senders::new(&config.amqp);
         Worker {
             config,
             names,
             history,
             readiness,
-            scheduler_users,
+            senders,
+            job_groups: JobGroups::default(),
         }
     }
 
     /// Why a message from `sender` (its `user_id`) carrying `events` is
-    /// refused: a scheduler's event from anyone but a scheduler node.
-    fn forbidden(&self, sender: Option<&str>, events: &[Event]) -> Option<String> {
-        amqp::refused_sender(sender, &self.scheduler_users, events)
+    /// refused (see [`Senders`]). The groups of the jobs it reports on come
+    /// from the job definitions this worker saw go by, else from MySQL.
+    async fn forbidden(
+        &self,
+        sender: Option<&str>,
+        events: &[Event],
+    ) -> Result<Option<String>, rondo_core::Error> {
+        let jobs = self.senders.jobs_to_check(sender, events);
+        let (mut groups, missing) = self.job_groups.lookup(&jobs);
+        if !missing.is_empty() {
+            let found = self.history.job_groups(&missing).await?;
+            let read: Vec<(u64, Option<String>)> = missing
+                .iter()
+                .map(|id| (*id, found.get(id).cloned()))
+                .collect();
+            groups.extend(read.iter().cloned());
+            self.job_groups.remember(read);
+        }
+        let refused = self.senders.refused(sender, events, &groups);
+        if refused.is_none() {
+            // A scheduler's definitions, in queue order: a job created and
+            // fired at once has its group known before its first result
+            // (which may come in the same batch, before MySQL holds it).
+            self.job_groups
+                .remember(events.iter().filter_map(|e| match e {
+                    Event::JobUpserted { job } => Some((job.id, Some(job.group.clone()))),
+                    Event::JobDeleted { id, .. } => Some((*id, None)),
+                    _ => None,
+                }));
+        }
+        Ok(refused)
     }
 
     /// Consumes until `shutdown`, then stops consuming, flushes the current
@@ -216,7 +249,12 @@ impl<'w> Session<'w> {
             }
         };
         let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
-        if let Some(reason) = self.worker.forbidden(sender, &events) {
+        let refused = self
+            .worker
+            .forbidden(sender, &events)
+            .await
+            .context("reading the groups of reported jobs")?;
+        if let Some(reason) = refused {
             return self.refuse(&delivery, "forbidden", &reason).await;
         }
         batch.push(delivery.delivery_tag, events, Instant::now());

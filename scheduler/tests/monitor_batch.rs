@@ -77,6 +77,7 @@ fn trigger(job_id: u64, fire_ms: i64) -> Trigger {
         block: BlockStrategy::SerialExecution,
         retry_count: 0,
         script: None,
+        secrets: Default::default(),
     }
 }
 

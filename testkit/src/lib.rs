@@ -235,12 +235,20 @@ pub async fn publish_raw_event(amqp_url: &str, config: &Config, routing_key: &st
     publish_raw(amqp_url, &exchange, routing_key, false, body).await;
 }
 
-/// Publishes `body` as it is to the trigger exchange for executor `id`
-/// (say, a malformed batch for the executor to dead-letter), mandatory: it
-/// must reach the executor's queue.
-pub async fn publish_raw_trigger(config: &Config, id: &str, body: &[u8]) {
-    let exchange = config.names().trigger_exchange();
-    publish_raw(&config.amqp.url, &exchange, id, true, body).await;
+/// Publishes `body` as it is to the trigger exchange for executor `id` of
+/// group `app` (say, a malformed batch for the executor to dead-letter),
+/// mandatory: it must reach the executor's queue.
+pub async fn publish_raw_trigger(config: &Config, app: &str, id: &str, body: &[u8]) {
+    let names = config.names();
+    let key = names.trigger_key(app, id);
+    publish_raw(
+        &config.amqp.url,
+        &names.trigger_exchange(),
+        &key,
+        true,
+        body,
+    )
+    .await;
 }
 
 async fn publish_raw(
@@ -377,6 +385,10 @@ impl Api {
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.call(Method::GET, path, None).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::PUT, path, Some(body)).await
     }
 
     /// Creates a job (asserting 201) and returns its id.

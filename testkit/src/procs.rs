@@ -102,6 +102,18 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
         ("RONDO_REDIS_POOL_SIZE", config.redis.pool_size.to_string()),
         ("RONDO_AMQP_URL", config.amqp.url.clone()),
         ("RONDO_AMQP_QUEUE_TYPE", config.amqp.queue_type.clone()),
+        (
+            "RONDO_AMQP_SCHEDULER_USERS",
+            config.amqp.scheduler_users.join(","),
+        ),
+        (
+            "RONDO_AMQP_EXECUTOR_USER",
+            config.amqp.executor_user.clone(),
+        ),
+        (
+            "RONDO_AMQP_GATEWAY_USERS",
+            config.amqp.gateway_users.join(","),
+        ),
         ("RONDO_ZOOKEEPER_CONNECT", z.connect.clone()),
         (
             "RONDO_ZOOKEEPER_SESSION_TIMEOUT_MS",

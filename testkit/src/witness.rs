@@ -36,17 +36,21 @@ pub struct Witness {
 
 impl Witness {
     /// Binds a fresh exclusive queue to the trigger exchange for each of
-    /// `executors` and starts recording.
+    /// `executors` (of any group) and starts recording.
     pub async fn bind(config: &Config, executors: &[&str]) -> Witness {
         let exchange = config.names().trigger_exchange();
-        let (conn, mut consumer) = bind_queue(config, &exchange, executors).await;
+        let keys: Vec<String> = executors.iter().map(|id| format!("*.{id}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let (conn, mut consumer) = bind_queue(config, &exchange, &keys).await;
         let sent: Arc<Mutex<Vec<Sent>>> = Arc::default();
         let undecodable: Arc<Mutex<usize>> = Arc::default();
         let (record, bad) = (sent.clone(), undecodable.clone());
         let task = tokio::spawn(async move {
             while let Some(Ok(delivery)) = consumer.next().await {
                 let seen_ms = clock::now_ms();
-                let executor = delivery.routing_key.as_str().to_owned();
+                let key = delivery.routing_key.as_str();
+                // `<app>.<executor id>`
+                let executor = key.split_once('.').map_or(key, |(_, id)| id).to_owned();
                 let Ok(batch) = serde_json::from_slice::<TriggerBatch>(&delivery.data) else {
                     *bad.lock().expect("witness lock") += 1;
                     continue;

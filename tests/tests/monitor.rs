@@ -544,6 +544,7 @@ async fn triggers_queued_on_an_offline_executor_are_routed_again_or_misfired() {
         block: rondo_core::BlockStrategy::SerialExecution,
         retry_count: 0,
         script: None,
+        secrets: Default::default(),
     };
     let now = clock::now_ms();
     let old = now - 60_000;
@@ -555,7 +556,7 @@ async fn triggers_queued_on_an_offline_executor_are_routed_again_or_misfired() {
         let exchange = names.trigger_exchange();
         let publish = amqp::Publish {
             exchange: &exchange,
-            routing_key: "dead-exec",
+            routing_key: &names.trigger_key("mon", "dead-exec"),
             mandatory: true,
             ..amqp::Publish::default()
         };

@@ -207,6 +207,7 @@ fn triggered(i: usize) -> Event {
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
             script: None,
+            secrets: Default::default(),
         },
         code: code::SUCCESS,
         msg: "sent".into(),

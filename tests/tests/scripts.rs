@@ -335,6 +335,96 @@ async fn a_script_sees_none_of_the_executors_credentials() {
     );
 }
 
+/// A job's named secrets reach its script (as variables, and filled into
+/// its params) and show nowhere: every answer reads `***` for them, the
+/// job log masks a value the script prints, the log row keeps the
+/// placeholder, and `***` sent back keeps the stored value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_jobs_secrets_reach_its_script_and_show_nowhere() {
+    let (c, api) = cluster("scripts_secrets").await;
+    let (db, token) = ("hunter2-db-pw", "tok-9f8e7d");
+    // The script names the values upper-cased, so no answer that shows
+    // the script holds them.
+    let script = "test \"$(printf %s \"$DB_PASSWORD\" | tr a-z A-Z)\" = HUNTER2-DB-PW && echo env-ok\n\
+        case \"$(printf %s \"$RONDO_PARAMS\" | tr a-z A-Z)\" in *TOK-9F8E7D*) echo param-ok;; esac\n\
+        echo \"saw $DB_PASSWORD\"; echo \"$RONDO_PARAMS\" >&2";
+    let (status, created) = api
+        .post(
+            "/api/v1/jobs",
+            json!({ "group": "sc", "glue_type": "GLUE_SHELL", "glue_source": script,
+                "params": "--token=${secret.API_TOKEN}",
+                "secrets": { "DB_PASSWORD": db, "API_TOKEN": token } }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let masked = json!({ "API_TOKEN": "***", "DB_PASSWORD": "***" });
+    assert_eq!(created["secrets"], masked, "{created}");
+    let job = created["id"].as_u64().expect("an id");
+    let tid = api.trigger_now(job).await;
+    let (code, msg, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{msg}: {lines:?}");
+    for want in ["env-ok", "param-ok", "saw ***", "[stderr] --token=***"] {
+        assert!(has_line(&lines, want), "{want}: {lines:?}");
+    }
+    // No answer holds a value: the job, the list, the log row and its
+    // lines, the audit.
+    for path in [
+        format!("/api/v1/jobs/{job}"),
+        "/api/v1/jobs?group=sc".to_owned(),
+        format!("/api/v1/logs?job_id={job}"),
+        format!("/api/v1/logs/{tid}"),
+        "/api/v1/audit".to_owned(),
+    ] {
+        let (status, body) = api.get(&path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        let text = body.to_string();
+        assert!(
+            !text.contains(db) && !text.contains(token),
+            "{path} shows a secret: {text}"
+        );
+    }
+    let (_, row) = api.get(&format!("/api/v1/logs/{tid}")).await;
+    assert_eq!(row["log"]["params"], "--token=${secret.API_TOKEN}");
+    // The job read back and sent back as it is keeps its secrets; a mask
+    // for a secret the job does not have is refused, naming it.
+    let (_, read) = api.get(&format!("/api/v1/jobs/{job}")).await;
+    let (status, _) = api
+        .put(
+            &format!("/api/v1/jobs/{job}"),
+            json!({ "description": "edited", "secrets": read["secrets"] }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, refused) = api
+        .put(
+            &format!("/api/v1/jobs/{job}"),
+            json!({ "secrets": { "DB_PASSWORD": "***", "NOPE": "***" } }),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["field"], "secrets.NOPE");
+    let tid = api.trigger_now(job).await;
+    let (code, msg, lines) = outcome(&api, &tid).await;
+    assert_eq!(code, 200, "{msg}: {lines:?}");
+    assert!(
+        has_line(&lines, "env-ok") && has_line(&lines, "param-ok"),
+        "{lines:?}"
+    );
+    // MySQL keeps them, for a rebuilt Redis.
+    let stored: Option<String> = eventually("the job row", Duration::from_secs(30), || async {
+        sqlx::query_scalar::<_, Option<String>>(
+            "SELECT secrets FROM job WHERE id = ? AND description = 'edited'",
+        )
+        .bind(job)
+        .fetch_optional(c.db())
+        .await
+        .ok()
+        .flatten()
+    })
+    .await;
+    assert!(stored.is_some_and(|s| s.contains(db) && s.contains(token)));
+}
+
 /// With `executor.run_as`, script jobs run as that OS user (its uid and
 /// groups, its `HOME`, from `/`): one cannot read the executor's own
 /// environment, which holds the services' credentials.

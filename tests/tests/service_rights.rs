@@ -50,6 +50,31 @@ fn readme_permissions(ns: &str, app: &str) -> Vec<(String, [String; 3])> {
         .collect()
 }
 
+/// `(user, exchange, write, read)` of each `set_topic_permissions` line in
+/// the same block.
+fn readme_topic_permissions(ns: &str, app: &str) -> Vec<(String, String, String, String)> {
+    let block = doc_block(SECURITY, "amqp-permissions").replace("\\\n", " ");
+    block
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .starts_with("rabbitmqctl set_topic_permissions")
+        })
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let fill = |w: &str| {
+                w.replace("rondo\\.", &format!("{ns}\\."))
+                    .replace("rondo.", &format!("{ns}."))
+                    .replace("<app>", app)
+            };
+            let quoted: Vec<String> = line.split('\'').skip(1).step_by(2).map(fill).collect();
+            let [write, read] = <[String; 2]>::try_from(quoted)
+                .unwrap_or_else(|q| panic!("two quoted patterns in {line:?}: {q:?}"));
+            (fill(words[4]), fill(words[5]), write, read)
+        })
+        .collect()
+}
+
 fn rabbitmqctl(args: &[&str]) {
     let out = Command::new("rabbitmqctl")
         .args(args)
@@ -108,18 +133,44 @@ async fn each_process_works_with_only_the_documented_rights() {
         "scheduler, executor, XXL-JOB gateway, persistence worker"
     );
 
+    let topic_perms = readme_topic_permissions(&ns, app);
+    assert_eq!(
+        topic_perms.len(),
+        1,
+        "the executor's on the trigger exchange"
+    );
+
     let mut vhost = Vhost {
         name: ns.clone(),
         users: Vec::new(),
     };
     rabbitmqctl(&["add_vhost", &ns]);
+    // The executor's user is named as `amqp.executor_user` says a group's
+    // executors are; the gateway's is one of `amqp.gateway_users`.
+    world.config.amqp.executor_user = format!("{ns}-x-{{app}}");
+    world.config.amqp.gateway_users = vec![format!("{ns}-2")];
     let mut urls = Vec::new();
     for (i, (role, [configure, write, read])) in perms.iter().enumerate() {
-        let user = format!("{ns}-{i}");
+        let user = if role.starts_with("rondo-executor") {
+            format!("{ns}-x-{app}")
+        } else {
+            format!("{ns}-{i}")
+        };
         let password = format!("pw-{}", rand_hex());
         rabbitmqctl(&["add_user", &user, &password]);
         vhost.users.push(user.clone());
         rabbitmqctl(&["set_permissions", "-p", &ns, &user, configure, write, read]);
+        for (_, exchange, write, read) in topic_perms.iter().filter(|t| &t.0 == role) {
+            rabbitmqctl(&[
+                "set_topic_permissions",
+                "-p",
+                &ns,
+                &user,
+                exchange,
+                write,
+                read,
+            ]);
+        }
         urls.push((
             role.clone(),
             format!("amqp://{user}:{password}@127.0.0.1:5672/{ns}"),
@@ -131,6 +182,7 @@ async fn each_process_works_with_only_the_documented_rights() {
             .find(|(role, _, _)| role.starts_with(prefix))
             .unwrap_or_else(|| panic!("no documented user {prefix}…"))
     };
+    assert_eq!(of("rondo-xxl-gateway").2, format!("{ns}-2"));
     let (scheduler, executor, persist) = (
         of("rondo-scheduler").1.clone(),
         of("rondo-executor").1.clone(),
@@ -354,6 +406,86 @@ async fn each_process_works_with_only_the_documented_rights() {
         "a retry of the forged failure ran"
     );
 
+    // A success and log lines forged by the executor's user for another
+    // group's trigger, whose job has a child in the executor's own group:
+    // the monitor refuses them (no child fires) and the worker stores
+    // nothing of them.
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": "permother" }))
+            .await
+            .0,
+        201
+    );
+    let child = api
+        .create_job(json!({ "group": app, "handler": "record", "schedule_type": "NONE" }))
+        .await;
+    let parent = api
+        .create_job(json!({
+            "group": "permother", "handler": "record", "schedule_type": "NONE",
+            "child_jobs": [child]
+        }))
+        .await;
+    let now = rondo_core::clock::now_ms();
+    let theirs = rondo_core::trigger_id::scheduled(parent, now, 0);
+    let success = Event::Result(rondo_core::ExecResult {
+        trigger_id: theirs.clone(),
+        job_id: parent,
+        executor_id: executor_id.clone(),
+        fire_ms: now,
+        start_ms: now,
+        end_ms: now,
+        code: 200,
+        msg: "forged".into(),
+        retryable: true,
+    });
+    let lines = Event::Log(rondo_core::event::LogLines {
+        trigger_id: theirs.clone(),
+        job_id: parent,
+        first_seq: 0,
+        lines: vec![rondo_core::event::LogLine {
+            ts_ms: now,
+            text: "forged".into(),
+        }],
+    });
+    for event in [&success, &lines] {
+        let body = serde_json::to_vec(&[event]).unwrap();
+        publish_raw_event(&executor, &config, event.routing_key(), &body).await;
+    }
+    until_sample(
+        &node_metrics,
+        Some(&token),
+        "rondo_monitor_forbidden_total 2",
+    )
+    .await;
+    until_sample(
+        &persist_metrics,
+        None,
+        "rondo_persist_dead_letters_total{reason=\"forbidden\"} 6",
+    )
+    .await;
+    let stored = sqlx::query_scalar::<_, i64>(
+        "SELECT (SELECT COUNT(*) FROM job_log WHERE trigger_id = ?) \
+         + (SELECT COUNT(*) FROM job_log_line WHERE trigger_id = ?)",
+    )
+    .bind(&theirs)
+    .bind(&theirs)
+    .fetch_one(cluster.db())
+    .await
+    .expect("a count");
+    assert_eq!(stored, 0, "the forged result or lines were stored");
+
+    // A trigger published by the executor's user to another group's
+    // executor is refused by the broker (topic permissions); one to its
+    // own routing key (a hand-back) is taken.
+    let names = cluster.config().names();
+    for (key, taken) in [
+        (names.trigger_key("permother", "permother-1"), false),
+        (names.trigger_key(app, &executor_id), true),
+    ] {
+        let outcome = publish_trigger_as(&executor, &names.trigger_exchange(), &key).await;
+        assert_eq!(outcome.is_ok(), taken, "{key}: {outcome:?}");
+    }
+
     // Readiness follows the broker link: a process whose connection is
     // closed and whose rights are gone is not ready until they return.
     for (prefix, ready) in [
@@ -388,7 +520,6 @@ async fn each_process_works_with_only_the_documented_rights() {
         .await;
     }
     // What each Redis user is refused, Redis refuses.
-    let names = cluster.config().names();
     let executor_conn = connect(&redis_executor.url(&base)).await;
     for key in [
         names.session("forged"),
@@ -460,6 +591,11 @@ async fn each_process_works_with_only_the_documented_rights() {
         other => panic!("the twin was not refused: {other:?}"),
     }
 
+    assert!(
+        recorder.runs().iter().all(|r| r.job_id != child),
+        "a child of the forged success ran"
+    );
+
     // The scheduler's user reaches its own namespace only.
     let scheduler_conn = connect(&redis_scheduler.url(&base)).await;
     refused(&scheduler_conn, &["GET", "another-namespace:groups"]).await;
@@ -481,6 +617,30 @@ async fn until_sample(url: &str, token: Option<&str>, sample: &str) {
         text.lines().any(|l| l == sample).then_some(())
     })
     .await;
+}
+
+/// Publishes a malformed trigger batch (the executor dead-letters it) to
+/// `exchange` with `key` as the broker user of `amqp_url`; an error when
+/// the broker refuses it.
+async fn publish_trigger_as(amqp_url: &str, exchange: &str, key: &str) -> Result<bool, String> {
+    let conn = rondo_core::amqp::connect(amqp_url, "forger")
+        .await
+        .map_err(|e| e.to_string())?;
+    let ch = rondo_core::amqp::confirm_channel(&conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let user = rondo_core::amqp::user_of(amqp_url);
+    let publish = rondo_core::amqp::Publish {
+        exchange,
+        routing_key: key,
+        user_id: Some(&user),
+        ..rondo_core::amqp::Publish::default()
+    };
+    let outcome = rondo_core::amqp::publish_confirmed(&ch, publish, b"not a trigger batch")
+        .await
+        .map_err(|e| e.to_string());
+    let _ = conn.close(200, "bye".into()).await;
+    outcome
 }
 
 async fn connect(url: &str) -> redis::aio::MultiplexedConnection {

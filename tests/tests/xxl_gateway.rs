@@ -903,7 +903,7 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
     // A malformed message on an executor's queue is dead-lettered with its
     // reason; the gateway goes on.
     let queue_owner = rondo_xxl_gateway_id("bad", &garbage.address);
-    publish_raw_trigger(c.config(), &queue_owner, b"not a trigger batch").await;
+    publish_raw_trigger(c.config(), "bad", &queue_owner, b"not a trigger batch").await;
     let dead = eventually("the malformed message dead-lettered", PATIENCE, || async {
         let dead = take_dead(c.config()).await;
         (!dead.is_empty()).then_some(dead)
@@ -1204,6 +1204,7 @@ fn trigger_for(s: &Standin, job_id: u64, params: &str) -> rondo_core::Trigger {
         block: rondo_core::BlockStrategy::SerialExecution,
         retry_count: 0,
         script: None,
+        secrets: Default::default(),
     }
 }
 
@@ -1293,7 +1294,7 @@ async fn hand_offs_cut_short_by_a_dead_gateway_run_once() {
 
     for t in cases.iter().chain([&restarted]) {
         let body = serde_json::to_vec(&rondo_core::TriggerBatch::new(vec![t.clone()])).unwrap();
-        publish_raw_trigger(c.config(), &s.executor_id, &body).await;
+        publish_raw_trigger(c.config(), "cut", &s.executor_id, &body).await;
     }
     // The gateway settled each delivery: three sent now, four not.
     let scrape = eventually("every delivery settled", PATIENCE, || async {

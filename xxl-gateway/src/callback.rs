@@ -121,6 +121,7 @@ mod tests {
             killed: false,
             covered_by: None,
             answered: false,
+            secrets: Default::default(),
         }
     }
 

@@ -155,9 +155,10 @@ async fn hand_back(
     let body = serde_json::to_vec(&TriggerBatch::new(triggers))?;
     let ch = ctx.link.channel().await?;
     let exchange = ctx.names.trigger_exchange();
+    let key = ctx.names.trigger_key(&served.record().app, &served.id);
     let publish = amqp::Publish {
         exchange: &exchange,
-        routing_key: &served.id,
+        routing_key: &key,
         mandatory: true,
         user_id: ctx.names.publisher(),
         ..amqp::Publish::default()
@@ -452,6 +453,7 @@ fn new_run(served: &Served, trigger: &Trigger, log_id: i64) -> Run {
         killed: false,
         covered_by: None,
         answered: false,
+        secrets: trigger.secrets.clone(),
     }
 }
 
@@ -701,7 +703,7 @@ pub(crate) fn trigger_param(trigger: &Trigger, log_id: i64) -> TriggerParam {
     TriggerParam {
         job_id: i32::try_from(trigger.job_id).unwrap_or(i32::MAX),
         executor_handler: handler,
-        executor_params: trigger.params.clone(),
+        executor_params: rondo_core::model::secrets::expand(&trigger.params, &trigger.secrets),
         executor_block_strategy: trigger.block.as_str().to_owned(),
         executor_timeout: i32::try_from(trigger.timeout_s).unwrap_or(i32::MAX),
         log_id,

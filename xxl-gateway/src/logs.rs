@@ -124,6 +124,14 @@ async fn ship(ctx: &Ctx, run: &Run, mut from: i32) -> Result<i32, Error> {
 }
 
 async fn publish(ctx: &Ctx, run: &Run, first_seq: u32, lines: Vec<LogLine>) -> Result<(), Error> {
+    let masker = run.masker();
+    let lines: Vec<LogLine> = lines
+        .into_iter()
+        .map(|l| LogLine {
+            text: masker.mask(l.text),
+            ..l
+        })
+        .collect();
     let events: Vec<Event> = lines
         .chunks(LINES_PER_EVENT)
         .enumerate()

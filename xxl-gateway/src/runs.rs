@@ -81,6 +81,10 @@ pub struct Run {
     /// a late callback brings the executor's own outcome.
     #[serde(default)]
     pub answered: bool,
+    /// The trigger's secrets, so their values read `***` in the result
+    /// message and the log lines the executor hands back.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secrets: std::collections::BTreeMap<String, String>,
 }
 
 impl Run {
@@ -95,9 +99,14 @@ impl Run {
             start_ms: self.since_ms,
             end_ms: now_ms.max(self.since_ms),
             code,
-            msg: cut_msg(msg),
+            msg: cut_msg(self.masker().mask(msg)),
             retryable,
         }
+    }
+
+    /// What hides its secrets' values.
+    pub fn masker(&self) -> rondo_core::model::secrets::Masker {
+        rondo_core::model::secrets::Masker::new(&self.secrets)
     }
 
     /// Its member of the executor's in-flight set.

@@ -33,6 +33,7 @@ pub(crate) fn trigger(i: usize, first_fire_ms: i64) -> TriggerRecord {
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
             script: None,
+            secrets: Default::default(),
         },
         code: code::SUCCESS,
         // What the dispatcher records for a trigger it sent.

@@ -106,6 +106,17 @@ pub struct AmqpConfig {
     /// environment: a comma-separated list.
     #[serde(deserialize_with = "super::values::list_or_csv")]
     pub scheduler_users: Vec<String>,
+    /// The broker user of a group's executors, with `{app}` standing for
+    /// the group: the only sender (beside the scheduler's and the
+    /// gateway's users) whose results and log lines for that group's jobs
+    /// the monitor and the worker take. Another sender's are
+    /// dead-lettered (`forbidden`).
+    pub executor_user: String,
+    /// The broker users of XXL-JOB gateways: they hand results and log
+    /// lines back for every group they serve. In the environment: a
+    /// comma-separated list.
+    #[serde(deserialize_with = "super::values::list_or_csv")]
+    pub gateway_users: Vec<String>,
 }
 
 impl Default for AmqpConfig {
@@ -114,6 +125,8 @@ impl Default for AmqpConfig {
             url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
             queue_type: "classic".into(),
             scheduler_users: Vec::new(),
+            executor_user: "rondo-executor-{app}".into(),
+            gateway_users: Vec::new(),
         }
     }
 }

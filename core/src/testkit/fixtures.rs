@@ -52,6 +52,7 @@ pub fn trigger(trigger_id: &str, job_id: u64) -> Trigger {
         block: BlockStrategy::SerialExecution,
         retry_count: 0,
         script: None,
+        secrets: Default::default(),
     }
 }
 

@@ -410,7 +410,7 @@ impl Runner {
         running: (SemaphorePermit<'_>, Turn),
         guard: &SlotGuard<'_>,
     ) -> Settled {
-        let log = JobLog::new(&trigger.trigger_id, trigger.job_id);
+        let log = JobLog::for_trigger(trigger);
         let start_ms = now_ms();
         metrics::histogram!("rondo_executor_queue_wait_seconds")
             .record((start_ms - trigger.sent_ms).max(0) as f64 / 1000.0);

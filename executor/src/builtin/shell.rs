@@ -13,7 +13,9 @@
 //!   holds its credentials): `PATH`, `HOME`, `LANG`, what
 //!   `executor.job_env` names, and `RONDO_TRIGGER_ID`, `RONDO_JOB_ID`,
 //!   `RONDO_SHARD_INDEX`, `RONDO_SHARD_TOTAL` and `RONDO_PARAMS` (the
-//!   command line itself);
+//!   command line itself), and the job's secrets by their names (write
+//!   `"$DB_PASSWORD"` rather than `${secret.DB_PASSWORD}`, which would put
+//!   the value on the command line, where `ps` shows it);
 //! * stdin is empty; stdout lines go to the job log as they come, stderr
 //!   lines too, prefixed with `[stderr] `;
 //! * exit code 0 is success; any other code fails the run with
@@ -199,6 +201,7 @@ pub(super) fn with_trigger(
         .arg(&shard_total)
         .env_clear()
         .envs(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(ctx.secrets())
         .env("RONDO_TRIGGER_ID", ctx.trigger_id())
         .env("RONDO_JOB_ID", ctx.job_id().to_string())
         .env("RONDO_SHARD_INDEX", &shard_index)

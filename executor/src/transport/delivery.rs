@@ -27,6 +27,8 @@ pub(crate) struct Deliveries {
     pub(crate) names: Names,
     pub(crate) queue: String,
     pub(crate) executor_id: String,
+    /// This executor's routing key on the trigger exchange.
+    pub(crate) trigger_key: String,
     pub(crate) lifecycle: Lifecycle,
 }
 
@@ -92,7 +94,7 @@ impl Deliveries {
         let exchange = self.names.trigger_exchange();
         let publish = rondo_core::amqp::Publish {
             exchange: &exchange,
-            routing_key: &self.executor_id,
+            routing_key: &self.trigger_key,
             mandatory: true,
             user_id: self.names.publisher(),
             ..rondo_core::amqp::Publish::default()

@@ -126,6 +126,7 @@ impl Harness {
             block: BlockStrategy::SerialExecution,
             retry_count: 0,
             script: None,
+            secrets: Default::default(),
         }
     }
 
@@ -137,9 +138,12 @@ impl Harness {
     /// Publishes a body to the trigger exchange for this executor.
     pub async fn publish_raw(&self, body: &[u8]) {
         let exchange = self.names.trigger_exchange();
+        let key = self
+            .names
+            .trigger_key(&self.config.executor.app, &self.executor_id);
         let publish = Publish {
             exchange: &exchange,
-            routing_key: &self.executor_id,
+            routing_key: &key,
             mandatory: true,
             ..Publish::default()
         };

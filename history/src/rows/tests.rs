@@ -38,6 +38,7 @@ fn trigger(id: &str) -> Trigger {
         block: BlockStrategy::SerialExecution,
         retry_count: 0,
         script: None,
+        secrets: Default::default(),
     }
 }
 

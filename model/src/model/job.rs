@@ -61,6 +61,11 @@ pub struct Job {
     /// second import finds it instead of making a copy; empty otherwise.
     #[serde(default)]
     pub import_ref: String,
+    /// Named secrets: environment variables of shell and script jobs, and
+    /// `${secret.NAME}` in `params`. Every answer shows each value as
+    /// `***`; sent back so, the stored value is kept.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secrets: std::collections::BTreeMap<String, String>,
     pub enabled: bool,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -147,6 +152,7 @@ impl Job {
             glue_version: 0,
             glue_updated_ms: 0,
             import_ref: String::new(),
+            secrets: Default::default(),
             enabled: true,
             created_ms: 0,
             updated_ms: 0,

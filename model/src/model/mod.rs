@@ -5,10 +5,12 @@
 //! * `text`: bounds and checks of free text;
 //! * `group`: executor groups;
 //! * `job`: a job as stored and fired;
-//! * `spec`: a job as a user sends it, and its validation.
+//! * `spec`: a job as a user sends it, and its validation;
+//! * `secrets`: a job's named secrets, masked wherever they would show.
 
 mod group;
 mod job;
+pub mod secrets;
 mod spec;
 #[cfg(test)]
 mod tests;

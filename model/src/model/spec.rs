@@ -87,6 +87,12 @@ pub struct JobSpec {
     /// Where an importer took the job from (`rondo import` sets it).
     #[schema(max_length = 255)]
     pub import_ref: Option<String>,
+    /// Named secrets (name → value), given to the handler as environment
+    /// variables of shell and script jobs and through `${secret.NAME}` in
+    /// `params`; never shown (each value reads `***`, and `***` sent back
+    /// keeps the stored value). Names are environment variable names, not
+    /// `RONDO_…`; at most 32, values 1 to 4096 bytes.
+    pub secrets: Option<std::collections::BTreeMap<String, String>>,
     /// Default true.
     pub enabled: Option<bool>,
 }
@@ -130,6 +136,10 @@ impl JobSpec {
             glue_source: patch.glue_source.or(self.glue_source),
             glue_remark: patch.glue_remark.or(self.glue_remark),
             import_ref: patch.import_ref.or(self.import_ref),
+            secrets: match patch.secrets {
+                Some(new) => Some(super::secrets::resolve(new, self.secrets.as_ref())),
+                None => self.secrets,
+            },
             enabled: patch.enabled.or(self.enabled),
         }
     }
@@ -181,6 +191,8 @@ impl JobSpec {
         check_len("glue_remark", &glue_remark, MAX_TEXT)?;
         let import_ref = self.import_ref.unwrap_or_default();
         check_len("import_ref", &import_ref, MAX_TEXT)?;
+        let secrets = self.secrets.unwrap_or_default();
+        super::secrets::validate(&secrets)?;
         let handler = match glue_type.handler() {
             None => {
                 let handler = self.handler.unwrap_or_default();
@@ -301,6 +313,7 @@ impl JobSpec {
             glue_source,
             glue_remark,
             import_ref,
+            secrets,
             enabled: self.enabled.unwrap_or(true),
             created_ms: created_ms.unwrap_or(now_ms),
             updated_ms: now_ms,
@@ -363,6 +376,7 @@ impl Job {
             glue_source: Some(self.glue_source.clone()),
             glue_remark: Some(self.glue_remark.clone()),
             import_ref: Some(self.import_ref.clone()),
+            secrets: Some(self.secrets.clone()),
             enabled: Some(self.enabled),
         }
     }

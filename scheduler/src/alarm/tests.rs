@@ -134,6 +134,7 @@ fn failures_are_built_from_results_and_trigger_records() {
         block: BlockStrategy::SerialExecution,
         retry_count: 2,
         script: None,
+        secrets: Default::default(),
     };
     let result = ExecResult {
         trigger_id: "t".into(),

@@ -51,6 +51,7 @@ use crate::alarm::Alarmer;
 use crate::store::Store;
 use crate::store::triggers::{GroupQuery, GroupWrite, HandledId, RetryItem, TriggerStore};
 use decide::{Decision, Ending, decide};
+use rondo_core::senders::{JobGroups, Senders};
 use rondo_core::trigger_id;
 
 /// Events handled together at most: one Redis read and one write pipeline,
@@ -91,6 +92,8 @@ pub struct Monitor {
     alarmer: Alarmer,
     names: Names,
     config: Config,
+    senders: Senders,
+    job_groups: JobGroups,
 }
 
 impl Monitor {
@@ -105,6 +108,8 @@ impl Monitor {
             alarmer: Alarmer::new(&config.alarm),
             names: config.names(),
             config: config.clone(),
+            senders: Senders::new(&config.amqp),
+            job_groups: JobGroups::default(),
             store,
             dispatcher,
         })
@@ -205,10 +210,10 @@ impl Monitor {
         match decode_events(&delivery.data) {
             Ok(events) => {
                 // A failed trigger's retry carries its params: only a
-                // scheduler node may say a trigger failed.
+                // scheduler node may say a trigger failed. A result is
+                // taken only from its job's group's executors.
                 let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
-                let schedulers = self.config.amqp.scheduler_users();
-                if let Some(reason) = amqp::refused_sender(sender, &schedulers, &events) {
+                if let Some(reason) = self.refused(sender, &events).await? {
                     metrics::counter!("rondo_monitor_forbidden_total").increment(1);
                     amqp::dead_letter(ch, &self.names, &delivery, queue, &reason).await?;
                     return Ok(());
@@ -229,6 +234,28 @@ impl Monitor {
             }
         }
         Ok(())
+    }
+
+    /// Why `sender` may not send `events`, if it may not (see
+    /// [`Senders`]); the groups of the jobs it reports on are read from
+    /// their definitions.
+    async fn refused(
+        &self,
+        sender: Option<&str>,
+        events: &[Event],
+    ) -> Result<Option<String>, Error> {
+        let jobs = self.senders.jobs_to_check(sender, events);
+        let (mut groups, missing) = self.job_groups.lookup(&jobs);
+        if !missing.is_empty() {
+            let found = self.store.get_jobs(&missing).await?;
+            let read: Vec<(u64, Option<String>)> = missing
+                .iter()
+                .map(|id| (*id, found.get(id).map(|job| job.group.clone())))
+                .collect();
+            groups.extend(read.iter().cloned());
+            self.job_groups.remember(read);
+        }
+        Ok(self.senders.refused(sender, events, &groups))
     }
 
     /// Reacts to every ending among `events` once, with the outcome of

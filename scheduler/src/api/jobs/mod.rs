@@ -28,6 +28,7 @@ use super::doc::ApiErrors;
 use super::input::{parse_body, parse_id};
 use super::schedules::{NextFires, count_param};
 use super::state::{ApiResult, AppState};
+use rondo_core::model::secrets;
 
 /// A job with its next fire, as the API returns it.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -49,9 +50,17 @@ pub(super) struct JobIdParam {
     id: i64,
 }
 
+impl JobView {
+    /// The answer for `job`: its secrets' values read `***`, for everyone.
+    pub(super) fn new(mut job: Job, next_fire_ms: Option<i64>) -> JobView {
+        job.secrets = secrets::masked(&job.secrets);
+        JobView { job, next_fire_ms }
+    }
+}
+
 async fn view(s: &AppState, job: Job) -> Result<JobView, Error> {
     let next_fire_ms = s.store.api().next_fire(job.id).await?;
-    Ok(JobView { job, next_fire_ms })
+    Ok(JobView::new(job, next_fire_ms))
 }
 
 /// Checks the group exists, for a job that names it.
@@ -202,13 +211,7 @@ pub(super) async fn create_job(
     let next = first_fire(&job)?;
     save_and_announce(&s, &caller, "job.create", &job, next, None).await?;
     tracing::info!(job_id = id, group = %job.group, "job created");
-    Ok((
-        StatusCode::CREATED,
-        Json(JobView {
-            job,
-            next_fire_ms: next,
-        }),
-    ))
+    Ok((StatusCode::CREATED, Json(JobView::new(job, next))))
 }
 
 /// One job, with its next fire.
@@ -224,10 +227,11 @@ pub(super) async fn get_job(
     Ok(Json(view(&s, shown_to(&caller, job)).await?))
 }
 
-/// `job` as `caller` may see it: one who may read the group but not
-/// operate it sees where its alarm webhook goes, not the token in the
-/// webhook's path or query.
+/// `job` as `caller` may see it: no one sees its secrets' values, and one
+/// who may read the group but not operate it sees where its alarm webhook
+/// goes, not the token in the webhook's path or query.
 pub(super) fn shown_to(caller: &Caller, mut job: Job) -> Job {
+    job.secrets = secrets::masked(&job.secrets);
     if !caller.principal.may(Access::OperateGroup(&job.group)) {
         job.alarm_webhook = rondo_core::redact::url_path(&job.alarm_webhook);
     }
@@ -273,10 +277,7 @@ pub(super) async fn update_job(
         (Due::Keep, s.store.api().next_fire(id).await?)
     };
     save_and_announce(&s, &caller, "job.update", &job, due, Some(&old.group)).await?;
-    Ok(Json(JobView {
-        job,
-        next_fire_ms: next,
-    }))
+    Ok(Json(JobView::new(job, next)))
 }
 
 /// A job's next fires, in UTC and in its zone (from now; a stopped job's
@@ -360,10 +361,7 @@ async fn set_enabled(
     let next = first_fire(&job)?;
     let action = if enabled { "job.start" } else { "job.stop" };
     save_and_announce(s, caller, action, &job, next, None).await?;
-    Ok(JobView {
-        job,
-        next_fire_ms: next,
-    })
+    Ok(JobView::new(job, next))
 }
 
 /// Starts a job: it fires on its schedule from now.

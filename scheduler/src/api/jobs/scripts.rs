@@ -102,8 +102,5 @@ pub(crate) async fn restore_script(
     )
     .await?;
     let next = s.store.api().next_fire(old.id).await?;
-    Ok(Json(JobView {
-        job,
-        next_fire_ms: next,
-    }))
+    Ok(Json(JobView::new(job, next)))
 }
