@@ -212,6 +212,7 @@ impl StoredJob {
                 })?,
             },
             enabled: self.enabled != 0,
+            run_until_ms: 0,
             created_ms: self.created_ms,
             updated_ms: self.updated_ms,
         })

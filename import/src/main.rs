@@ -42,6 +42,30 @@ enum ImportCmd {
         /// each job's next fires beside XXL-JOB's trigger_next_time.
         #[arg(long)]
         dry_run: bool,
+        /// Creates every job stopped, those running in XXL-JOB too, for
+        /// `xxl-switch` to start. (Once imported, a job's running or not
+        /// is never changed by an import again.)
+        #[arg(long)]
+        stopped: bool,
+    },
+    /// Moves the firing of imported jobs from XXL-JOB to rondo (stopping
+    /// them in XXL-JOB's table, starting them in rondo at the first instant
+    /// XXL-JOB had not fired), or back with --back. One transaction per
+    /// group; a failure leaves both sides as they were.
+    XxlSwitch {
+        /// XXL-JOB's database: mysql://user:password@host:3306/xxl_job
+        #[arg(long, env = "RONDO_IMPORT_MYSQL", hide_env_values = true)]
+        mysql: String,
+        /// The source the import named (default: the database's name).
+        #[arg(long)]
+        source: Option<String>,
+        /// A group (app name) to switch; repeat for several. Default:
+        /// every group with imported jobs.
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// From rondo back to XXL-JOB, while its tables are still there.
+        #[arg(long)]
+        back: bool,
     },
 }
 
@@ -55,14 +79,30 @@ async fn main() -> ExitCode {
             zone,
             source,
             dry_run,
+            stopped,
         } => {
             let args = xxl_job::ImportArgs {
                 mysql,
                 zone: zone.as_deref(),
                 source: source.as_deref(),
                 dry_run: *dry_run,
+                stopped: *stopped,
             };
             xxl_job::xxl_job(&mut api, &args).await
+        }
+        ImportCmd::XxlSwitch {
+            mysql,
+            source,
+            groups,
+            back,
+        } => {
+            let args = xxl_job::SwitchArgs {
+                mysql,
+                source: source.as_deref(),
+                groups,
+                back: *back,
+            };
+            xxl_job::switch(&mut api, &args).await
         }
     };
     rondo_cli::finish(outcome, &cli.target.api)

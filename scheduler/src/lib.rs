@@ -186,6 +186,7 @@ impl Parts {
             retention_days: self.config.persist.retention_days,
             default_zone: self.config.default_zone(),
             report_zone: self.config.report_tz(),
+            load_ahead_ms: self.config.scheduler.load_ahead_ms,
             dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
             auth: self.auth.clone(),
             metrics_public: self.config.scheduler.metrics_public,

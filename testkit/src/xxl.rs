@@ -17,7 +17,7 @@ use crate::procs::{self, binary, free_addr};
 use crate::{PATIENCE, eventually};
 
 /// XXL-JOB 2.4's DDL for the two tables the importer reads.
-pub const XXL_JOB_2_4_TABLES: [&str; 2] = [
+pub const XXL_JOB_2_4_TABLES: [&str; 4] = [
     "CREATE TABLE `xxl_job_group` (
       `id` int(11) NOT NULL AUTO_INCREMENT,
       `app_name` varchar(64) NOT NULL COMMENT '执行器AppName',
@@ -54,10 +54,15 @@ pub const XXL_JOB_2_4_TABLES: [&str; 2] = [
       `trigger_next_time` bigint(13) NOT NULL DEFAULT '0',
       PRIMARY KEY (`id`)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    "CREATE TABLE `xxl_job_lock` (
+      `lock_name` varchar(50) NOT NULL COMMENT '锁名称',
+      PRIMARY KEY (`lock_name`)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    "INSERT INTO `xxl_job_lock` (`lock_name`) VALUES ('schedule_lock')",
 ];
 
-/// A database of its own with XXL-JOB 2.4's `xxl_job_group` and
-/// `xxl_job_info`, dropped with the guard.
+/// A database of its own with XXL-JOB 2.4's `xxl_job_group`,
+/// `xxl_job_info` and `xxl_job_lock`, dropped with the guard.
 pub async fn xxl_database(config: &Config) -> rondo_history::testing::TestDatabase {
     let db = rondo_history::testing::TestDatabase::empty(&config.mysql.url).await;
     for ddl in XXL_JOB_2_4_TABLES {

@@ -14,6 +14,7 @@
 //! * a second import changes nothing.
 
 use std::process::Output;
+use std::time::Duration;
 
 use chrono::TimeZone;
 use rondo_history::testing::TestDatabase;
@@ -424,4 +425,257 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
 
     cluster.stop().await;
     drop(xxl);
+}
+
+/// The switch-over, one group at a time: jobs imported stopped start in
+/// rondo at the first instant XXL-JOB had not fired (a FIX_RATE job keeps
+/// its phase) while XXL-JOB's rows are stopped as its own stop does; the
+/// way back stops them in rondo and hands XXL-JOB the first fire rondo
+/// leaves unmade, with no fire made by both or by neither; a group
+/// without a live executor, or half-switched, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_switches_over_and_back_without_a_missed_or_doubled_fire() {
+    let mut world = World::new("switch").await;
+    world.config.executor.app = "sw".into();
+    let token = world.admin.token.clone();
+    let xxl = rondo_testkit::xxl::xxl_database(&world.config).await;
+    let mut cluster = Cluster::new(world);
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    let url = format!("http://{}", cluster.nodes[node].addr());
+    sqlx::query(
+        "INSERT INTO xxl_job_group (id, app_name, title, address_type, address_list, update_time) VALUES \
+         (1, 'sw', 'Switched', 0, NULL, NOW()), (2, 'idle', 'No executor', 0, NULL, NOW())",
+    )
+    .execute(&xxl.pool)
+    .await
+    .expect("groups");
+    // XXL-JOB's bookkeeping as a running admin leaves it: a FIX_RATE job
+    // every 3 s whose next fire is off any whole second of now, a cron job
+    // every second, a stopped one, and a job of a group without executors.
+    let now = chrono::Utc::now().timestamp_millis();
+    let rate_next = now + 4_321;
+    let cron_next = (now / 1000 + 3) * 1000;
+    let jobs = [
+        (1, 1, "FIX_RATE", "3", true, rate_next),
+        (2, 1, "CRON", "* * * * * ?", true, cron_next),
+        (3, 1, "CRON", "0 0 3 * * ?", false, 0),
+        (4, 2, "CRON", "* * * * * ?", true, cron_next),
+    ];
+    for (id, group, kind, conf, running, next) in jobs {
+        sqlx::query(
+            "INSERT INTO xxl_job_info (id, job_group, job_desc, add_time, update_time, author, \
+             schedule_type, schedule_conf, misfire_strategy, executor_route_strategy, executor_handler, \
+             executor_param, executor_block_strategy, executor_timeout, executor_fail_retry_count, \
+             glue_type, glue_source, glue_remark, glue_updatetime, child_jobid, trigger_status, \
+             trigger_last_time, trigger_next_time) VALUES (?, ?, 'job', NOW(), NOW(), 'XXL', ?, ?, \
+             'DO_NOTHING', 'FIRST', 'record', '', 'SERIAL_EXECUTION', 0, 0, 'BEAN', '', '', NOW(), '', ?, 0, ?)",
+        )
+        .bind(id)
+        .bind(group)
+        .bind(kind)
+        .bind(conf)
+        .bind(i8::from(running))
+        .bind(next)
+        .execute(&xxl.pool)
+        .await
+        .expect("a job row");
+    }
+    let mysql = xxl.url.clone();
+    let out = rondo(
+        &url,
+        &token,
+        &[
+            "import",
+            "xxl-job",
+            "--mysql",
+            &mysql,
+            "--zone",
+            "UTC",
+            "--stopped",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", report(&out));
+    let by_xxl = |jobs: &std::collections::BTreeMap<String, Value>, xxl_id: i64| {
+        jobs.values()
+            .find(|j| {
+                j["import_ref"]
+                    .as_str()
+                    .is_some_and(|r| r.ends_with(&format!("#{xxl_id}")))
+            })
+            .cloned()
+            .expect("the imported job")
+    };
+    let before = imported(&api).await;
+    for xxl_id in 1..=4 {
+        assert_eq!(
+            by_xxl(&before, xxl_id)["enabled"],
+            false,
+            "--stopped: all stopped"
+        );
+    }
+
+    // No executor of `idle` is live: its switch is refused, nothing moves.
+    let out = rondo(
+        &url,
+        &token,
+        &["import", "xxl-switch", "--mysql", &mysql, "--group", "idle"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        report(&out)["refused"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no executor")
+    );
+
+    let recorder = rondo_testkit::recorder::Recorder::default();
+    cluster.start_recording_executor("sw-1", &recorder);
+    api.until_executors("sw", &["sw-1"]).await;
+    let out = rondo(
+        &url,
+        &token,
+        &["import", "xxl-switch", "--mysql", &mysql, "--group", "sw"],
+    );
+    assert!(out.status.success(), "{:?}", report(&out));
+    let status = |id: i64| {
+        let pool = xxl.pool.clone();
+        async move {
+            sqlx::query_as::<_, (i8, i64, i64)>(
+                "SELECT trigger_status, trigger_last_time, trigger_next_time FROM xxl_job_info WHERE id = ?",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .expect("a row")
+        }
+    };
+    assert_eq!(
+        status(1).await,
+        (0, 0, 0),
+        "stopped in XXL-JOB as its stop does"
+    );
+    assert_eq!(status(2).await, (0, 0, 0));
+    assert_eq!(status(3).await, (0, 0, 0));
+    assert_eq!(status(4).await.0, 1, "another group's job is left alone");
+    let after = imported(&api).await;
+    let (rate, cron) = (by_xxl(&after, 1), by_xxl(&after, 2));
+    for (job, next) in [(&rate, rate_next), (&cron, cron_next)] {
+        let (_, read) = api.get(&format!("/api/v1/jobs/{}", job["id"])).await;
+        // The FIX_RATE job keeps its phase.
+        assert_eq!(read["next_fire_ms"], next, "{read}");
+    }
+    assert_eq!(
+        by_xxl(&after, 3)["enabled"],
+        false,
+        "stopped in XXL-JOB, stopped here"
+    );
+    // Switching again is refused: the group runs in rondo already.
+    let out = rondo(
+        &url,
+        &token,
+        &["import", "xxl-switch", "--mysql", &mysql, "--group", "sw"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        report(&out)["refused"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("half-switched")
+    );
+
+    // rondo fires the FIX_RATE job from XXL-JOB's next instant, 3 s apart.
+    let rate_id = rate["id"].as_u64().unwrap();
+    let fires_of = |job: u64| -> Vec<i64> {
+        let mut f: Vec<i64> = recorder
+            .runs()
+            .iter()
+            .filter(|r| r.job_id == job)
+            .map(|r| r.fire_ms)
+            .collect();
+        f.sort_unstable();
+        f
+    };
+    rondo_testkit::eventually(
+        "two fires of the FIX_RATE job",
+        Duration::from_secs(20),
+        || async { (fires_of(rate_id).len() >= 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(fires_of(rate_id)[..2], [rate_next, rate_next + 3_000]);
+
+    // The way back: XXL-JOB gets each job from the first fire rondo leaves
+    // unmade; rondo makes every one before it, and none from it on.
+    let out = rondo(
+        &url,
+        &token,
+        &[
+            "import",
+            "xxl-switch",
+            "--mysql",
+            &mysql,
+            "--group",
+            "sw",
+            "--back",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", report(&out));
+    let back = report(&out);
+    let handover = |xxl_id: i64| {
+        back["switched"][0]["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["xxl_id"] == xxl_id)
+            .and_then(|j| j["xxl_next_ms"].as_i64())
+            .expect("a handover")
+    };
+    let (rate_handover, cron_handover) = (handover(1), handover(2));
+    assert_eq!(
+        (rate_handover - rate_next) % 3_000,
+        0,
+        "on the FIX_RATE chain"
+    );
+    assert_eq!(status(1).await, (1, 0, rate_handover));
+    assert_eq!(status(2).await, (1, 0, cron_handover));
+    let cron_id = cron["id"].as_u64().unwrap();
+    let rate_chain: Vec<i64> = (0..)
+        .map(|k| rate_next + k * 3_000)
+        .take_while(|f| *f < rate_handover)
+        .collect();
+    let cron_chain: Vec<i64> = (0..)
+        .map(|k| cron_next + k * 1_000)
+        .take_while(|f| *f < cron_handover)
+        .collect();
+    rondo_testkit::eventually(
+        "every fire before the handover",
+        Duration::from_secs(20),
+        || async {
+            (fires_of(rate_id) == rate_chain && fires_of(cron_id) == cron_chain).then_some(())
+        },
+    )
+    .await;
+    // Past the handover and what a node may hold: still none from it on.
+    rondo_testkit::eventually(
+        "the clock past the handover",
+        Duration::from_secs(20),
+        || async {
+            (chrono::Utc::now().timestamp_millis() > rate_handover.max(cron_handover) + 2_000)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        fires_of(rate_id),
+        rate_chain,
+        "no FIX_RATE fire from the handover on"
+    );
+    assert_eq!(
+        fires_of(cron_id),
+        cron_chain,
+        "no cron fire from the handover on"
+    );
+    let last = imported(&api).await;
+    assert_eq!(by_xxl(&last, 1)["enabled"], false);
+    assert_eq!(by_xxl(&last, 2)["enabled"], false);
 }

@@ -29,11 +29,13 @@ use sqlx::{Connection, MySqlConnection};
 use rondo_cli::Api;
 
 mod map;
+mod switch;
 mod tables;
 #[cfg(test)]
 mod tests;
 
 use map::{import_ref, map_jobs};
+pub use switch::{SwitchArgs, switch};
 use tables::{Problem, XxlGroup, manual_addresses, read_groups, read_jobs};
 
 /// What the command was asked.
@@ -42,6 +44,9 @@ pub struct ImportArgs<'a> {
     pub zone: Option<&'a str>,
     pub source: Option<&'a str>,
     pub dry_run: bool,
+    /// Creates every job stopped, those running in XXL-JOB too (the
+    /// switch starts them).
+    pub stopped: bool,
 }
 
 /// Runs the import; the report is printed by the caller (status 200, or
@@ -95,6 +100,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     let mut report = Map::new();
     report.insert("source".into(), json!(format!("xxl-job/{source}")));
     report.insert("dry_run".into(), json!(args.dry_run));
+    report.insert("stopped".into(), json!(args.stopped));
     report.insert(
         "problems".into(),
         Value::Array(problems.iter().map(Problem::to_json).collect()),
@@ -161,6 +167,15 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     for m in &mapped {
         let reference = import_ref(&source, m.xxl.id);
         let current = existing.get(&reference);
+        // Whether a job runs belongs to the switch once it is imported: a
+        // later import never starts or stops it.
+        let mut spec = m.spec.clone();
+        if current.is_some() {
+            spec.enabled = None;
+        } else if args.stopped {
+            spec.enabled = Some(false);
+        }
+        let m = &map::Mapped { spec, ..m.clone() };
         let mut entry = json!({ "xxl_id": m.xxl.id, "import_ref": reference });
         let action = match current {
             Some(job) if same(&m.spec, job) => "unchanged",

@@ -67,6 +67,11 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub secrets: std::collections::BTreeMap<String, String>,
     pub enabled: bool,
+    /// Set by a stop: the fires the job had claimed that are due by this
+    /// instant (ms; the stop plus the nodes' load-ahead, so every fire a
+    /// node may already hold) still run, and no later one. 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub run_until_ms: i64,
     pub created_ms: i64,
     pub updated_ms: i64,
 }
@@ -154,6 +159,7 @@ impl Job {
             import_ref: String::new(),
             secrets: Default::default(),
             enabled: true,
+            run_until_ms: 0,
             created_ms: 0,
             updated_ms: 0,
         }
@@ -171,7 +177,18 @@ impl Job {
     }
 }
 
+fn is_zero(ms: &i64) -> bool {
+    *ms == 0
+}
+
 impl Job {
+    /// Whether a fire of this job at `fire_ms` that was claimed (it is on
+    /// a node's ring) is still made: the job runs, or it was stopped after
+    /// the fire was claimed and the fire is due by [`Job::run_until_ms`].
+    pub fn makes_claimed_fire(&self, fire_ms: i64) -> bool {
+        self.enabled || fire_ms <= self.run_until_ms
+    }
+
     /// The script version of `self` saved over `old` (the job it replaces,
     /// `None` when new): a changed type or source is a new version (with
     /// this save's remark and time), anything else keeps the old one.
@@ -179,6 +196,10 @@ impl Job {
         let Some(old) = old else {
             return self;
         };
+        if !self.enabled && !old.enabled {
+            // An edit of a stopped job keeps what its stop let run.
+            self.run_until_ms = old.run_until_ms;
+        }
         let changed = self.glue_type != GlueType::Bean
             && (self.glue_type != old.glue_type || self.glue_source != old.glue_source);
         if changed {

@@ -315,6 +315,7 @@ impl JobSpec {
             import_ref,
             secrets,
             enabled: self.enabled.unwrap_or(true),
+            run_until_ms: 0,
             created_ms: created_ms.unwrap_or(now_ms),
             updated_ms: now_ms,
         })

@@ -329,3 +329,24 @@ fn text_is_clipped_on_a_character_boundary_with_its_mark() {
     assert_eq!(super::clip("aééé", 5, "…"), "a…");
     assert_eq!(super::clip("aééé", 6, "…"), "aé…");
 }
+
+#[test]
+fn a_stopped_job_makes_its_claimed_fires_up_to_its_stops_reach() {
+    let running = Job::new(1, "g", "h");
+    assert!(running.makes_claimed_fire(i64::MAX));
+    let stopped = Job {
+        enabled: false,
+        run_until_ms: 10_000,
+        ..Job::new(1, "g", "h")
+    };
+    assert!(stopped.makes_claimed_fire(10_000));
+    assert!(!stopped.makes_claimed_fire(10_001));
+    // An edit of the stopped job keeps the reach; a start clears it.
+    let edited = Job {
+        description: "x".into(),
+        run_until_ms: 0,
+        ..stopped.clone()
+    }
+    .versioned_after(Some(&stopped), 20_000);
+    assert_eq!(edited.run_until_ms, 10_000);
+}

@@ -40,6 +40,9 @@ pub struct AppState {
     pub default_zone: chrono_tz::Tz,
     /// The config's `report_zone`: the days the daily report counts.
     pub report_zone: chrono_tz::Tz,
+    /// `scheduler.load_ahead_ms`: how far ahead a node may hold fires, so
+    /// how long after a stop its claimed fires still run.
+    pub load_ahead_ms: i64,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

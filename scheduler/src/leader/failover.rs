@@ -61,7 +61,7 @@ pub fn plan_moves(
         let Some((job_id, fire_ms)) = parse_ring_member(member) else {
             continue;
         };
-        let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
+        let Some(job) = jobs.get(&job_id).filter(|j| j.makes_claimed_fire(fire_ms)) else {
             continue;
         };
         if job.misfire == Misfire::FireOnceNow
@@ -75,8 +75,8 @@ pub fn plan_moves(
     let mut moves: Vec<Move> = members
         .iter()
         .map(|(member, score)| {
-            let Some((job_id, _)) = parse_ring_member(member) else { return drop(member, *score) };
-            let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else { return drop(member, *score) };
+            let Some((job_id, fire_ms)) = parse_ring_member(member) else { return drop(member, *score) };
+            let Some(job) = jobs.get(&job_id).filter(|j| j.makes_claimed_fire(fire_ms)) else { return drop(member, *score) };
             let target = Some(pick_node(job.id, live));
             if !late(job, *score) {
                 return Move { member: member.clone(), target, score: *score, rename: None, missed: None };
@@ -112,7 +112,7 @@ fn attach_missed(
         let Some((job_id, fire_ms)) = parse_ring_member(&m.member) else {
             continue;
         };
-        let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
+        let Some(job) = jobs.get(&job_id).filter(|j| j.makes_claimed_fire(fire_ms)) else {
             continue;
         };
         let threshold = job.misfire_threshold().unwrap_or(misfire_threshold_ms);
@@ -158,6 +158,7 @@ async fn rearm_dropped_delays(
         let Some((job_id, fire_ms)) = parse_ring_member(&m.member) else {
             continue;
         };
+        // A stopped job is never re-armed.
         let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
             continue;
         };

@@ -131,11 +131,11 @@ impl Firing {
         let jobs = self.store.get_jobs(&ids).await?;
         let mut earliest = i64::MAX;
         for (partition, member, job_id, fire_ms) in fresh {
-            let Some(job) = jobs.get(&job_id).filter(|j| j.enabled) else {
+            let Some(job) = jobs.get(&job_id).filter(|j| j.makes_claimed_fire(fire_ms)) else {
                 tracing::info!(
                     job_id,
                     fire_ms,
-                    "job deleted or stopped since the claim; fire dropped"
+                    "job deleted, or stopped before this fire, since the claim; fire dropped"
                 );
                 self.store.ack(partition, &self.node, &member).await?;
                 continue;

@@ -40,17 +40,20 @@ impl ApiStore<'_> {
     /// entry as the claims and the monitor keep it (a change that does not
     /// reschedule: writing back a score read earlier could undo a claim's
     /// advance or a fixed delay's re-arm made meanwhile).
+    /// Returns the job's due score before the save (its first fire not
+    /// claimed yet), read in the same transaction.
     pub async fn save_job(
         &self,
         job: &Job,
         next: impl Into<Due>,
         old_group: Option<&str>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<i64>, Error> {
         let json = serde_json::to_string(job)?;
         let p = self.0.names.partition_of(job.id);
         let due = self.0.names.due(p);
         let mut pipe = redis::pipe();
         pipe.atomic()
+            .zscore(&due, job.id)
             .hset(self.0.names.defs(p), job.id, json)
             .ignore()
             .set(self.0.names.defs_version(p), rand::random::<u64>())
@@ -77,10 +80,10 @@ impl ApiStore<'_> {
             Due::Keep => {}
         }
         let mut conn = self.0.conn().await?;
-        let _: () = pipe.query_async(&mut conn).await?;
+        let (before,): (Option<f64>,) = pipe.query_async(&mut conn).await?;
         // An acknowledged change outlives its master's failover.
         conn.replicate().await?;
-        Ok(())
+        Ok(before.map(|s| s as i64))
     }
 
     /// A page of job ids in id order (`descending`: newest first), of one

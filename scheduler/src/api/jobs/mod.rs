@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
 use rondo_core::{Error, Event, Job, JobSpec, clock};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use rondo_core::schedule::MissedFires;
 
@@ -38,6 +38,11 @@ pub(super) struct JobView {
     /// The next scheduled fire (ms since the epoch, UTC); null when the
     /// job is stopped or its schedule has no more fires.
     next_fire_ms: Option<i64>,
+    /// In the answer to a stop: the job's first scheduled fire this stop
+    /// leaves unmade (every earlier one runs, none from it on), where
+    /// another scheduler taking the job over begins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handover_ms: Option<i64>,
 }
 
 /// The `{id}` path parameter of a job.
@@ -54,7 +59,11 @@ impl JobView {
     /// The answer for `job`: its secrets' values read `***`, for everyone.
     pub(super) fn new(mut job: Job, next_fire_ms: Option<i64>) -> JobView {
         job.secrets = secrets::masked(&job.secrets);
-        JobView { job, next_fire_ms }
+        JobView {
+            job,
+            next_fire_ms,
+            handover_ms: None,
+        }
     }
 }
 
@@ -144,7 +153,73 @@ fn first_fire(job: &Job) -> Result<Option<i64>, Error> {
     Ok(job.schedule()?.first_after(clock::now_ms()))
 }
 
+/// The first fire a stop leaves unmade. `due_before` is the job's first
+/// unclaimed fire; the claimed ones before it run up to
+/// [`Job::run_until_ms`]. A cron job's first unmade fire is the earlier of
+/// the two; a `FIX_RATE` job's is the first of its chain (`due_before`
+/// less whole rates) after `run_until_ms`; a `FIX_DELAY` job between runs
+/// has none (its next fire waits for a result).
+fn handover(job: &Job, due_before: Option<i64>) -> Option<i64> {
+    use rondo_core::schedule::Schedule;
+    let until = job.run_until_ms;
+    match (job.schedule().ok()?, due_before) {
+        (_, Some(due)) if due <= until => Some(due),
+        (Schedule::FixRate(rate), Some(due)) if rate > 0 => {
+            Some(due - (due - until - 1) / rate * rate)
+        }
+        (schedule, due) => match (due, schedule.next_after(until)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+    }
+}
+
+#[cfg(test)]
+mod handover_tests {
+    use super::*;
+    use rondo_core::schedule::ScheduleType;
+
+    fn job(kind: ScheduleType, conf: &str, until: i64) -> Job {
+        Job {
+            schedule_type: kind,
+            schedule_conf: conf.into(),
+            enabled: false,
+            run_until_ms: until,
+            ..Job::new(1, "g", "h")
+        }
+    }
+
+    #[test]
+    fn a_fix_rate_job_hands_over_the_first_of_its_chain_after_the_stop() {
+        // Every 3 s from 1_000; claimed through 10_000 (due 13_000); the
+        // stop lets fires up to 5_500 run: 7_000 is the first unmade.
+        let j = job(ScheduleType::FixRate, "3", 5_500);
+        assert_eq!(handover(&j, Some(13_000)), Some(7_000));
+        // Nothing claimed past the stop: the due fire itself.
+        assert_eq!(handover(&j, Some(7_000)), Some(7_000));
+        // A claim that fell behind: the first unclaimed fire.
+        assert_eq!(handover(&j, Some(4_000)), Some(4_000));
+    }
+
+    #[test]
+    fn a_cron_job_hands_over_its_first_instant_after_the_stop() {
+        let j = job(ScheduleType::Cron, "0/10 * * * * ?", 25_000);
+        assert_eq!(handover(&j, Some(40_000)), Some(30_000));
+        assert_eq!(handover(&j, Some(20_000)), Some(20_000));
+    }
+}
+
+/// The first fire of a job started from `from_ms` (see [`StartFrom`]).
+fn first_fire_from(job: &Job, from_ms: i64) -> Result<Option<i64>, Error> {
+    use rondo_core::schedule::Schedule;
+    Ok(match job.schedule()? {
+        Schedule::FixRate(_) | Schedule::FixDelay(_) => Some(from_ms),
+        schedule => schedule.next_after(from_ms - 1),
+    })
+}
+
 /// Saves a job and announces it, with the audit record of `action`.
+/// Returns the job's due score before the save.
 async fn save_and_announce(
     s: &AppState,
     caller: &Caller,
@@ -152,12 +227,13 @@ async fn save_and_announce(
     job: &Job,
     next: impl Into<Due>,
     old_group: Option<&str>,
-) -> Result<(), Error> {
-    s.store.api().save_job(job, next, old_group).await?;
+) -> Result<Option<i64>, Error> {
+    let before = s.store.api().save_job(job, next, old_group).await?;
     let audit = caller.audit(action, format!("job:{}", job.id), Some(&job.group), None);
     s.events
         .publish(&[Event::JobUpserted { job: job.clone() }, audit])
-        .await
+        .await?;
+    Ok(before)
 }
 
 /// The job `raw` names, if the caller may read it.
@@ -348,9 +424,17 @@ async fn set_enabled(
     caller: &Caller,
     id: &str,
     enabled: bool,
+    from_ms: Option<i64>,
 ) -> Result<JobView, Error> {
     let mut job = operable_job(s, caller, id).await?;
     if job.enabled == enabled {
+        if from_ms.is_some() {
+            return Err(Error {
+                kind: rondo_core::ErrorKind::Conflict,
+                field: Some("from_ms".into()),
+                message: format!("job {} is running already; stop it first", job.id),
+            });
+        }
         return view(s, job).await;
     }
     if enabled {
@@ -358,22 +442,66 @@ async fn set_enabled(
     }
     job.enabled = enabled;
     job.updated_ms = clock::now_ms();
-    let next = first_fire(&job)?;
+    // A stop lets the fires a node may hold already run (they are due by
+    // the stop plus the load-ahead), and no later one.
+    job.run_until_ms = if enabled {
+        0
+    } else {
+        job.updated_ms + s.load_ahead_ms
+    };
+    let next = match from_ms {
+        Some(from) => first_fire_from(&job, from)?,
+        None => first_fire(&job)?,
+    };
     let action = if enabled { "job.start" } else { "job.stop" };
-    save_and_announce(s, caller, action, &job, next, None).await?;
-    Ok(JobView::new(job, next))
+    let due_before = save_and_announce(s, caller, action, &job, next, None).await?;
+    let mut view = JobView::new(job, next);
+    if !enabled {
+        view.handover_ms = handover(&view.job, due_before);
+    }
+    Ok(view)
 }
 
-/// Starts a job: it fires on its schedule from now.
+/// Where a started job's schedule begins.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StartFrom {
+    /// The first fire (ms since the epoch): a `FIX_RATE` or `FIX_DELAY`
+    /// job fires first at this instant exactly (keeping another
+    /// scheduler's phase), a `CRON` job at its first instant at or after
+    /// it. One in the past is late when claimed, so the job's misfire rule
+    /// decides it. Default: the schedule from now. At most 30 days back
+    /// or a year ahead.
+    from_ms: Option<i64>,
+}
+
+/// How far back a start may begin (a misfire older than this would only
+/// be skipped or folded anyway).
+const START_FROM_PAST_MS: i64 = 30 * 24 * 3600 * 1000;
+/// How far ahead a start may begin.
+const START_FROM_AHEAD_MS: i64 = 366 * 24 * 3600 * 1000;
+
+/// Starts a job: it fires on its schedule from now, or from `from_ms`.
 #[utoipa::path(post, path = "/api/v1/jobs/{id}/start", tag = "jobs",
     params(JobIdParam),
+    request_body(content = Option<StartFrom>, description = "Where the schedule begins; no body: from now."),
     responses((status = 200, description = "The job, started.", body = JobView), ApiErrors))]
 pub(super) async fn start_job(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> ApiResult<Json<JobView>> {
-    Ok(Json(set_enabled(&s, &caller, &id, true).await?))
+    let from = parse_body::<StartFrom>(&body)?.from_ms;
+    if let Some(ms) = from {
+        let now = clock::now_ms();
+        if ms < now - START_FROM_PAST_MS || ms > now + START_FROM_AHEAD_MS {
+            return Err(
+                Error::invalid("from_ms", "must be at most 30 days back and a year ahead").into(),
+            );
+        }
+    }
+    Ok(Json(set_enabled(&s, &caller, &id, true, from).await?))
 }
 
 /// Stops a job: no more scheduled fires (manual triggers still run it).
@@ -385,7 +513,7 @@ pub(super) async fn stop_job(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
-    Ok(Json(set_enabled(&s, &caller, &id, false).await?))
+    Ok(Json(set_enabled(&s, &caller, &id, false, None).await?))
 }
 
 #[cfg(test)]
