@@ -143,9 +143,44 @@ pub fn hash_password(password: &str) -> Result<String, Error> {
         .map_err(|e| Error::internal(format!("hashing a password: {e}")))
 }
 
+/// The prefix of a password hash imported from XXL-JOB (`xxl_job_user`
+/// keeps the unsalted MD5 of the password, 32 hex digits). It is accepted
+/// once: the sign-in that matches it replaces it with Argon2id.
+pub const XXL_MD5_PREFIX: &str = "xxl-md5:";
+
+/// The stored form of an imported XXL-JOB password hash, or why `md5` is
+/// not one (32 hex digits).
+pub fn xxl_md5_hash(field: &str, md5: &str) -> Result<String, Error> {
+    if md5.len() != 32 || !md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::invalid(
+            field,
+            "must be XXL-JOB's password hash: 32 hex digits (an MD5)",
+        ));
+    }
+    Ok(format!("{XXL_MD5_PREFIX}{}", md5.to_ascii_lowercase()))
+}
+
+/// Whether a stored hash is an imported XXL-JOB MD5, to be replaced at
+/// the next successful sign-in.
+pub fn is_xxl_md5(stored: &str) -> bool {
+    stored.starts_with(XXL_MD5_PREFIX)
+}
+
 /// Whether `password` matches a stored hash; false for a hash that does
 /// not parse (never an error an attacker could tell apart).
 pub fn verify_password(password: &str, stored: &str) -> bool {
+    if let Some(md5) = stored.strip_prefix(XXL_MD5_PREFIX) {
+        use md5::{Digest, Md5};
+        let digest = Md5::digest(password.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        // Every byte compared, whatever differs first.
+        return hex.len() == md5.len()
+            && hex
+                .bytes()
+                .zip(md5.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+    }
     let Ok(parsed) = PasswordHash::new(stored) else {
         return false;
     };
@@ -154,20 +189,7 @@ pub fn verify_password(password: &str, stored: &str) -> bool {
         .is_ok()
 }
 
-/// Checks a username: 1 to 64 of `A-Z a-z 0-9 . _ @ -`.
-pub fn check_username(field: &str, name: &str) -> Result<(), Error> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'));
-    if !ok {
-        return Err(Error::invalid(
-            field,
-            "must be 1 to 64 characters of letters, digits, '.', '_', '@' and '-'",
-        ));
-    }
-    Ok(())
-}
+pub use rondo_model::model::check_username;
 
 /// Checks a new password: 12 to 256 characters.
 pub fn check_new_password(field: &str, password: &str) -> Result<(), Error> {
@@ -238,6 +260,20 @@ mod tests {
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
             read_only,
         }
+    }
+
+    #[test]
+    fn an_imported_xxl_md5_matches_its_password_only() {
+        // XXL-JOB's default admin: md5("123456").
+        let stored = xxl_md5_hash("xxl_md5", "E10ADC3949BA59ABBE56E057F20F883E").unwrap();
+        assert_eq!(stored, "xxl-md5:e10adc3949ba59abbe56e057f20f883e");
+        assert!(is_xxl_md5(&stored));
+        assert!(verify_password("123456", &stored));
+        assert!(!verify_password("1234567", &stored));
+        assert!(!verify_password("", &stored));
+        assert!(xxl_md5_hash("xxl_md5", "not-a-hash").is_err());
+        let argon = hash_password("123456").unwrap();
+        assert!(!is_xxl_md5(&argon));
     }
 
     #[test]

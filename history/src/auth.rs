@@ -253,6 +253,28 @@ impl History {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Replaces `username`'s password hash `old` by `new` (an imported
+    /// hash upgraded at sign-in); false when it is no longer `old`.
+    pub async fn replace_password_hash(
+        &self,
+        username: &str,
+        old: &str,
+        new: &str,
+        now_ms: i64,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query(
+            "UPDATE `user` SET password_hash = ?, updated_ms = ? \
+             WHERE username = ? AND password_hash = ?",
+        )
+        .bind(new)
+        .bind(now_ms)
+        .bind(username)
+        .bind(old)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Revokes every token of `username` not revoked yet (a password
     /// change or reset, a disable, a demotion); how many.
     pub async fn revoke_user_tokens(&self, username: &str, now_ms: i64) -> Result<u64, Error> {

@@ -17,7 +17,7 @@ use crate::procs::{self, binary, free_addr};
 use crate::{PATIENCE, eventually};
 
 /// XXL-JOB 2.4's DDL for the two tables the importer reads.
-pub const XXL_JOB_2_4_TABLES: [&str; 4] = [
+pub const XXL_JOB_2_4_TABLES: [&str; 5] = [
     "CREATE TABLE `xxl_job_group` (
       `id` int(11) NOT NULL AUTO_INCREMENT,
       `app_name` varchar(64) NOT NULL COMMENT '执行器AppName',
@@ -59,10 +59,20 @@ pub const XXL_JOB_2_4_TABLES: [&str; 4] = [
       PRIMARY KEY (`lock_name`)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     "INSERT INTO `xxl_job_lock` (`lock_name`) VALUES ('schedule_lock')",
+    "CREATE TABLE `xxl_job_user` (
+      `id` int(11) NOT NULL AUTO_INCREMENT,
+      `username` varchar(50) NOT NULL COMMENT '账号',
+      `password` varchar(50) NOT NULL COMMENT '密码',
+      `role` tinyint(4) NOT NULL COMMENT '角色：0-普通用户、1-管理员',
+      `permission` varchar(255) DEFAULT NULL COMMENT '权限：执行器ID列表，多个逗号分割',
+      PRIMARY KEY (`id`),
+      UNIQUE KEY `i_username` (`username`) USING BTREE
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
 ];
 
 /// A database of its own with XXL-JOB 2.4's `xxl_job_group`,
-/// `xxl_job_info` and `xxl_job_lock`, dropped with the guard.
+/// `xxl_job_info`, `xxl_job_lock` and `xxl_job_user`, dropped with the
+/// guard.
 pub async fn xxl_database(config: &Config) -> rondo_history::testing::TestDatabase {
     let db = rondo_history::testing::TestDatabase::empty(&config.mysql.url).await;
     for ddl in XXL_JOB_2_4_TABLES {

@@ -481,6 +481,15 @@ async fn a_group_switches_over_and_back_without_a_missed_or_doubled_fire() {
         .await
         .expect("a job row");
     }
+    // Its users: an admin, and an operator of `sw` (XXL-JOB keeps the
+    // unsalted MD5 of each password).
+    sqlx::query(
+        "INSERT INTO xxl_job_user (id, username, password, role, permission) VALUES \
+         (1, 'xxladmin', MD5('123456'), 1, NULL), (2, 'ops', MD5('ops-password'), 0, '1')",
+    )
+    .execute(&xxl.pool)
+    .await
+    .expect("users");
     let mysql = xxl.url.clone();
     let out = rondo(
         &url,
@@ -506,6 +515,19 @@ async fn a_group_switches_over_and_back_without_a_missed_or_doubled_fire() {
             .cloned()
             .expect("the imported job")
     };
+    let imported_users = report(&out)["users"].clone();
+    assert_eq!(
+        imported_users.as_array().map(Vec::len),
+        Some(2),
+        "{imported_users}"
+    );
+    assert!(
+        !imported_users
+            .to_string()
+            .contains(&md5_hex("ops-password")),
+        "{imported_users}"
+    );
+    users_sign_in_with_their_xxl_passwords_once(&cluster, &api, &url).await;
     let before = imported(&api).await;
     for xxl_id in 1..=4 {
         assert_eq!(
@@ -678,4 +700,64 @@ async fn a_group_switches_over_and_back_without_a_missed_or_doubled_fire() {
     let last = imported(&api).await;
     assert_eq!(by_xxl(&last, 1)["enabled"], false);
     assert_eq!(by_xxl(&last, 2)["enabled"], false);
+}
+
+fn md5_hex(text: &str) -> String {
+    use md5::{Digest, Md5};
+    Md5::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Imported users sign in with their XXL-JOB passwords; the first
+/// success replaces the MD5 with Argon2id, which the password still
+/// matches; a wrong password does not; no answer shows a hash.
+async fn users_sign_in_with_their_xxl_passwords_once(cluster: &Cluster, api: &Api, url: &str) {
+    let (status, ops) = api.get("/api/v1/users/ops").await;
+    assert_eq!(status, 200, "{ops}");
+    assert_eq!(ops["role"], "operator");
+    assert_eq!(ops["groups"], json!(["sw"]));
+    let (_, admin) = api.get("/api/v1/users/xxladmin").await;
+    assert_eq!(admin["role"], "admin");
+    let (_, all) = api.get("/api/v1/users").await;
+    assert!(!all.to_string().contains(&md5_hex("ops-password")), "{all}");
+    let hash = || async {
+        sqlx::query_scalar::<_, String>("SELECT password_hash FROM `user` WHERE username = 'ops'")
+            .fetch_one(cluster.db())
+            .await
+            .expect("the user row")
+    };
+    assert_eq!(hash().await, format!("xxl-md5:{}", md5_hex("ops-password")));
+    let client = reqwest::Client::new();
+    let login = |password: &'static str| {
+        let client = client.clone();
+        let url = format!("{url}/api/v1/auth/login");
+        async move {
+            client
+                .post(url)
+                .json(&json!({ "username": "ops", "password": password }))
+                .send()
+                .await
+                .expect("a sign-in answer")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(login("not-the-password").await, 401);
+    assert!(
+        hash().await.starts_with("xxl-md5:"),
+        "a failure changes nothing"
+    );
+    assert_eq!(login("ops-password").await, 200);
+    assert!(
+        hash().await.starts_with("$argon2id$"),
+        "the MD5 is replaced at once"
+    );
+    assert_eq!(
+        login("ops-password").await,
+        200,
+        "the password is still theirs"
+    );
+    assert_eq!(login("not-the-password").await, 401);
 }

@@ -36,7 +36,7 @@ mod tests;
 
 use map::{import_ref, map_jobs};
 pub use switch::{SwitchArgs, switch};
-use tables::{Problem, XxlGroup, manual_addresses, read_groups, read_jobs};
+use tables::{Problem, XxlGroup, XxlUser, manual_addresses, read_groups, read_jobs, read_users};
 
 /// What the command was asked.
 pub struct ImportArgs<'a> {
@@ -72,6 +72,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     };
     let (groups, group_problems) = manual_addresses(read_groups(&mut conn).await?);
     let jobs = read_jobs(&mut conn).await?;
+    let users = read_users(&mut conn).await?;
     let _ = conn.close().await;
 
     let (mapped, problems) = map_jobs(&groups, &jobs, args.zone, &source);
@@ -95,6 +96,8 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             .into_iter()
             .filter(|p| used_groups.iter().any(|g| g.id == p.id)),
     );
+
+    problems.extend(user_problems(&users));
 
     let existing = existing_jobs(api, &source).await?;
     let mut report = Map::new();
@@ -257,6 +260,8 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             }
         }
     }
+    let user_actions = import_users(api, &users, &groups, args.dry_run).await?;
+    report.insert("users".into(), Value::Array(user_actions));
     let count = |what: &str| job_actions.iter().filter(|j| j["action"] == what).count();
     report.insert(
         "summary".into(),
@@ -271,6 +276,87 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     report.insert("jobs".into(), Value::Array(job_actions));
     let status = if problems.is_empty() { 200 } else { 400 };
     Ok((status, Value::Object(report)))
+}
+
+/// Users whose rows rondo cannot take: a username it refuses, or a
+/// password that is not an MD5.
+fn user_problems(users: &[XxlUser]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for u in users {
+        if let Err(e) = rondo_model::model::check_username("username", &u.username) {
+            problems.push(Problem {
+                table: "xxl_job_user",
+                id: u.id,
+                column: "username".into(),
+                reason: e.message,
+            });
+        }
+        if u.md5.len() != 32 || !u.md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+            problems.push(Problem {
+                table: "xxl_job_user",
+                id: u.id,
+                column: "password".into(),
+                reason: "not an MD5 (32 hex digits)".into(),
+            });
+        }
+    }
+    problems
+}
+
+/// Creates the users rondo does not have yet: XXL-JOB's admins as
+/// admins, its other users as operators of the groups their `permission`
+/// names. Each signs in once with their XXL-JOB password (checked against
+/// its MD5, then stored as Argon2id). A user rondo has already is left as
+/// it is. The report never holds a password hash.
+async fn import_users(
+    api: &mut Api,
+    users: &[XxlUser],
+    groups: &[XxlGroup],
+    dry_run: bool,
+) -> anyhow::Result<Vec<Value>> {
+    let mut actions = Vec::new();
+    for u in users {
+        let apps: Vec<&str> = u
+            .groups
+            .iter()
+            .filter_map(|id| groups.iter().find(|g| g.id == *id))
+            .map(|g| g.app.as_str())
+            .collect();
+        let role = if u.admin { "admin" } else { "operator" };
+        let (status, _) = api
+            .call(
+                reqwest::Method::GET,
+                &format!("/api/v1/users/{}", u.username),
+                None,
+            )
+            .await?;
+        let action = match status {
+            200 => "exists",
+            404 if dry_run => "create",
+            404 => {
+                let mut spec = json!({ "username": u.username, "xxl_md5": u.md5, "role": role });
+                if !u.admin {
+                    spec["groups"] = json!(apps);
+                }
+                let (status, out) = api
+                    .call(reqwest::Method::POST, "/api/v1/users", Some(spec))
+                    .await?;
+                if status != 201 {
+                    anyhow::bail!("creating user {}: status {status}: {out}", u.username);
+                }
+                "created"
+            }
+            other => anyhow::bail!("reading user {}: status {other}", u.username),
+        };
+        actions.push(json!({
+            "xxl_id": u.id,
+            "username": u.username,
+            "role": role,
+            "groups": if u.admin { Vec::new() } else { apps },
+            "action": action,
+        }));
+    }
+    Ok(actions)
 }
 
 /// The spec as the API takes it (fields that are set).

@@ -117,6 +117,53 @@ pub(super) async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Ve
         .collect()
 }
 
+/// A user of XXL-JOB's console (`xxl_job_user`).
+#[derive(Debug, Clone)]
+pub(super) struct XxlUser {
+    pub(super) id: i64,
+    pub(super) username: String,
+    /// The unsalted MD5 of the password, as XXL-JOB keeps it.
+    pub(super) md5: String,
+    pub(super) admin: bool,
+    /// The XXL-JOB group ids granted (`permission`, comma-separated).
+    pub(super) groups: Vec<i64>,
+}
+
+/// XXL-JOB's users; none when the database has no `xxl_job_user` (a
+/// version without a console of its own users).
+pub(super) async fn read_users(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlUser>> {
+    let exists: Option<String> = sqlx::query_scalar(
+        "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = 'xxl_job_user'",
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if exists.is_none() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(
+        "SELECT id, CAST(username AS CHAR) AS username, CAST(password AS CHAR) AS password, \
+         role, CAST(permission AS CHAR) AS permission FROM xxl_job_user ORDER BY id",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .context("reading xxl_job_user")?;
+    rows.iter()
+        .map(|r| {
+            Ok(XxlUser {
+                id: int(r, "id")?,
+                username: text(r, "username")?,
+                md5: text(r, "password")?,
+                admin: int(r, "role")? == 1,
+                groups: text(r, "permission")?
+                    .split(',')
+                    .filter_map(|g| g.trim().parse().ok())
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
 /// The groups with their manual addresses as rondo keeps them; an address
 /// rondo refuses (or too many) is a problem naming `address_list`.
 pub(super) fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Problem>) {

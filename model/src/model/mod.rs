@@ -25,6 +25,7 @@ pub use spec::{
     MAX_TIMEOUT_S, MIN_MISFIRE_THRESHOLD_MS, SUPPORTED_ROUTING,
 };
 pub use text::{
-    MAX_APP_NAME, MAX_PARAMS_BYTES, MAX_TEXT, MAX_URL, clip, prefix, validate_app_name,
+    MAX_APP_NAME, MAX_PARAMS_BYTES, MAX_TEXT, MAX_URL, check_username, clip, prefix,
+    validate_app_name,
 };
 pub use vocabulary::{BlockStrategy, GlueType, MAX_SCRIPT_BYTES, Misfire, Routing};

@@ -53,6 +53,21 @@ pub fn validate_app_name(field: &str, app: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Checks a username: 1 to 64 of `A-Z a-z 0-9 . _ @ -`.
+pub fn check_username(field: &str, name: &str) -> Result<(), Error> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'));
+    if !ok {
+        return Err(Error::invalid(
+            field,
+            "must be 1 to 64 characters of letters, digits, '.', '_', '@' and '-'",
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_len(field: &str, value: &str, max: usize) -> Result<(), Error> {
     if value.len() > max {
         return Err(Error::invalid(

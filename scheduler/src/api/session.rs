@@ -141,7 +141,18 @@ pub(super) async fn login(
         Some((user, hash)) if user.enabled => (Some(user), Some(hash)),
         _ => (None, None),
     };
+    let imported = hash.clone().filter(|h| auth::is_xxl_md5(h));
+    let password = login.password.clone();
     let valid = verify(login.password, hash).await?;
+    if let (true, Some(old), Some(user)) = (valid, imported, &user) {
+        // An XXL-JOB password hash is taken once: replaced now by Argon2id.
+        let new = tokio::task::spawn_blocking(move || auth::hash_password(&password))
+            .await
+            .map_err(|e| Error::internal(format!("hashing a password: {e}")))??;
+        s.history
+            .replace_password_hash(&user.username, &old, &new, clock::now_ms())
+            .await?;
+    }
     let Some(user) = user.filter(|_| valid) else {
         let failed = audit_event(
             &login.username,

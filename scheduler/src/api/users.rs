@@ -33,6 +33,12 @@ pub(super) struct UserSpec {
     /// demotion do).
     #[schema(format = Password, min_length = 12, max_length = 256)]
     password: Option<String>,
+    /// Instead of `password`, to create a user imported from XXL-JOB: its
+    /// `xxl_job_user.password`, the unsalted MD5 (32 hex digits). The user
+    /// signs in once with their XXL-JOB password, which is then stored as
+    /// Argon2id; the MD5 is never taken again nor shown.
+    #[schema(min_length = 32, max_length = 32)]
+    xxl_md5: Option<String>,
     /// Default `viewer`.
     #[schema(value_type = Option<Role>)]
     role: Option<String>,
@@ -118,10 +124,14 @@ pub(super) async fn create_user(
     auth::check_username("username", &username)?;
     let role = Role::parse("role", spec.role.as_deref().unwrap_or("viewer"))?;
     let groups = check_groups(&spec.groups.unwrap_or_default())?;
-    let password = spec
-        .password
-        .ok_or_else(|| Error::invalid("password", "is required"))?;
-    let hash = hash(password).await?;
+    let hash = match (spec.password, spec.xxl_md5) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid("xxl_md5", "give password or xxl_md5, not both").into());
+        }
+        (Some(password), None) => hash(password).await?,
+        (None, Some(md5)) => auth::xxl_md5_hash("xxl_md5", &md5)?,
+        (None, None) => return Err(Error::invalid("password", "is required").into()),
+    };
     let now = clock::now_ms();
     let user = UserRow {
         username,
@@ -202,6 +212,13 @@ pub(super) async fn update_user(
 ) -> ApiResult<Json<UserRow>> {
     admin(&caller)?;
     let spec = parse_body::<UserSpec>(&body)?;
+    if spec.xxl_md5.is_some() {
+        return Err(Error::invalid(
+            "xxl_md5",
+            "is taken only when an imported user is created; reset with password",
+        )
+        .into());
+    }
     if spec.username.as_deref().is_some_and(|u| u != username) {
         return Err(Error::invalid("username", "cannot rename a user").into());
     }
