@@ -10,6 +10,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+# A one-shot build gains nothing from incremental compilation, whose
+# caches would take about as much disk again as the build (a CI machine
+# ran out of it). Set CARGO_INCREMENTAL=1 to keep them between runs.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 scripts/services.sh
 echo "== the cluster topology (a ZooKeeper ensemble, a Redis Cluster, a RabbitMQ cluster)"
 scripts/services-cluster.sh up
