@@ -44,6 +44,10 @@ pub(crate) enum JobCmd {
     },
     Start {
         id: String,
+        /// The first fire (ms since the epoch): a FIX_RATE job's exactly,
+        /// a cron job's at its first instant from then.
+        #[arg(long)]
+        from_ms: Option<i64>,
     },
     Stop {
         id: String,
@@ -110,6 +114,15 @@ pub(crate) struct JobArgs {
     params: Option<String>,
     #[arg(long)]
     description: Option<String>,
+    /// Who the job belongs to.
+    #[arg(long)]
+    owner: Option<String>,
+    /// A named secret, `NAME=VALUE`, or `NAME` to take the value of the
+    /// environment variable NAME (kept off the command line); repeat for
+    /// more. Given, they replace the job's secrets; `NAME=***` keeps a
+    /// stored value.
+    #[arg(long = "secret")]
+    secrets: Vec<String>,
     /// FIRST, ROUND, …
     #[arg(long)]
     routing: Option<String>,
@@ -191,6 +204,18 @@ impl JobArgs {
         }
         put("params", self.params.clone().map(Value::from));
         put("description", self.description.clone().map(Value::from));
+        put("owner", self.owner.clone().map(Value::from));
+        if !self.secrets.is_empty() {
+            let map: serde_json::Map<String, Value> = self
+                .secrets
+                .iter()
+                .map(|s| match s.split_once('=') {
+                    Some((name, value)) => (name.to_owned(), Value::from(value)),
+                    None => (s.clone(), Value::from(std::env::var(s).unwrap_or_default())),
+                })
+                .collect();
+            put("secrets", Some(Value::Object(map)));
+        }
         put("routing", self.routing.clone().map(Value::from));
         put("block", self.block.clone().map(Value::from));
         put("zone", self.zone.clone().map(Value::from));
@@ -275,7 +300,11 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
             (M::PUT, format!("/api/v1/jobs/{id}"), Some(fields.to_json()))
         }
         JobCmd::Delete { id } => (M::DELETE, format!("/api/v1/jobs/{id}"), None),
-        JobCmd::Start { id } => (M::POST, format!("/api/v1/jobs/{id}/start"), None),
+        JobCmd::Start { id, from_ms } => (
+            M::POST,
+            format!("/api/v1/jobs/{id}/start"),
+            from_ms.map(|ms| json!({ "from_ms": ms })),
+        ),
         JobCmd::Stop { id } => (M::POST, format!("/api/v1/jobs/{id}/stop"), None),
         JobCmd::Trigger { id, params } => (
             M::POST,

@@ -27,6 +27,11 @@ pub(crate) enum UserCmd {
         /// Create the user disabled (it cannot sign in until enabled).
         #[arg(long)]
         disabled: bool,
+        /// A user moved from XXL-JOB: its `xxl_job_user.password` (an MD5)
+        /// instead of a new password; the first sign-in with the XXL-JOB
+        /// password replaces it (`rondo import xxl-job` does this for you).
+        #[arg(long)]
+        xxl_md5: Option<String>,
     },
     /// Changes what is given.
     Update {
@@ -83,16 +88,21 @@ pub(crate) fn user(cmd: &UserCmd, secret: Secret<'_>) -> anyhow::Result<Call> {
             groups,
             admin,
             disabled,
+            xxl_md5,
         } => {
             let role = if *admin { "admin" } else { role.as_str() };
-            let password = secret("RONDO_NEW_PASSWORD", "new user's password")?;
-            let body = json!({
+            let mut body = json!({
                 "username": username,
-                "password": password,
                 "role": role,
                 "groups": groups,
                 "enabled": !disabled,
             });
+            match xxl_md5 {
+                Some(md5) => body["xxl_md5"] = json!(md5),
+                None => {
+                    body["password"] = json!(secret("RONDO_NEW_PASSWORD", "new user's password")?);
+                }
+            }
             (M::POST, "/api/v1/users".into(), Some(body))
         }
         UserCmd::Update {

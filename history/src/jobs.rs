@@ -13,10 +13,11 @@ use sqlx::query_builder::Separated;
 use sqlx::{MySql, Row};
 
 /// The `job` columns every statement names, in bind order; `deleted` last.
-pub(crate) const JOB_COLUMNS: [&str; 29] = [
+pub(crate) const JOB_COLUMNS: [&str; 30] = [
     "id",
     "group_app",
     "description",
+    "owner",
     "schedule_type",
     "schedule_conf",
     "zone",
@@ -56,6 +57,7 @@ pub(crate) fn bind_job(b: &mut Separated<'_, MySql, &'static str>, job: &Job, de
     b.push_bind(job.id)
         .push_bind(&job.group)
         .push_bind(&job.description)
+        .push_bind(&job.owner)
         .push_bind(job.schedule_type.as_str())
         .push_bind(&job.schedule_conf)
         .push_bind(&job.zone)
@@ -102,6 +104,7 @@ pub(crate) struct StoredJob {
     pub id: u64,
     pub group: String,
     pub description: String,
+    pub owner: String,
     pub schedule_type: String,
     pub schedule_conf: String,
     pub zone: String,
@@ -136,6 +139,7 @@ impl StoredJob {
             id: row.try_get("id").map_err(get)?,
             group: row.try_get("group_app").map_err(get)?,
             description: row.try_get("description").map_err(get)?,
+            owner: row.try_get("owner").map_err(get)?,
             schedule_type: row.try_get("schedule_type").map_err(get)?,
             schedule_conf: row.try_get("schedule_conf").map_err(get)?,
             zone: row.try_get("zone").map_err(get)?,
@@ -177,6 +181,7 @@ impl StoredJob {
             id: self.id,
             group: self.group,
             description: self.description,
+            owner: self.owner,
             schedule_type: ScheduleType::parse("schedule_type", &self.schedule_type)?,
             schedule_conf: self.schedule_conf,
             zone: if self.zone.is_empty() {

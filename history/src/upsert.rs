@@ -200,6 +200,7 @@ fn job_bytes(r: &JobRow) -> usize {
     let j = &r.job;
     j.group.len()
         + j.description.len()
+        + j.owner.len()
         + j.schedule_conf.len()
         + j.zone.len()
         + j.handler.len()

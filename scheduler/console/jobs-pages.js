@@ -60,6 +60,7 @@ export async function jobForm(main, { id }, params, ctx) {
   const c = {
     group: select(groups.map((g) => g.app), job.group),
     description: input(job.description, {}),
+    owner: input(job.owner || '', { maxlength: 64 }),
     schedule_type: choice(SCHEDULE_TYPES, job.schedule_type),
     schedule_conf: input(job.schedule_conf, { autocomplete: 'off', spellcheck: 'false' }),
     zone: input(job.zone, { placeholder: 'cluster default', list: 'zones' }),
@@ -78,6 +79,9 @@ export async function jobForm(main, { id }, params, ctx) {
     glue_type: choice(GLUE, job.glue_type),
     glue_source: h('textarea', { rows: 10, spellcheck: 'false', dataset: { wide: '1' } }, job.glue_source || ''),
     glue_remark: input('', { placeholder: 'what changed (kept with the version)' }),
+    // Each stored value reads ***: sent back so, it is kept.
+    secrets: h('textarea', { rows: 2, spellcheck: 'false', autocomplete: 'off', placeholder: 'NAME=value, one a line' },
+      Object.entries(job.secrets || {}).map(([k, v]) => `${k}=${v}`).join('\n')),
     enabled: h('input', { type: 'checkbox', checked: job.enabled }),
   };
   if (!canWrite) for (const el of Object.values(c)) el.disabled = true;
@@ -118,7 +122,9 @@ export async function jobForm(main, { id }, params, ctx) {
       retry_backoff_s: Number(c.retry_backoff_s.value || 0),
       child_jobs: c.child_jobs.value.split(',').map((s) => s.trim()).filter(Boolean).map(Number),
       alarm_email: c.alarm_email.value, alarm_webhook: c.alarm_webhook.value,
-      glue_type: c.glue_type.value, enabled: c.enabled.checked,
+      glue_type: c.glue_type.value, enabled: c.enabled.checked, owner: c.owner.value,
+      secrets: Object.fromEntries(c.secrets.value.split('\n').map((l) => l.trim()).filter(Boolean)
+        .map((l) => (l.includes('=') ? [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)] : [l, '']))),
     };
     if (c.zone.value) out.zone = c.zone.value;
     if (c.misfire_threshold_ms.value) out.misfire_threshold_ms = Number(c.misfire_threshold_ms.value);
@@ -144,6 +150,7 @@ export async function jobForm(main, { id }, params, ctx) {
   },
   field('Group', 'group', c.group),
   field('Description', 'description', c.description),
+  field('Owner', 'owner', c.owner),
   explained('Schedule type', 'schedule_type', c.schedule_type, SCHEDULE_TYPES),
   h('div', {}, field('Schedule', 'schedule_conf', c.schedule_conf), h('span', { class: 'hint' }, 'Next 5 fires:'), preview),
   field('Time zone', 'zone', c.zone, 'IANA name, e.g. Asia/Shanghai'),
@@ -158,7 +165,8 @@ export async function jobForm(main, { id }, params, ctx) {
   h('div', {}, field('Child jobs', 'child_jobs', c.child_jobs, 'run after a success'), picker),
   field('Alarm e-mail', 'alarm_email', c.alarm_email),
   field('Alarm webhook', 'alarm_webhook', c.alarm_webhook),
-  field('Params', 'params', c.params),
+  field('Params', 'params', c.params, 'a secret as ${secret.NAME}'),
+  field('Secrets', 'secrets', c.secrets, 'never shown again: each value reads ***'),
   explained('Script type', 'glue_type', c.glue_type, GLUE),
   field('Script', 'glue_source', c.glue_source),
   field('Version remark', 'glue_remark', c.glue_remark),

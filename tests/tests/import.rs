@@ -536,6 +536,7 @@ async fn a_group_switches_over_and_back_without_a_missed_or_doubled_fire() {
             "--stopped: all stopped"
         );
     }
+    assert_eq!(by_xxl(&before, 1)["owner"], "XXL", "author becomes owner");
 
     // No executor of `idle` is live: its switch is refused, nothing moves.
     let out = rondo(

@@ -186,6 +186,7 @@ pub(super) fn map_job(
     let spec = JobSpec {
         group: Some((*app).to_owned()),
         description: Some(job.desc.clone()),
+        owner: Some(job.author.clone()),
         schedule_type: Some(if job.schedule_type.is_empty() {
             "NONE".to_owned()
         } else {
@@ -231,6 +232,7 @@ pub(super) fn xxl_column(field: &str) -> &'static str {
     match field {
         "group" => "job_group",
         "description" => "job_desc",
+        "owner" => "author",
         "schedule_type" => "schedule_type",
         "schedule_conf" => "schedule_conf",
         "zone" => "--zone",

@@ -14,10 +14,12 @@
 //! `--source` names it), so running the import again finds the jobs it made
 //! and changes nothing, or only what changed in XXL-JOB since.
 //!
-//! Not taken over: XXL-JOB's `trigger_next_time` (rondo computes the next
-//! fire from now), `add_time`/`update_time`, `author`, the executors'
-//! addresses and access tokens (rondo executors consume queues), users,
-//! logs and script versions older than the current one.
+//! `author` becomes the job's `owner`; `xxl_job_user` becomes rondo's users
+//! (their MD5 password taken once). Not taken over: XXL-JOB's
+//! `trigger_next_time` (rondo computes the next fire from now; the switch
+//! takes it), `add_time`/`update_time`, the executors' addresses and
+//! access tokens (rondo executors consume queues), logs and script
+//! versions older than the current one.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -24,6 +24,7 @@ pub(super) struct XxlJob {
     pub(super) id: i64,
     pub(super) group: i64,
     pub(super) desc: String,
+    pub(super) author: String,
     pub(super) alarm_email: String,
     pub(super) schedule_type: String,
     pub(super) schedule_conf: String,
@@ -220,7 +221,7 @@ pub(super) async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<
         ("'CRON'", "job_cron", "'DO_NOTHING'")
     };
     let sql = format!(
-        "SELECT id, job_group, CAST({desc} AS CHAR) AS job_desc, \
+        "SELECT id, job_group, CAST({desc} AS CHAR) AS job_desc, CAST(author AS CHAR) AS author, \
          CAST(alarm_email AS CHAR) AS alarm_email, CAST({schedule_type} AS CHAR) AS schedule_type, \
          CAST({schedule_conf} AS CHAR) AS schedule_conf, CAST({misfire} AS CHAR) AS misfire_strategy, \
          CAST(executor_route_strategy AS CHAR) AS executor_route_strategy, \
@@ -240,6 +241,7 @@ pub(super) async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<
                 id: int(r, "id")?,
                 group: int(r, "job_group")?,
                 desc: text(r, "job_desc")?,
+                author: text(r, "author")?,
                 alarm_email: text(r, "alarm_email")?,
                 schedule_type: text(r, "schedule_type")?,
                 schedule_conf: text(r, "schedule_conf")?,

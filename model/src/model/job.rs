@@ -14,6 +14,10 @@ pub struct Job {
     pub id: u64,
     pub group: String,
     pub description: String,
+    /// Who the job belongs to (free text, at most 64 bytes; XXL-JOB's
+    /// `author`).
+    #[serde(default)]
+    pub owner: String,
     pub schedule_type: ScheduleType,
     pub schedule_conf: String,
     /// The IANA zone the cron fields are read in (jobs stored before zones
@@ -136,6 +140,7 @@ impl Job {
             id,
             group: group.to_owned(),
             description: String::new(),
+            owner: String::new(),
             schedule_type: ScheduleType::None,
             schedule_conf: String::new(),
             zone: "UTC".into(),

@@ -25,6 +25,9 @@ pub struct JobSpec {
     pub group: Option<String>,
     #[schema(max_length = 255)]
     pub description: Option<String>,
+    /// Who the job belongs to; at most 64 bytes.
+    #[schema(max_length = 64)]
+    pub owner: Option<String>,
     /// Default `NONE` (fires only when triggered).
     #[schema(value_type = Option<ScheduleType>)]
     pub schedule_type: Option<String>,
@@ -117,6 +120,7 @@ impl JobSpec {
         JobSpec {
             group: patch.group.or(self.group),
             description: patch.description.or(self.description),
+            owner: patch.owner.or(self.owner),
             schedule_type: patch.schedule_type.or(self.schedule_type),
             schedule_conf: patch.schedule_conf.or(self.schedule_conf),
             zone: patch.zone.or(self.zone),
@@ -232,6 +236,8 @@ impl JobSpec {
         check_len("params", &params, MAX_PARAMS_BYTES)?;
         let description = self.description.unwrap_or_default();
         check_len("description", &description, MAX_TEXT)?;
+        let owner = self.owner.unwrap_or_default();
+        check_len("owner", &owner, MAX_OWNER)?;
         let alarm_email = self.alarm_email.unwrap_or_default();
         check_len("alarm_email", &alarm_email, MAX_TEXT)?;
         validate_emails(&alarm_email)?;
@@ -285,6 +291,7 @@ impl JobSpec {
             id,
             group,
             description,
+            owner,
             schedule_type,
             schedule_conf,
             zone: tz.name().to_owned(),
@@ -329,6 +336,9 @@ pub const MIN_MISFIRE_THRESHOLD_MS: u64 = 1000;
 /// The largest per-job misfire threshold (30 days).
 pub const MAX_MISFIRE_THRESHOLD_MS: u64 = 30 * 24 * 3600 * 1000;
 
+/// The longest owner (XXL-JOB's `author` column).
+pub const MAX_OWNER: usize = 64;
+
 /// The longest timeout (a year).
 pub const MAX_TIMEOUT_S: u32 = 365 * 24 * 3600;
 
@@ -358,6 +368,7 @@ impl Job {
         JobSpec {
             group: Some(self.group.clone()),
             description: Some(self.description.clone()),
+            owner: Some(self.owner.clone()),
             schedule_type: Some(self.schedule_type.as_str().to_owned()),
             schedule_conf: Some(self.schedule_conf.clone()),
             zone: Some(self.zone.clone()),

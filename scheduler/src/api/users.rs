@@ -20,20 +20,42 @@ use super::state::{ApiResult, AppState};
 /// The most groups one user may be granted.
 const MAX_GROUPS: usize = 256;
 
-/// A user to create, or the fields to change (a partial update; the
-/// username cannot change).
+/// The fields of a user to change (a partial update; the username cannot
+/// change). [`NewUser`] is the same with the ways to set a first password.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct UserSpec {
-    /// Required to create.
+    /// The user's name, if given, must be the one in the path.
     #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     username: Option<String>,
-    /// Required to create; 12 to 256 characters. Changing it ends the
+    /// 12 to 256 characters. Changing it ends the
     /// user's sessions and revokes their API tokens (as a disable and a
     /// demotion do).
     #[schema(format = Password, min_length = 12, max_length = 256)]
     password: Option<String>,
-    /// Instead of `password`, to create a user imported from XXL-JOB: its
+    /// Default `viewer`.
+    #[schema(value_type = Option<Role>)]
+    role: Option<String>,
+    /// Executor groups granted (operators and viewers): at most 256 app
+    /// names.
+    #[schema(max_items = 256)]
+    groups: Option<Vec<String>>,
+    /// Default true; a disabled user cannot sign in, and their tokens are
+    /// revoked.
+    enabled: Option<bool>,
+}
+
+/// A user to create.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NewUser {
+    /// Required to create.
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
+    username: Option<String>,
+    /// Required unless `xxl_md5` is given; 12 to 256 characters.
+    #[schema(format = Password, min_length = 12, max_length = 256)]
+    password: Option<String>,
+    /// Instead of `password`, for a user moved from XXL-JOB: its
     /// `xxl_job_user.password`, the unsalted MD5 (32 hex digits). The user
     /// signs in once with their XXL-JOB password, which is then stored as
     /// Argon2id; the MD5 is never taken again nor shown.
@@ -109,7 +131,7 @@ pub(super) async fn list_users(
 }
 
 #[utoipa::path(post, path = "/api/v1/users", tag = "users",
-    request_body = UserSpec,
+    request_body = NewUser,
     responses((status = 201, description = "The user, created.", body = UserRow), ApiErrors))]
 pub(super) async fn create_user(
     State(s): State<AppState>,
@@ -117,7 +139,7 @@ pub(super) async fn create_user(
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<UserRow>)> {
     admin(&caller)?;
-    let spec = parse_body::<UserSpec>(&body)?;
+    let spec = parse_body::<NewUser>(&body)?;
     let username = spec
         .username
         .ok_or_else(|| Error::invalid("username", "is required"))?;
@@ -212,13 +234,6 @@ pub(super) async fn update_user(
 ) -> ApiResult<Json<UserRow>> {
     admin(&caller)?;
     let spec = parse_body::<UserSpec>(&body)?;
-    if spec.xxl_md5.is_some() {
-        return Err(Error::invalid(
-            "xxl_md5",
-            "is taken only when an imported user is created; reset with password",
-        )
-        .into());
-    }
     if spec.username.as_deref().is_some_and(|u| u != username) {
         return Err(Error::invalid("username", "cannot rename a user").into());
     }
