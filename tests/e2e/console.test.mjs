@@ -102,6 +102,20 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     await page.getByRole('link', { name: APP, exact: true }).first().waitFor();
     await shot(page, '02-groups');
 
+    // A screen's polling says it is one (X-Rondo-Background), so it does
+    // not keep an idle session alive; the screen's first read, the user's
+    // own, does not say so.
+    const executorReads = [];
+    const noteRead = (req) => {
+      if (req.url().includes('/api/v1/executors')) executorReads.push(req.headers()['x-rondo-background'] || '');
+    };
+    page.on('request', noteRead);
+    await page.getByRole('link', { name: APP, exact: true }).first().click();
+    await page.waitForRequest((req) => req.url().includes('/api/v1/executors')
+      && req.headers()['x-rondo-background'] === '1', { timeout: 15000 });
+    page.off('request', noteRead);
+    assert.equal(executorReads[0], '', "the group screen's first read is not a background one");
+
     // A cron job: a bad expression is refused next to its field, the
     // preview shows the next five fires as the expression is typed.
     await nav(page, 'Jobs').click();
