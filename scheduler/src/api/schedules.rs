@@ -61,12 +61,23 @@ impl NextFires {
     pub(super) async fn of(
         schedule: Schedule,
         zone: Tz,
+        conf: (&str, &str),
+        count: usize,
+    ) -> Result<Self, Error> {
+        Self::within(schedule, zone, conf, count, PREVIEW_BOUND).await
+    }
+
+    /// [`NextFires::of`] with `bound` in place of [`PREVIEW_BOUND`].
+    async fn within(
+        schedule: Schedule,
+        zone: Tz,
         (ty, conf): (&str, &str),
         count: usize,
+        bound: std::time::Duration,
     ) -> Result<Self, Error> {
         let from_ms = clock::now_ms();
         let compute = tokio::task::spawn_blocking(move || schedule.preview(from_ms, count));
-        let fires = match tokio::time::timeout(PREVIEW_BOUND, compute).await {
+        let fires = match tokio::time::timeout(bound, compute).await {
             Ok(Ok(fires)) => fires,
             Ok(Err(e)) => return Err(Error::internal(format!("computing fires: {e}"))),
             Err(_) => {
@@ -74,7 +85,7 @@ impl NextFires {
                     "schedule_conf",
                     format!(
                         "its next fires took longer than {} ms to compute",
-                        PREVIEW_BOUND.as_millis()
+                        bound.as_millis()
                     ),
                 ));
             }
@@ -157,4 +168,34 @@ pub(super) async fn preview(State(s): State<AppState>, body: Bytes) -> ApiResult
     let schedule = Schedule::parse(ty, &conf, zone)?;
     let fires = NextFires::of(schedule, zone, (ty.as_str(), &conf), count).await?;
     Ok(Json(fires))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A preview that outlasts its bound is refused naming the schedule,
+    /// and the API's worker is not held (the search goes on, alone, on a
+    /// blocking thread).
+    #[tokio::test]
+    async fn a_preview_past_its_bound_is_refused_naming_the_schedule() {
+        let tz: Tz = "UTC".parse().unwrap();
+        let every_second = || {
+            Schedule::parse(rondo_core::schedule::ScheduleType::Cron, "* * * * * ?", tz).unwrap()
+        };
+        let conf = ("CRON", "* * * * * ?");
+        // A sparse schedule (a hundred leap days: four centuries) keeps
+        // the search busy past the first look at a zero bound.
+        let leap_days =
+            Schedule::parse(rondo_core::schedule::ScheduleType::Cron, "0 0 0 29 2 ?", tz).unwrap();
+        let e = NextFires::within(leap_days, tz, conf, MAX_PREVIEW, std::time::Duration::ZERO)
+            .await
+            .err()
+            .expect("refused past a zero bound");
+        assert_eq!(e.field.as_deref(), Some("schedule_conf"), "{e:?}");
+        let fires = NextFires::within(every_second(), tz, conf, 3, PREVIEW_BOUND)
+            .await
+            .expect("within the real bound");
+        assert_eq!(fires.fires.len(), 3);
+    }
 }
