@@ -88,10 +88,7 @@ pub(super) async fn cluster_status(
     if let Some(groups) = caller.readable_groups() {
         let ids: Vec<u64> = lanes.slow_jobs.iter().map(|j| j.job_id).collect();
         let jobs = s.store.get_jobs(&ids).await?;
-        lanes.slow_jobs.retain(|j| {
-            jobs.get(&j.job_id)
-                .is_some_and(|job| groups.contains(&job.group))
-        });
+        keep_readable(&mut lanes.slow_jobs, &jobs, groups);
     }
     let mut ring_sizes = BTreeMap::new();
     for node in &nodes {
@@ -134,4 +131,38 @@ pub(super) async fn reset_stats(
         .publish(&[caller.audit("stats.reset", format!("node:{}", s.node), None, None)])
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Keeps the slow jobs of `groups` (a job since deleted, of no group, goes).
+fn keep_readable(
+    slow: &mut Vec<rondo_dispatcher::lanes::SlowJob>,
+    jobs: &std::collections::HashMap<u64, std::sync::Arc<rondo_core::Job>>,
+    groups: &std::collections::BTreeSet<String>,
+) {
+    slow.retain(|j| {
+        jobs.get(&j.job_id)
+            .is_some_and(|job| groups.contains(&job.group))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeSet, HashMap};
+    use std::sync::Arc;
+
+    #[test]
+    fn the_slow_lane_shows_a_user_only_their_groups_jobs() {
+        let slow = |job_id| rondo_dispatcher::lanes::SlowJob {
+            job_id,
+            slow_in_window: 3,
+        };
+        let jobs: HashMap<u64, Arc<rondo_core::Job>> = [(1, "mine"), (2, "theirs")]
+            .into_iter()
+            .map(|(id, g)| (id, Arc::new(rondo_core::Job::new(id, g, "h"))))
+            .collect();
+        let mut lane = vec![slow(1), slow(2), slow(3)];
+        keep_readable(&mut lane, &jobs, &BTreeSet::from(["mine".to_owned()]));
+        assert_eq!(lane.iter().map(|j| j.job_id).collect::<Vec<_>>(), [1]);
+    }
 }
