@@ -206,6 +206,24 @@ pub async fn declare_topology(ch: &Channel, names: &Names) -> Result<(), Error> 
     Ok(())
 }
 
+/// What an executor (or the XXL-JOB gateway) declares: the exchanges it
+/// publishes to or binds its queues to, and the dead letters' queue. Not
+/// the persist and monitor queues: binding them needs read on the events
+/// exchange, which an executor's broker user is not given (with it, it
+/// could bind a queue of its own and copy every event, every group's job
+/// definitions and secrets among them). The scheduler nodes and the
+/// worker declare those, and an executor gets triggers only from a node
+/// that did.
+pub async fn declare_executor_topology(ch: &Channel, names: &Names) -> Result<(), Error> {
+    declare_exchange(ch, names.trigger_exchange(), ExchangeKind::Topic).await?;
+    declare_exchange(ch, names.control_exchange(), ExchangeKind::Direct).await?;
+    declare_exchange(ch, names.events_exchange(), ExchangeKind::Topic).await?;
+    declare_exchange(ch, names.dead_exchange(), ExchangeKind::Fanout).await?;
+    declare_queue(ch, &names.dead_queue(), durable_queue_args(names, false)).await?;
+    bind(ch, &names.dead_queue(), &names.dead_exchange(), "").await?;
+    Ok(())
+}
+
 /// Declares an executor's durable queue, bound to the trigger exchange with
 /// its routing key (`<app>.<executor id>`).
 pub async fn declare_executor_queue(

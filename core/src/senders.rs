@@ -73,49 +73,69 @@ impl Senders {
         events: &[Event],
         groups: &HashMap<u64, Option<String>>,
     ) -> Option<String> {
+        self.refusals(sender, events, groups)
+            .into_iter()
+            .flatten()
+            .next()
+    }
+
+    /// For each of `events`, why `sender` may not send it (`None`: it may),
+    /// so that a message whose other events are genuine (an executor's
+    /// batch of results, one of a job deleted since) loses only those.
+    pub fn refusals(
+        &self,
+        sender: Option<&str>,
+        events: &[Event],
+        groups: &HashMap<u64, Option<String>>,
+    ) -> Vec<Option<String>> {
+        events
+            .iter()
+            .map(|event| self.refusal(sender, event, groups))
+            .collect()
+    }
+
+    fn refusal(
+        &self,
+        sender: Option<&str>,
+        event: &Event,
+        groups: &HashMap<u64, Option<String>>,
+    ) -> Option<String> {
         let from = sender.unwrap_or("a sender without user_id");
-        if let Some(event) = events.iter().find(|e| e.is_schedulers())
-            && !self.is_scheduler(sender)
-        {
-            return Some(format!(
-                "forbidden: {} events are taken only from the scheduler's broker user ({}), this one came from {from}",
-                event.routing_key(),
-                self.schedulers.join(", "),
-            ));
+        if event.is_schedulers() {
+            return (!self.is_scheduler(sender)).then(|| {
+                format!(
+                    "forbidden: {} events are taken only from the scheduler's broker user ({}), this one came from {from}",
+                    event.routing_key(),
+                    self.schedulers.join(", "),
+                )
+            });
         }
         if self.may_report_for_any(sender) {
             return None;
         }
-        for event in events {
-            let (job_id, trigger) = match event {
-                Event::Result(r) => (r.job_id, r.trigger_id.as_str()),
-                Event::Log(l) => (l.job_id, l.trigger_id.as_str()),
-                _ => continue,
-            };
-            if trigger_id::job_of(trigger).ok() != Some(job_id) {
-                return Some(format!(
-                    "forbidden: {} names job {job_id} for trigger {trigger:?}, which is not that job's",
-                    event.routing_key()
-                ));
-            }
-            match groups.get(&job_id).cloned().flatten() {
-                Some(app) if sender == Some(self.executor_user(&app).as_str()) => {}
-                Some(app) => {
-                    return Some(format!(
-                        "forbidden: {} of job {job_id} (group {app}) are taken only from the broker user {}, a scheduler's or a gateway's; this one came from {from}",
-                        event.routing_key(),
-                        self.executor_user(&app),
-                    ));
-                }
-                None => {
-                    return Some(format!(
-                        "forbidden: {} of job {job_id}, which is not a live job, are taken only from a scheduler's or a gateway's broker user; this one came from {from}",
-                        event.routing_key(),
-                    ));
-                }
-            }
+        let (job_id, trigger) = match event {
+            Event::Result(r) => (r.job_id, r.trigger_id.as_str()),
+            Event::Log(l) => (l.job_id, l.trigger_id.as_str()),
+            _ => return None,
+        };
+        if trigger_id::job_of(trigger).ok() != Some(job_id) {
+            return Some(format!(
+                "forbidden: {} names job {job_id} for trigger {trigger:?}, which is not that job's",
+                event.routing_key()
+            ));
         }
-        None
+        match groups.get(&job_id).cloned().flatten() {
+            Some(app) if sender == Some(self.executor_user(&app).as_str()) => None,
+            Some(app) => Some(format!(
+                "forbidden: {} of job {job_id} (group {app}) are taken only from the broker user {}, a scheduler's or a gateway's; this one came from {from}",
+                event.routing_key(),
+                self.executor_user(&app),
+            )),
+            None => Some(format!(
+                "forbidden: {} of job {job_id}, which is not a live job, are taken only from a scheduler's or a gateway's broker user; this one came from {from}",
+                event.routing_key(),
+            )),
+        }
     }
 }
 
@@ -232,6 +252,17 @@ mod tests {
                 .is_some()
         );
         assert!(s.refused(None, &own, &groups).is_some());
+    }
+
+    #[test]
+    fn only_the_refused_events_of_a_message_are_refused() {
+        let s = senders();
+        let groups = HashMap::from([(7, Some("a".to_owned())), (9, None)]);
+        let events = [result("7-1-0", 7), result("9-1-0", 9), lines("7-1-0", 7)];
+        let why = s.refusals(Some("exec-a"), &events, &groups);
+        assert_eq!(why[0], None);
+        assert!(why[1].is_some(), "a deleted job's result from an executor");
+        assert_eq!(why[2], None);
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub struct Link {
     open: Mutex<Option<(Connection, Channel)>>,
     /// Publishes refused (`nack`) in a row on the open channel.
     refusals: amqp::RefusalStreak,
+    /// Declares only what an executor declares (the XXL-JOB gateway's
+    /// link: its broker user may not bind the persist and monitor queues).
+    executor: bool,
 }
 
 impl Link {
@@ -23,6 +26,16 @@ impl Link {
             names,
             open: Mutex::new(None),
             refusals: amqp::RefusalStreak::default(),
+            executor: false,
+        }
+    }
+
+    /// A link that declares what an executor declares
+    /// ([`amqp::declare_executor_topology`]).
+    pub fn for_executor(amqp_url: &str, names: Names) -> Link {
+        Link {
+            executor: true,
+            ..Link::new(amqp_url, names)
         }
     }
 
@@ -36,7 +49,11 @@ impl Link {
         }
         let conn = amqp::connect(&self.amqp_url, "rondo-dispatcher").await?;
         let ch = amqp::confirm_channel(&conn).await?;
-        amqp::declare_topology(&ch, &self.names).await?;
+        if self.executor {
+            amqp::declare_executor_topology(&ch, &self.names).await?;
+        } else {
+            amqp::declare_topology(&ch, &self.names).await?;
+        }
         *open = Some((conn, ch.clone()));
         Ok(ch)
     }

@@ -270,8 +270,6 @@ class Names:
         self.exec_queue = f"{ns}.exec.{app}.{eid}"
         self.control_queue = f"{ns}.ctl.{eid}"
         self.dead_queue = f"{ns}.dead"
-        self.persist_queue = f"{ns}.persist"
-        self.monitor_queue = f"{ns}.monitor"
         # The broker user every message is signed with (AMQP ``user_id``,
         # §8.1): the one the connection signs in as.
         self.publisher = pika.URLParameters(config.amqp_url).credentials.username
@@ -1272,11 +1270,8 @@ class Broker:
                     channel.exchange_declare(exchange, exchange_type=kind, durable=True)
                 channel.queue_declare(names.dead_queue, durable=True)
                 channel.queue_bind(names.dead_queue, names.dlx, routing_key="")
-                channel.queue_declare(names.persist_queue, durable=True, arguments=dlx_args)
-                channel.queue_bind(names.persist_queue, names.events_exchange, routing_key="#")
-                channel.queue_declare(names.monitor_queue, durable=True, arguments=dlx_args)
-                for key in ("result.*", "trigger.failed"):
-                    channel.queue_bind(names.monitor_queue, names.events_exchange, routing_key=key)
+                # persist and monitor are the scheduler's and the worker's
+                # to declare: an executor has no read on the events exchange.
                 channel.queue_declare(names.exec_queue, durable=True, arguments=dlx_args)
                 channel.queue_bind(names.exec_queue, names.trigger_exchange, routing_key=names.trigger_key)
             except pika.exceptions.ChannelClosedByBroker as err:

@@ -71,11 +71,11 @@ impl Worker {
     /// Why a message from `sender` (its `user_id`) carrying `events` is
     /// refused (see [`Senders`]). The groups of the jobs it reports on come
     /// from the job definitions this worker saw go by, else from MySQL.
-    async fn forbidden(
+    async fn refusals(
         &self,
         sender: Option<&str>,
         events: &[Event],
-    ) -> Result<Option<String>, rondo_core::Error> {
+    ) -> Result<Vec<Option<String>>, rondo_core::Error> {
         let jobs = self.senders.jobs_to_check(sender, events);
         let (mut groups, missing) = self.job_groups.lookup(&jobs);
         if !missing.is_empty() {
@@ -85,21 +85,27 @@ impl Worker {
                 .map(|id| (*id, found.get(id).cloned()))
                 .collect();
             groups.extend(read.iter().cloned());
-            self.job_groups.remember(read);
-        }
-        let refused = self.senders.refused(sender, events, &groups);
-        if refused.is_none() {
-            // A scheduler's definitions, in queue order: a job created and
-            // fired at once has its group known before its first result
-            // (which may come in the same batch, before MySQL holds it).
+            // Only a job found is remembered: an id made up by a sender
+            // must not hide a job created a moment later.
             self.job_groups
-                .remember(events.iter().filter_map(|e| match e {
+                .remember(read.into_iter().filter(|(_, g)| g.is_some()));
+        }
+        let refusals = self.senders.refusals(sender, events, &groups);
+        // A scheduler's definitions, in queue order: a job created and
+        // fired at once has its group known before its first result (which
+        // may come in the same batch, before MySQL holds it).
+        self.job_groups.remember(
+            events
+                .iter()
+                .zip(&refusals)
+                .filter(|(_, refusal)| refusal.is_none())
+                .filter_map(|(e, _)| match e {
                     Event::JobUpserted { job } => Some((job.id, Some(job.group.clone()))),
                     Event::JobDeleted { id, .. } => Some((*id, None)),
                     _ => None,
-                }));
-        }
-        Ok(refused)
+                }),
+        );
+        Ok(refusals)
     }
 
     /// Consumes until `shutdown`, then stops consuming, flushes the current
@@ -249,15 +255,30 @@ impl<'w> Session<'w> {
             }
         };
         let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
-        let refused = self
+        let refusals = self
             .worker
-            .forbidden(sender, &events)
+            .refusals(sender, &events)
             .await
             .context("reading the groups of reported jobs")?;
-        if let Some(reason) = refused {
+        if !events.is_empty() && refusals.iter().all(Option::is_some) {
+            let reason = refusals.into_iter().flatten().next().unwrap_or_default();
             return self.refuse(&delivery, "forbidden", &reason).await;
         }
-        batch.push(delivery.delivery_tag, events, Instant::now());
+        // Only the refused events of a message go to the dead letters; the
+        // others are stored.
+        let mut kept = Vec::with_capacity(events.len());
+        for (event, refusal) in events.into_iter().zip(refusals) {
+            match refusal {
+                None => kept.push(event),
+                Some(reason) => {
+                    metrics::counter!("rondo_persist_dead_letters_total", "reason" => "forbidden")
+                        .increment(1);
+                    self.dead_letter_event(&event, delivery.delivery_tag, &reason)
+                        .await?;
+                }
+            }
+        }
+        batch.push(delivery.delivery_tag, kept, Instant::now());
         Ok(())
     }
 

@@ -383,6 +383,16 @@ async fn a_jobs_secrets_reach_its_script_and_show_nowhere() {
             "{path} shows a secret: {text}"
         );
     }
+    // Nor does the answer to a manual trigger, which lists what was sent.
+    let (status, sent) = api
+        .post(&format!("/api/v1/jobs/{job}/trigger"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    let text = sent.to_string();
+    assert!(
+        !text.contains(db) && !text.contains(token),
+        "the trigger answer shows a secret: {text}"
+    );
     let (_, row) = api.get(&format!("/api/v1/logs/{tid}")).await;
     assert_eq!(row["log"]["params"], "--token=${secret.API_TOKEN}");
     // The job read back and sent back as it is keeps its secrets; a mask

@@ -474,10 +474,66 @@ async fn each_process_works_with_only_the_documented_rights() {
     .expect("a count");
     assert_eq!(stored, 0, "the forged result or lines were stored");
 
+    // A message of the executor's with one result of its own group's job
+    // and one forged: only the forged one is refused; the other is stored.
+    let own_tid = rondo_core::trigger_id::scheduled(job, now + 1, 0);
+    let own = Event::Result(rondo_core::ExecResult {
+        trigger_id: own_tid.clone(),
+        job_id: job,
+        fire_ms: now + 1,
+        msg: "own".into(),
+        ..match &success {
+            Event::Result(r) => r.clone(),
+            _ => unreachable!("a result"),
+        }
+    });
+    let body = serde_json::to_vec(&[&own, &success]).unwrap();
+    publish_raw_event(&executor, &config, "result.success", &body).await;
+    until_sample(
+        &persist_metrics,
+        None,
+        "rondo_persist_dead_letters_total{reason=\"forbidden\"} 7",
+    )
+    .await;
+    until_sample(
+        &node_metrics,
+        Some(&token),
+        "rondo_monitor_forbidden_total 3",
+    )
+    .await;
+    eventually(
+        "the genuine result of the mixed message stored",
+        Duration::from_secs(30),
+        || async {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM job_log WHERE trigger_id = ?")
+                .bind(&own_tid)
+                .fetch_one(cluster.db())
+                .await
+                .ok()
+                .filter(|n| *n == 1)
+        },
+    )
+    .await;
+
+    // Nor can it copy every event (every group's job definitions and
+    // secrets among them): binding a queue of its own to the events
+    // exchange is refused, as is reading the persist queue.
+    let names = cluster.config().names();
+    let spy = names.executor_queue(app, "spy");
+    let bound = bind_as(&executor, &spy, &names.events_exchange(), "#").await;
+    assert!(
+        bound.is_err(),
+        "the executor bound a queue to the events: {bound:?}"
+    );
+    let taken = bind_as(&executor, &names.persist_queue(), "", "").await;
+    assert!(
+        taken.is_err(),
+        "the executor may read the persist queue: {taken:?}"
+    );
+
     // A trigger published by the executor's user to another group's
     // executor is refused by the broker (topic permissions); one to its
     // own routing key (a hand-back) is taken.
-    let names = cluster.config().names();
     for (key, taken) in [
         (names.trigger_key("permother", "permother-1"), false),
         (names.trigger_key(app, &executor_id), true),
@@ -639,6 +695,48 @@ async fn publish_trigger_as(amqp_url: &str, exchange: &str, key: &str) -> Result
     let outcome = rondo_core::amqp::publish_confirmed(&ch, publish, b"not a trigger batch")
         .await
         .map_err(|e| e.to_string());
+    let _ = conn.close(200, "bye".into()).await;
+    outcome
+}
+
+/// As the broker user of `amqp_url`: declares `queue` (a queue of the
+/// executor's own name space) and binds it to `exchange` with `key`; with
+/// no exchange, consumes from `queue` instead. An error when refused.
+async fn bind_as(amqp_url: &str, queue: &str, exchange: &str, key: &str) -> Result<(), String> {
+    use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+    let conn = rondo_core::amqp::connect(amqp_url, "spy")
+        .await
+        .map_err(|e| e.to_string())?;
+    let ch = conn.create_channel().await.map_err(|e| e.to_string())?;
+    let outcome = async {
+        if exchange.is_empty() {
+            ch.basic_consume(
+                queue.into(),
+                "spy".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+            return Ok(());
+        }
+        let options = QueueDeclareOptions {
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        ch.queue_declare(queue.into(), options, FieldTable::default())
+            .await?;
+        ch.queue_bind(
+            queue.into(),
+            exchange.into(),
+            key.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+    }
+    .await
+    .map_err(|e: lapin::Error| e.to_string());
     let _ = conn.close(200, "bye".into()).await;
     outcome
 }

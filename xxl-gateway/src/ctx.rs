@@ -48,7 +48,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub(crate) fn new(config: &Config, pool: Pool, client: Client, instance: String) -> Arc<Ctx> {
         let names = config.names();
-        let link = Arc::new(Link::new(&config.amqp.url, names.clone()));
+        let link = Arc::new(Link::for_executor(&config.amqp.url, names.clone()));
         Arc::new(Ctx {
             runs: Runs::new(pool.clone(), names.clone(), config.executor.dedupe_ttl_s),
             executors: Executors::new(pool.clone(), names.clone()),

@@ -166,7 +166,7 @@ async fn connect(ctx: Arc<Ctx>, stop: CancellationToken) {
 async fn open(ctx: &Ctx, name: &str) -> Result<Connection, Error> {
     let conn = amqp::connect(&ctx.amqp_url, name).await?;
     let channel = conn.create_channel().await?;
-    amqp::declare_topology(&channel, &ctx.names).await?;
+    amqp::declare_executor_topology(&channel, &ctx.names).await?;
     let _ = channel.close(200, "declared".into()).await;
     Ok(conn)
 }

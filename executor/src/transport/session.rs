@@ -116,7 +116,7 @@ impl Session {
         let name = format!("rondo-executor {}", self.executor_id);
         let conn = amqp::connect(&self.url, &name).await?;
         let consume = amqp::confirm_channel(&conn).await?;
-        amqp::declare_topology(&consume, &self.names).await?;
+        amqp::declare_executor_topology(&consume, &self.names).await?;
         amqp::declare_executor_queue(&consume, &self.names, &self.app, &self.executor_id).await?;
         let events = amqp::confirm_channel(&conn).await?;
         Ok(Link {

@@ -240,13 +240,24 @@ async fn forward(
     let mut started: Vec<(u64, i64, Value)> = Vec::new();
     for (row, id) in &moving {
         let body = (row.next_ms > 0).then(|| json!({ "from_ms": row.next_ms }));
-        let (status, out) = api
+        let answer = api
             .call(
                 reqwest::Method::POST,
                 &format!("/api/v1/jobs/{id}/start"),
                 body,
             )
-            .await?;
+            .await;
+        let (status, out) = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                // The start may have happened: stop it with the others.
+                started.push((*id, row.id, Value::Null));
+                undo_starts(api, &started).await;
+                return Err(e.context(format!(
+                    "starting rondo job {id}; the starts were undone and nothing was switched"
+                )));
+            }
+        };
         if status != 200 {
             undo_starts(api, &started).await;
             return Ok(Err((
@@ -342,13 +353,25 @@ async fn back(
     }
     let mut stopped: Vec<(u64, i64, i64)> = Vec::new();
     for (row, id) in &moving {
-        let (status, out) = api
+        let answer = api
             .call(
                 reqwest::Method::POST,
                 &format!("/api/v1/jobs/{id}/stop"),
                 None,
             )
-            .await?;
+            .await;
+        let (status, out) = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                // The stop may have happened: start it again with the
+                // others, from where a stop now would leave it.
+                undo_stops(api, &stopped).await;
+                eprintln!("rondo job {id} may be stopped: check it and start it by hand");
+                return Err(e.context(format!(
+                    "stopping rondo job {id}; the other stops were undone and nothing was switched"
+                )));
+            }
+        };
         if status != 200 {
             undo_stops(api, &stopped).await;
             return Ok(Err((
@@ -359,15 +382,18 @@ async fn back(
                 ),
             )));
         }
+        // No handover (a job that no longer fires by itself): XXL-JOB
+        // gets it stopped, rather than a 0 it would read as a misfire.
         let handover = out["handover_ms"].as_i64().unwrap_or(0);
         stopped.push((*id, row.id, handover));
     }
     let written = async {
         for (_, xxl_id, handover) in &stopped {
             sqlx::query(
-                "UPDATE xxl_job_info SET trigger_status = 1, trigger_last_time = 0, \
+                "UPDATE xxl_job_info SET trigger_status = ?, trigger_last_time = 0, \
                  trigger_next_time = ? WHERE id = ?",
             )
+            .bind(i8::from(*handover > 0))
             .bind(handover)
             .bind(xxl_id)
             .execute(&mut *tx)

@@ -143,13 +143,16 @@ pub(super) async fn login(
     };
     let imported = hash.clone().filter(|h| auth::is_xxl_md5(h));
     let password = login.password.clone();
-    let valid = verify(login.password, hash).await?;
+    let mut valid = verify(login.password, hash).await?;
     if let (true, Some(old), Some(user)) = (valid, imported, &user) {
-        // An XXL-JOB password hash is taken once: replaced now by Argon2id.
+        // An XXL-JOB password hash is taken once: replaced now by Argon2id
+        // (unless a reset replaced it first: then this password is no
+        // longer the user's).
         let new = tokio::task::spawn_blocking(move || auth::hash_password(&password))
             .await
             .map_err(|e| Error::internal(format!("hashing a password: {e}")))??;
-        s.history
+        valid = s
+            .history
             .replace_password_hash(&user.username, &old, &new, clock::now_ms())
             .await?;
     }

@@ -655,7 +655,9 @@ fn pick_live<'a>(trigger: &Trigger, routing: Option<Routing>, live: &'a [String]
     &live[i % live.len()]
 }
 
-fn stranded_failure(trigger: Trigger, dead: &str, timeout_ms: i64) -> TriggerRecord {
+fn stranded_failure(mut trigger: Trigger, dead: &str, timeout_ms: i64) -> TriggerRecord {
+    // An event: no secret in it (a retry takes the job's again).
+    trigger.secrets.clear();
     let msg = format!(
         "executor {dead} went offline with this trigger queued and no executor of group {} came up within {} s",
         trigger.group,

@@ -213,12 +213,24 @@ impl Monitor {
                 // scheduler node may say a trigger failed. A result is
                 // taken only from its job's group's executors.
                 let sender = delivery.properties.user_id().as_ref().map(|u| u.as_str());
-                if let Some(reason) = self.refused(sender, &events).await? {
+                let refusals = self.refusals(sender, &events).await?;
+                if !events.is_empty() && refusals.iter().all(Option::is_some) {
                     metrics::counter!("rondo_monitor_forbidden_total").increment(1);
+                    let reason = refusals.into_iter().flatten().next().unwrap_or_default();
                     amqp::dead_letter(ch, &self.names, &delivery, queue, &reason).await?;
                     return Ok(());
                 }
-                group.events.extend(events);
+                // Only the refused events of a message go (the worker
+                // dead-letters its copy of each); the others are handled.
+                for (event, refusal) in events.into_iter().zip(refusals) {
+                    match refusal {
+                        None => group.events.push(event),
+                        Some(reason) => {
+                            metrics::counter!("rondo_monitor_forbidden_total").increment(1);
+                            tracing::warn!(%reason, "a refused event dropped");
+                        }
+                    }
+                }
                 group.messages += 1;
                 group.last = Some(delivery.acker);
             }
@@ -236,14 +248,14 @@ impl Monitor {
         Ok(())
     }
 
-    /// Why `sender` may not send `events`, if it may not (see
+    /// Why `sender` may not send each of `events`, if it may not (see
     /// [`Senders`]); the groups of the jobs it reports on are read from
     /// their definitions.
-    async fn refused(
+    async fn refusals(
         &self,
         sender: Option<&str>,
         events: &[Event],
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Vec<Option<String>>, Error> {
         let jobs = self.senders.jobs_to_check(sender, events);
         let (mut groups, missing) = self.job_groups.lookup(&jobs);
         if !missing.is_empty() {
@@ -253,9 +265,12 @@ impl Monitor {
                 .map(|id| (*id, found.get(id).map(|job| job.group.clone())))
                 .collect();
             groups.extend(read.iter().cloned());
-            self.job_groups.remember(read);
+            // Only a job found is remembered: an id made up by a sender
+            // must not hide a job created a moment later.
+            self.job_groups
+                .remember(read.into_iter().filter(|(_, g)| g.is_some()));
         }
-        Ok(self.senders.refused(sender, events, &groups))
+        Ok(self.senders.refusals(sender, events, &groups))
     }
 
     /// Reacts to every ending among `events` once, with the outcome of

@@ -77,7 +77,10 @@ pub(crate) async fn trigger_job(
     };
     let dispatched = s.dispatcher.dispatch(&fire).await?;
     s.events.publish(&[audit]).await?;
-    Ok(Json(Triggered {
-        triggers: dispatched.records,
-    }))
+    // What was sent, with no secret in it.
+    let mut triggers = dispatched.records;
+    for record in &mut triggers {
+        record.trigger.secrets = rondo_core::model::secrets::masked(&record.trigger.secrets);
+    }
+    Ok(Json(Triggered { triggers }))
 }
