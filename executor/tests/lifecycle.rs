@@ -563,7 +563,9 @@ async fn a_channel_closed_by_the_broker_is_rebuilt_and_the_result_still_arrives(
     assert_eq!(h.result_for("t-before").await.0.code, code::SUCCESS);
     // Without its exchange, the executor's next publish closes its events
     // channel (404); the session must notice and rebuild the link, whose
-    // topology declaration brings the exchange back.
+    // topology declaration brings the exchange back. The persist queue's
+    // binding is a scheduler node's to restore (an executor may not bind
+    // it): until one does, the result comes back unrouted and waits.
     let events = h.names.events_exchange();
     h.channel
         .exchange_delete(
@@ -575,7 +577,34 @@ async fn a_channel_closed_by_the_broker_is_rebuilt_and_the_result_still_arrives(
     h.publish(vec![h.trigger("t-rebuilt", "demo", "")]).await;
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let persist = h.names.persist_queue();
+    let mut restored = false;
     let result = 'found: loop {
+        // A passive declare of a missing exchange closes its channel: each
+        // look is on a channel of its own.
+        let probe = h.conn.create_channel().await.unwrap();
+        let passive = lapin::options::ExchangeDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        if !restored
+            && probe
+                .exchange_declare(
+                    events.as_str().into(),
+                    lapin::ExchangeKind::Topic,
+                    passive,
+                    lapin::types::FieldTable::default(),
+                )
+                .await
+                .is_ok()
+        {
+            // The executor brought the exchange back: a node now declares
+            // the shared topology, as on its own reconnect.
+            rondo_core::amqp::declare_topology(&h.channel, &h.names)
+                .await
+                .unwrap();
+            restored = true;
+        }
+        let _ = probe.close(200, "probed".into()).await;
         assert!(
             tokio::time::Instant::now() < deadline,
             "the result never reached the persist queue"

@@ -150,16 +150,25 @@ impl Target {
         let routing_key = first.routing_key();
         let bodies = bodies(events, MAX_MESSAGE_BYTES)?;
         let publishes = bodies.iter().map(|body| {
+            // Mandatory: with no queue bound to take them (the persist and
+            // monitor queues are the scheduler nodes' and the worker's to
+            // declare), they come back and are sent again later, never
+            // dropped.
             let publish = Publish {
                 exchange: &exchange,
                 routing_key,
+                mandatory: true,
                 user_id: self.names.publisher(),
                 ..Publish::default()
             };
             amqp::publish_confirmed(&channel, publish, body)
         });
         match tokio::time::timeout(CONFIRM_TIMEOUT, try_join_all(publishes)).await {
-            Ok(confirmed) => confirmed.map(drop),
+            Ok(Ok(routed)) if routed.iter().all(|r| *r) => Ok(()),
+            Ok(Ok(_)) => Err(Error::unavailable(
+                "no queue takes the events yet (a scheduler node or the persistence worker declares them)",
+            )),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::unavailable("no confirm from the broker in time")),
         }
     }

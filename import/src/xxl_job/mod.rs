@@ -21,7 +21,7 @@
 //! access tokens (rondo executors consume queues), logs and script
 //! versions older than the current one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use anyhow::Context;
 use rondo_model::JobSpec;
@@ -30,12 +30,14 @@ use sqlx::{Connection, MySqlConnection};
 
 use rondo_cli::Api;
 
+mod imported;
 mod map;
 mod switch;
 mod tables;
 #[cfg(test)]
 mod tests;
 
+use imported::existing_jobs;
 use map::{import_ref, map_jobs};
 pub use switch::{SwitchArgs, switch};
 use tables::{Problem, XxlGroup, XxlUser, manual_addresses, read_groups, read_jobs, read_users};
@@ -382,41 +384,6 @@ fn same(spec: &JobSpec, job: &Value) -> bool {
     want.iter()
         .filter(|(k, _)| !(same_source && k.as_str() == "glue_remark"))
         .all(|(k, v)| job.get(k) == Some(v))
-}
-
-/// Every job the API shows that an earlier import of `source` made, by
-/// `import_ref`.
-async fn existing_jobs(api: &mut Api, source: &str) -> anyhow::Result<BTreeMap<String, Value>> {
-    let prefix = format!("xxl-job/{source}#");
-    let mut found = BTreeMap::new();
-    let mut offset = 0;
-    loop {
-        let (status, page) = api
-            .call(
-                reqwest::Method::GET,
-                &format!("/api/v1/jobs?limit=1000&offset={offset}"),
-                None,
-            )
-            .await?;
-        if status != 200 {
-            anyhow::bail!("listing jobs: status {status}: {page}");
-        }
-        let items = page["items"].as_array().cloned().unwrap_or_default();
-        for job in &items {
-            if let Some(r) = job["import_ref"]
-                .as_str()
-                .filter(|r| r.starts_with(&prefix))
-            {
-                found.insert(r.to_owned(), job.clone());
-            }
-        }
-        // A page may stop early at its byte bound: the next starts where
-        // the API says.
-        match page["next_offset"].as_u64() {
-            Some(next) if !items.is_empty() => offset = next as usize,
-            _ => return Ok(found),
-        }
-    }
 }
 
 /// The job's next five fires, as the API previews them.

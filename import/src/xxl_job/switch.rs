@@ -29,7 +29,7 @@ use sqlx::{Connection, MySqlConnection, Row};
 
 use rondo_cli::Api;
 
-use super::existing_jobs;
+use super::imported::existing_jobs;
 use super::map::import_ref;
 
 /// What the command was asked.
