@@ -1,11 +1,41 @@
-//! What an earlier import made, as the API shows it: read by the import
-//! (to change nothing twice) and by the switch (to find each row's job).
+//! What the import and the switch share: the connection to XXL-JOB's
+//! MySQL with the source's name, and what an earlier import made, as the
+//! API shows it (the import changes nothing twice; the switch finds each
+//! row's job).
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use anyhow::Context;
+use sqlx::{Connection, MySqlConnection};
+
 use rondo_cli::Api;
+
+/// A connection to XXL-JOB's MySQL, and the name the import gives its
+/// source (`source`, or the database's name).
+pub(super) async fn connect(
+    mysql: &str,
+    source: Option<&str>,
+) -> anyhow::Result<(MySqlConnection, String)> {
+    let mut conn = MySqlConnection::connect(mysql).await.with_context(|| {
+        format!(
+            "connecting to XXL-JOB's MySQL at {}",
+            rondo_model::redact::url(mysql)
+        )
+    })?;
+    let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+        .fetch_one(&mut conn)
+        .await?;
+    let source = match (source, database) {
+        (Some(source), _) => source.to_owned(),
+        (None, Some(db)) => db,
+        (None, None) => {
+            anyhow::bail!("the MySQL URL names no database: add /<database> or --source")
+        }
+    };
+    Ok((conn, source))
+}
 
 /// Every job the API shows that an earlier import of `source` made, by
 /// `import_ref`.

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use anyhow::Context;
 use rondo_model::JobSpec;
 use serde_json::{Map, Value, json};
-use sqlx::{Connection, MySqlConnection};
+use sqlx::Connection;
 
 use rondo_cli::Api;
 
@@ -37,7 +37,7 @@ mod tables;
 #[cfg(test)]
 mod tests;
 
-use imported::existing_jobs;
+use imported::{connect, existing_jobs};
 use map::{import_ref, map_jobs};
 pub use switch::{SwitchArgs, switch};
 use tables::{Problem, XxlGroup, XxlUser, manual_addresses, read_groups, read_jobs, read_users};
@@ -56,24 +56,7 @@ pub struct ImportArgs<'a> {
 /// Runs the import; the report is printed by the caller (status 200, or
 /// 400 when rows do not map and nothing was written).
 pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u16, Value)> {
-    let mut conn = MySqlConnection::connect(args.mysql)
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to XXL-JOB's MySQL at {}",
-                rondo_model::redact::url(args.mysql)
-            )
-        })?;
-    let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
-        .fetch_one(&mut conn)
-        .await?;
-    let source = match (args.source, database) {
-        (Some(source), _) => source.to_owned(),
-        (None, Some(db)) => db,
-        (None, None) => {
-            anyhow::bail!("the MySQL URL names no database: add /<database> or --source")
-        }
-    };
+    let (mut conn, source) = connect(args.mysql, args.source).await?;
     let (groups, group_problems) = manual_addresses(read_groups(&mut conn).await?);
     let jobs = read_jobs(&mut conn).await?;
     let users = read_users(&mut conn).await?;

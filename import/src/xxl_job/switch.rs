@@ -29,7 +29,7 @@ use sqlx::{Connection, MySqlConnection, Row};
 
 use rondo_cli::Api;
 
-use super::imported::existing_jobs;
+use super::imported::{connect, existing_jobs};
 use super::map::import_ref;
 
 /// What the command was asked.
@@ -53,24 +53,7 @@ struct XxlRow {
 /// first group that cannot be switched (409 with the reason), the groups
 /// before it switched.
 pub async fn switch(api: &mut Api, args: &SwitchArgs<'_>) -> anyhow::Result<(u16, Value)> {
-    let mut conn = MySqlConnection::connect(args.mysql)
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to XXL-JOB's MySQL at {}",
-                rondo_model::redact::url(args.mysql)
-            )
-        })?;
-    let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
-        .fetch_one(&mut conn)
-        .await?;
-    let source = match (args.source, database) {
-        (Some(source), _) => source.to_owned(),
-        (None, Some(db)) => db,
-        (None, None) => {
-            anyhow::bail!("the MySQL URL names no database: add /<database> or --source")
-        }
-    };
+    let (mut conn, source) = connect(args.mysql, args.source).await?;
     let imported = existing_jobs(api, &source).await?;
     let groups: Vec<String> = if args.groups.is_empty() {
         let mut all: Vec<String> = imported
@@ -270,20 +253,9 @@ async fn forward(
         }
         started.push((*id, row.id, out["next_fire_ms"].clone()));
     }
-    let ids: Vec<i64> = moving.iter().map(|(r, _)| r.id).collect();
-    let stopped = async {
-        for id in &ids {
-            sqlx::query(
-                "UPDATE xxl_job_info SET trigger_status = 0, trigger_last_time = 0, \
-                 trigger_next_time = 0 WHERE id = ?",
-            )
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await
-    }
-    .await;
+    // Stopped as XXL-JOB's own stop does: status 0, both times 0.
+    let rows: Vec<(i64, i64)> = moving.iter().map(|(r, _)| (r.id, 0)).collect();
+    let stopped = set_and_commit(tx, &rows).await;
     if let Err(e) = stopped {
         undo_starts(api, &started).await;
         anyhow::bail!("stopping the jobs in XXL-JOB failed ({e}); rondo's starts were undone");
@@ -296,6 +268,27 @@ async fn forward(
         })
         .collect();
     Ok(Ok(json!({ "group": app, "jobs": jobs })))
+}
+
+/// Writes each `(id, next_ms)` into XXL-JOB's rows, running from
+/// `next_ms` (as its own start leaves a job) or, with 0, stopped (as its
+/// own stop does), and commits.
+async fn set_and_commit(
+    mut tx: sqlx::Transaction<'_, sqlx::MySql>,
+    rows: &[(i64, i64)],
+) -> Result<(), sqlx::Error> {
+    for (id, next_ms) in rows {
+        sqlx::query(
+            "UPDATE xxl_job_info SET trigger_status = ?, trigger_last_time = 0, \
+             trigger_next_time = ? WHERE id = ?",
+        )
+        .bind(i8::from(*next_ms > 0))
+        .bind(next_ms)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
 }
 
 /// Stops jobs a failed switch started (best effort: a stop that fails is
@@ -387,21 +380,8 @@ async fn back(
         let handover = out["handover_ms"].as_i64().unwrap_or(0);
         stopped.push((*id, row.id, handover));
     }
-    let written = async {
-        for (_, xxl_id, handover) in &stopped {
-            sqlx::query(
-                "UPDATE xxl_job_info SET trigger_status = ?, trigger_last_time = 0, \
-                 trigger_next_time = ? WHERE id = ?",
-            )
-            .bind(i8::from(*handover > 0))
-            .bind(handover)
-            .bind(xxl_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await
-    }
-    .await;
+    let rows: Vec<(i64, i64)> = stopped.iter().map(|(_, xxl_id, h)| (*xxl_id, *h)).collect();
+    let written = set_and_commit(tx, &rows).await;
     if let Err(e) = written {
         undo_stops(api, &stopped).await;
         anyhow::bail!("starting the jobs in XXL-JOB failed ({e}); rondo's stops were undone");
