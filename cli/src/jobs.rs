@@ -169,6 +169,10 @@ pub(crate) struct JobArgs {
     /// A remark kept with this version of the script.
     #[arg(long)]
     glue_remark: Option<String>,
+    /// When this version of the script was written (ms since 1970), for
+    /// an import of older versions; admins only.
+    #[arg(long)]
+    glue_saved_ms: Option<i64>,
     /// Where the job was imported from (`rondo import` sets it).
     #[arg(long)]
     import_ref: Option<String>,
@@ -241,6 +245,7 @@ impl JobArgs {
             put("glue_source", Some(source.into()));
         }
         put("glue_remark", self.glue_remark.clone().map(Value::from));
+        put("glue_saved_ms", self.glue_saved_ms.map(Value::from));
         put("import_ref", self.import_ref.clone().map(Value::from));
         if self.stopped {
             put("enabled", Some(false.into()));

@@ -27,11 +27,12 @@ pub(crate) enum UserCmd {
         /// Create the user disabled (it cannot sign in until enabled).
         #[arg(long)]
         disabled: bool,
-        /// A user moved from XXL-JOB: its `xxl_job_user.password` (an MD5)
-        /// instead of a new password; the first sign-in with the XXL-JOB
-        /// password replaces it (`rondo import xxl-job` does this for you).
+        /// A user moved from XXL-JOB: its `xxl_job_user.password` (an MD5
+        /// or a SHA-256, in hex) instead of a new password; the first
+        /// sign-in with the XXL-JOB password replaces it (`rondo import
+        /// xxl-job` does this for you).
         #[arg(long)]
-        xxl_md5: Option<String>,
+        xxl_password_hash: Option<String>,
     },
     /// Changes what is given.
     Update {
@@ -88,7 +89,7 @@ pub(crate) fn user(cmd: &UserCmd, secret: Secret<'_>) -> anyhow::Result<Call> {
             groups,
             admin,
             disabled,
-            xxl_md5,
+            xxl_password_hash,
         } => {
             let role = if *admin { "admin" } else { role.as_str() };
             let mut body = json!({
@@ -97,8 +98,8 @@ pub(crate) fn user(cmd: &UserCmd, secret: Secret<'_>) -> anyhow::Result<Call> {
                 "groups": groups,
                 "enabled": !disabled,
             });
-            match xxl_md5 {
-                Some(md5) => body["xxl_md5"] = json!(md5),
+            match xxl_password_hash {
+                Some(hex) => body["xxl_password_hash"] = json!(hex),
                 None => {
                     body["password"] = json!(secret("RONDO_NEW_PASSWORD", "new user's password")?);
                 }

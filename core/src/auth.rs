@@ -143,27 +143,46 @@ pub fn hash_password(password: &str) -> Result<String, Error> {
         .map_err(|e| Error::internal(format!("hashing a password: {e}")))
 }
 
-/// The prefix of a password hash imported from XXL-JOB (`xxl_job_user`
-/// keeps the unsalted MD5 of the password, 32 hex digits). It is accepted
-/// once: the sign-in that matches it replaces it with Argon2id.
+/// The prefixes of a password hash imported from XXL-JOB: `xxl_job_user`
+/// keeps the unsalted MD5 of the password (32 hex digits) up to 3.1, and
+/// its unsalted SHA-256 (64 hex digits) from 3.2. Accepted once: the
+/// sign-in that matches it replaces it with Argon2id.
 pub const XXL_MD5_PREFIX: &str = "xxl-md5:";
+pub const XXL_SHA256_PREFIX: &str = "xxl-sha256:";
 
-/// The stored form of an imported XXL-JOB password hash, or why `md5` is
-/// not one (32 hex digits).
-pub fn xxl_md5_hash(field: &str, md5: &str) -> Result<String, Error> {
-    if md5.len() != 32 || !md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+/// The stored form of an imported XXL-JOB password hash, or why `hex` is
+/// not one (32 or 64 hex digits).
+pub fn xxl_password_hash(field: &str, hex: &str) -> Result<String, Error> {
+    let prefix = match hex.len() {
+        32 => XXL_MD5_PREFIX,
+        64 => XXL_SHA256_PREFIX,
+        _ => "",
+    };
+    if prefix.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::invalid(
             field,
-            "must be XXL-JOB's password hash: 32 hex digits (an MD5)",
+            "must be XXL-JOB's password hash: 32 hex digits (an MD5, up to 3.1) or 64 (a SHA-256, 3.2 on)",
         ));
     }
-    Ok(format!("{XXL_MD5_PREFIX}{}", md5.to_ascii_lowercase()))
+    Ok(format!("{prefix}{}", hex.to_ascii_lowercase()))
 }
 
-/// Whether a stored hash is an imported XXL-JOB MD5, to be replaced at
+/// Whether a stored hash is an imported XXL-JOB hash, to be replaced at
 /// the next successful sign-in.
-pub fn is_xxl_md5(stored: &str) -> bool {
-    stored.starts_with(XXL_MD5_PREFIX)
+pub fn is_xxl_hash(stored: &str) -> bool {
+    stored.starts_with(XXL_MD5_PREFIX) || stored.starts_with(XXL_SHA256_PREFIX)
+}
+
+/// Whether the hex digest `digest` of a password is `want`, every byte
+/// compared whatever differs first.
+fn same_hex(digest: &[u8], want: &str) -> bool {
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    hex.len() == want.len()
+        && hex
+            .bytes()
+            .zip(want.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 /// Whether `password` matches a stored hash; false for a hash that does
@@ -171,15 +190,11 @@ pub fn is_xxl_md5(stored: &str) -> bool {
 pub fn verify_password(password: &str, stored: &str) -> bool {
     if let Some(md5) = stored.strip_prefix(XXL_MD5_PREFIX) {
         use md5::{Digest, Md5};
-        let digest = Md5::digest(password.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        // Every byte compared, whatever differs first.
-        return hex.len() == md5.len()
-            && hex
-                .bytes()
-                .zip(md5.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
+        return same_hex(&Md5::digest(password.as_bytes()), md5);
+    }
+    if let Some(sha) = stored.strip_prefix(XXL_SHA256_PREFIX) {
+        use sha2::{Digest, Sha256};
+        return same_hex(&Sha256::digest(password.as_bytes()), sha);
     }
     let Ok(parsed) = PasswordHash::new(stored) else {
         return false;
@@ -263,17 +278,29 @@ mod tests {
     }
 
     #[test]
-    fn an_imported_xxl_md5_matches_its_password_only() {
-        // XXL-JOB's default admin: md5("123456").
-        let stored = xxl_md5_hash("xxl_md5", "E10ADC3949BA59ABBE56E057F20F883E").unwrap();
-        assert_eq!(stored, "xxl-md5:e10adc3949ba59abbe56e057f20f883e");
-        assert!(is_xxl_md5(&stored));
-        assert!(verify_password("123456", &stored));
-        assert!(!verify_password("1234567", &stored));
-        assert!(!verify_password("", &stored));
-        assert!(xxl_md5_hash("xxl_md5", "not-a-hash").is_err());
+    fn an_imported_xxl_hash_matches_its_password_only() {
+        // XXL-JOB's default admin, "123456": its MD5 (to 3.1) and its
+        // SHA-256 (3.2 on).
+        let md5 = xxl_password_hash("h", "E10ADC3949BA59ABBE56E057F20F883E").unwrap();
+        assert_eq!(md5, "xxl-md5:e10adc3949ba59abbe56e057f20f883e");
+        let sha = xxl_password_hash(
+            "h",
+            "8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92",
+        )
+        .unwrap();
+        assert!(sha.starts_with("xxl-sha256:"));
+        for stored in [&md5, &sha] {
+            assert!(is_xxl_hash(stored));
+            assert!(verify_password("123456", stored));
+            assert!(!verify_password("1234567", stored));
+            assert!(!verify_password("", stored));
+        }
+        assert!(!verify_password("123456", &sha.replace("c92", "c93")));
+        assert!(xxl_password_hash("h", "not-a-hash").is_err());
+        assert!(xxl_password_hash("h", &"g".repeat(32)).is_err());
+        assert!(xxl_password_hash("h", &"a".repeat(40)).is_err());
         let argon = hash_password("123456").unwrap();
-        assert!(!is_xxl_md5(&argon));
+        assert!(!is_xxl_hash(&argon));
     }
 
     #[test]

@@ -38,6 +38,23 @@ pub fn rondo_cli(api: &str, token: &str, args: &[&str]) -> std::process::Output 
         .expect("run rondo")
 }
 
+/// The JSON report a `rondo` command printed: on stdout after a success,
+/// on stderr after a refusal (after any text before it); null if none.
+pub fn cli_report(out: &std::process::Output) -> serde_json::Value {
+    let text = if out.status.success() {
+        &out.stdout
+    } else {
+        &out.stderr
+    };
+    let text = String::from_utf8_lossy(text);
+    let json = text.find('{').map_or("", |i| &text[i..]);
+    serde_json::Deserializer::from_str(json)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// A `rondo-executor` process (built-in `shell`, `demo` and `http`
 /// handlers) of `config.executor.app` with id `id`; killed when dropped.
 pub fn spawn_executor(config: &Config, id: &str, log_dir: &Path) -> Child {

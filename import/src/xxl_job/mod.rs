@@ -14,12 +14,18 @@
 //! `--source` names it), so running the import again finds the jobs it made
 //! and changes nothing, or only what changed in XXL-JOB since.
 //!
+//! The layout of XXL-JOB's tables tells its release (`layout`: 2.1-2.2,
+//! 2.3-3.4, 3.5); a database that is not XXL-JOB's, or of a release the
+//! importer does not know, is refused before anything is read.
+//!
 //! `author` becomes the job's `owner`; `xxl_job_user` becomes rondo's users
-//! (their MD5 password taken once). Not taken over: XXL-JOB's
+//! (their MD5 or SHA-256 password taken once); a script job's kept
+//! versions (`xxl_job_logglue`) become its script versions, with their
+//! remarks and times. Times XXL-JOB kept as `DATETIME` are read in its
+//! admin's zone (`--zone`, else the cluster's). Not taken over: XXL-JOB's
 //! `trigger_next_time` (rondo computes the next fire from now; the switch
 //! takes it), `add_time`/`update_time`, the executors' addresses and
-//! access tokens (rondo executors consume queues), logs and script
-//! versions older than the current one.
+//! access tokens (rondo executors consume queues), and logs.
 
 use std::collections::HashMap;
 
@@ -30,7 +36,9 @@ use sqlx::Connection;
 
 use rondo_cli::Api;
 
+mod glue;
 mod imported;
+mod layout;
 mod map;
 mod switch;
 mod tables;
@@ -40,7 +48,10 @@ mod tests;
 use imported::{connect, existing_jobs};
 use map::{import_ref, map_jobs};
 pub use switch::{SwitchArgs, switch};
-use tables::{Problem, XxlGroup, XxlUser, manual_addresses, read_groups, read_jobs, read_users};
+use tables::{
+    Problem, XxlGroup, XxlUser, manual_addresses, read_glue_history, read_groups, read_jobs,
+    read_users,
+};
 
 /// What the command was asked.
 pub struct ImportArgs<'a> {
@@ -57,10 +68,14 @@ pub struct ImportArgs<'a> {
 /// 400 when rows do not map and nothing was written).
 pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u16, Value)> {
     let (mut conn, source) = connect(args.mysql, args.source).await?;
+    let layout = layout::detect(&mut conn).await?;
     let (groups, group_problems) = manual_addresses(read_groups(&mut conn).await?);
-    let jobs = read_jobs(&mut conn).await?;
+    let jobs = read_jobs(&mut conn, layout).await?;
     let users = read_users(&mut conn).await?;
+    let history = read_glue_history(&mut conn).await?;
     let _ = conn.close().await;
+    let zone = xxl_zone(api, args.zone).await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
 
     let (mapped, problems) = map_jobs(&groups, &jobs, args.zone, &source);
     let used_groups: Vec<&XxlGroup> = groups
@@ -89,6 +104,8 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     let existing = existing_jobs(api, &source).await?;
     let mut report = Map::new();
     report.insert("source".into(), json!(format!("xxl-job/{source}")));
+    report.insert("xxl_version".into(), json!(layout.releases()));
+    report.insert("xxl_zone".into(), json!(zone.name()));
     report.insert("dry_run".into(), json!(args.dry_run));
     report.insert("stopped".into(), json!(args.stopped));
     report.insert(
@@ -166,6 +183,16 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             spec.enabled = Some(false);
         }
         let m = &map::Mapped { spec, ..m.clone() };
+        let versions = if glue::is_script(&m.spec) {
+            glue::versions(
+                &m.xxl,
+                history.get(&m.xxl.id).map_or(&[][..], Vec::as_slice),
+                zone,
+                now_ms,
+            )
+        } else {
+            Vec::new()
+        };
         let mut entry = json!({ "xxl_id": m.xxl.id, "import_ref": reference });
         let action = match current {
             Some(job) if same(&m.spec, job) => "unchanged",
@@ -186,13 +213,9 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
                 "updated"
             }
             None => {
-                let (status, out) = api
-                    .call(
-                        reqwest::Method::POST,
-                        "/api/v1/jobs",
-                        Some(spec_json(&m.spec)),
-                    )
-                    .await?;
+                // A new script job comes with its kept versions; a job
+                // imported before keeps the versions it has.
+                let (status, out) = glue::create(api, spec_json(&m.spec), &versions).await?;
                 if status != 201 {
                     return Ok((status, json!({ "xxl_id": m.xxl.id, "error": out })));
                 }
@@ -206,6 +229,9 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
         entry["action"] = json!(action);
         if let Some(id) = ids.get(&m.xxl.id) {
             entry["id"] = json!(id);
+        }
+        if current.is_none() && !versions.is_empty() {
+            entry["script_versions"] = json!(versions.len());
         }
         if args.dry_run {
             entry["job"] = spec_json(&m.spec);
@@ -266,7 +292,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
 }
 
 /// Users whose rows rondo cannot take: a username it refuses, or a
-/// password that is not an MD5.
+/// password that is not an MD5 nor a SHA-256.
 fn user_problems(users: &[XxlUser]) -> Vec<Problem> {
     let mut problems = Vec::new();
     for u in users {
@@ -278,12 +304,12 @@ fn user_problems(users: &[XxlUser]) -> Vec<Problem> {
                 reason: e.message,
             });
         }
-        if u.md5.len() != 32 || !u.md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !matches!(u.hash.len(), 32 | 64) || !u.hash.bytes().all(|b| b.is_ascii_hexdigit()) {
             problems.push(Problem {
                 table: "xxl_job_user",
                 id: u.id,
                 column: "password".into(),
-                reason: "not an MD5 (32 hex digits)".into(),
+                reason: "not an MD5 (32 hex digits) nor a SHA-256 (64)".into(),
             });
         }
     }
@@ -293,7 +319,7 @@ fn user_problems(users: &[XxlUser]) -> Vec<Problem> {
 /// Creates the users rondo does not have yet: XXL-JOB's admins as
 /// admins, its other users as operators of the groups their `permission`
 /// names. Each signs in once with their XXL-JOB password (checked against
-/// its MD5, then stored as Argon2id). A user rondo has already is left as
+/// its hash, then stored as Argon2id). A user rondo has already is left as
 /// it is. The report never holds a password hash.
 async fn import_users(
     api: &mut Api,
@@ -321,7 +347,8 @@ async fn import_users(
             200 => "exists",
             404 if dry_run => "create",
             404 => {
-                let mut spec = json!({ "username": u.username, "xxl_md5": u.md5, "role": role });
+                let mut spec =
+                    json!({ "username": u.username, "xxl_password_hash": u.hash, "role": role });
                 if !u.admin {
                     spec["groups"] = json!(apps);
                 }
@@ -367,6 +394,30 @@ fn same(spec: &JobSpec, job: &Value) -> bool {
     want.iter()
         .filter(|(k, _)| !(same_source && k.as_str() == "glue_remark"))
         .all(|(k, v)| job.get(k) == Some(v))
+}
+
+/// The zone XXL-JOB's admin ran in: `zone`, or else the cluster's (as the
+/// API names it). Its cron is read in it, and its `DATETIME` columns too.
+async fn xxl_zone(api: &mut Api, zone: Option<&str>) -> anyhow::Result<chrono_tz::Tz> {
+    let name = match zone {
+        Some(zone) => zone.to_owned(),
+        None => {
+            let body = json!({ "schedule_type": "FIX_RATE", "schedule_conf": "60", "count": 1 });
+            let (status, out) = api
+                .call(
+                    reqwest::Method::POST,
+                    "/api/v1/schedules/preview",
+                    Some(body),
+                )
+                .await?;
+            match out["zone"].as_str() {
+                Some(zone) if status == 200 => zone.to_owned(),
+                _ => anyhow::bail!("reading the cluster's zone: status {status}: {out}"),
+            }
+        }
+    };
+    name.parse()
+        .map_err(|_| anyhow::anyhow!("--zone {name:?} is not an IANA time zone"))
 }
 
 /// The job's next five fires, as the API previews them.

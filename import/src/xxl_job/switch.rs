@@ -54,6 +54,8 @@ struct XxlRow {
 /// before it switched.
 pub async fn switch(api: &mut Api, args: &SwitchArgs<'_>) -> anyhow::Result<(u16, Value)> {
     let (mut conn, source) = connect(args.mysql, args.source).await?;
+    // A database of a release the importer does not know is not switched.
+    super::layout::detect(&mut conn).await?;
     let imported = existing_jobs(api, &source).await?;
     let groups: Vec<String> = if args.groups.is_empty() {
         let mut all: Vec<String> = imported

@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
+use super::layout::{Layout, columns};
+
 /// A group as XXL-JOB has it.
 #[derive(Debug, Clone)]
 pub(super) struct XxlGroup {
@@ -38,6 +40,8 @@ pub(super) struct XxlJob {
     pub(super) glue_type: String,
     pub(super) glue_source: String,
     pub(super) glue_remark: String,
+    /// When the current script was saved (`glue_updatetime`).
+    pub(super) glue_saved: XxlTime,
     pub(super) children: String,
     pub(super) running: bool,
     pub(super) next_ms: i64,
@@ -56,24 +60,6 @@ impl Problem {
     pub(super) fn to_json(&self) -> Value {
         json!({ "table": self.table, "id": self.id, "column": self.column, "reason": self.reason })
     }
-}
-
-/// The names of `table`'s columns in the current database.
-pub(super) async fn columns(
-    conn: &mut MySqlConnection,
-    table: &str,
-) -> anyhow::Result<Vec<String>> {
-    let names: Vec<String> = sqlx::query_scalar(
-        "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
-         WHERE table_schema = DATABASE() AND table_name = ?",
-    )
-    .bind(table)
-    .fetch_all(&mut *conn)
-    .await?;
-    if names.is_empty() {
-        anyhow::bail!("no table {table} in this database: is it XXL-JOB's?");
-    }
-    Ok(names)
 }
 
 /// `new` if the table has it, else `old` (XXL-JOB renamed a few columns).
@@ -123,8 +109,9 @@ pub(super) async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Ve
 pub(super) struct XxlUser {
     pub(super) id: i64,
     pub(super) username: String,
-    /// The unsalted MD5 of the password, as XXL-JOB keeps it.
-    pub(super) md5: String,
+    /// The unsalted hash of the password, as XXL-JOB keeps it: MD5 to
+    /// 3.1, SHA-256 from 3.2 (hex).
+    pub(super) hash: String,
     pub(super) admin: bool,
     /// The XXL-JOB group ids granted (`permission`, comma-separated).
     pub(super) groups: Vec<i64>,
@@ -154,7 +141,7 @@ pub(super) async fn read_users(conn: &mut MySqlConnection) -> anyhow::Result<Vec
             Ok(XxlUser {
                 id: int(r, "id")?,
                 username: text(r, "username")?,
-                md5: text(r, "password")?,
+                hash: text(r, "password")?,
                 admin: int(r, "role")? == 1,
                 groups: text(r, "permission")?
                     .split(',')
@@ -211,11 +198,14 @@ pub(super) fn manual_addresses(groups: Vec<XxlGroup>) -> (Vec<XxlGroup>, Vec<Pro
     (groups, problems)
 }
 
-pub(super) async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlJob>> {
-    let cols = columns(conn, "xxl_job_info").await?;
-    let desc = either(&cols, "name", "job_desc")?;
-    // Before 2.3, XXL-JOB had only cron (`job_cron`) and no misfire choice.
-    let (schedule_type, schedule_conf, misfire) = if cols.iter().any(|c| c == "schedule_type") {
+pub(super) async fn read_jobs(
+    conn: &mut MySqlConnection,
+    layout: Layout,
+) -> anyhow::Result<Vec<XxlJob>> {
+    let desc = layout.desc_column();
+    // Before 2.3, XXL-JOB had only cron (`job_cron`) and no misfire choice:
+    // a fire missed was skipped.
+    let (schedule_type, schedule_conf, misfire) = if layout.typed() {
         ("schedule_type", "schedule_conf", "misfire_strategy")
     } else {
         ("'CRON'", "job_cron", "'DO_NOTHING'")
@@ -229,8 +219,10 @@ pub(super) async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<
          CAST(executor_block_strategy AS CHAR) AS executor_block_strategy, \
          executor_timeout, executor_fail_retry_count, CAST(glue_type AS CHAR) AS glue_type, \
          CAST(glue_source AS CHAR) AS glue_source, CAST(glue_remark AS CHAR) AS glue_remark, \
+         {glue_saved} AS glue_saved, \
          CAST(child_jobid AS CHAR) AS child_jobid, trigger_status, trigger_next_time \
-         FROM xxl_job_info ORDER BY id"
+         FROM xxl_job_info ORDER BY id",
+        glue_saved = time_sql(conn, "xxl_job_info", "glue_updatetime").await?
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_all(&mut *conn)
@@ -255,12 +247,96 @@ pub(super) async fn read_jobs(conn: &mut MySqlConnection) -> anyhow::Result<Vec<
                 glue_type: text(r, "glue_type")?,
                 glue_source: text(r, "glue_source")?,
                 glue_remark: text(r, "glue_remark")?,
+                glue_saved: XxlTime(text(r, "glue_saved")?),
                 children: text(r, "child_jobid")?,
                 running: int(r, "trigger_status")? == 1,
                 next_ms: int(r, "trigger_next_time")?,
             })
         })
         .collect()
+}
+
+/// A time as XXL-JOB's tables keep it: a `DATETIME` as written, in the
+/// zone of XXL-JOB's admin (its JVM's), or a `TIMESTAMP` (2.1's script
+/// history) as its instant, `@<seconds>`; empty when NULL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct XxlTime(pub(super) String);
+
+impl XxlTime {
+    /// The instant (ms), a `DATETIME` read in `zone`; None when NULL or
+    /// not a time (a local time the zone skips is taken an hour on).
+    pub(super) fn to_ms(&self, zone: chrono_tz::Tz) -> Option<i64> {
+        use chrono::TimeZone;
+        if let Some(seconds) = self.0.strip_prefix('@') {
+            return seconds.parse::<i64>().ok().map(|s| s * 1000);
+        }
+        let local = chrono::NaiveDateTime::parse_from_str(&self.0, "%Y-%m-%d %H:%M:%S").ok()?;
+        let instant = match zone.from_local_datetime(&local) {
+            chrono::LocalResult::Single(t) => t,
+            chrono::LocalResult::Ambiguous(first, _) => first,
+            chrono::LocalResult::None => zone
+                .from_local_datetime(&(local + chrono::Duration::hours(1)))
+                .earliest()?,
+        };
+        Some(instant.timestamp_millis())
+    }
+}
+
+/// The SQL that reads `table.column` as an [`XxlTime`] (the column's type
+/// decides how).
+async fn time_sql(conn: &mut MySqlConnection, table: &str, column: &str) -> anyhow::Result<String> {
+    let kind: Option<String> = sqlx::query_scalar(
+        "SELECT CAST(data_type AS CHAR) FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
+    )
+    .bind(table)
+    .bind(column)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(match kind.as_deref() {
+        Some("timestamp") => {
+            format!("CAST(CONCAT('@', CAST(UNIX_TIMESTAMP({column}) AS SIGNED)) AS CHAR)")
+        }
+        Some(_) => format!("CAST(DATE_FORMAT({column}, '%Y-%m-%d %H:%i:%s') AS CHAR)"),
+        None => anyhow::bail!("{table} has no column {column}"),
+    })
+}
+
+/// One kept version of a job's script (`xxl_job_logglue`): XXL-JOB adds
+/// one at each save of a script in its editor (the newest is the job's
+/// current script), and keeps the newest 30.
+#[derive(Debug, Clone)]
+pub(super) struct XxlGlue {
+    pub(super) glue_type: String,
+    pub(super) source: String,
+    pub(super) remark: String,
+    pub(super) saved: XxlTime,
+}
+
+/// Each job's kept script versions, oldest first, by XXL-JOB job id.
+pub(super) async fn read_glue_history(
+    conn: &mut MySqlConnection,
+) -> anyhow::Result<std::collections::HashMap<i64, Vec<XxlGlue>>> {
+    let sql = format!(
+        "SELECT job_id, CAST(glue_type AS CHAR) AS glue_type, \
+         CAST(glue_source AS CHAR) AS glue_source, CAST(glue_remark AS CHAR) AS glue_remark, \
+         {saved} AS saved FROM xxl_job_logglue ORDER BY job_id, add_time, id",
+        saved = time_sql(conn, "xxl_job_logglue", "add_time").await?
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading xxl_job_logglue")?;
+    let mut history: std::collections::HashMap<i64, Vec<XxlGlue>> = Default::default();
+    for r in &rows {
+        history.entry(int(r, "job_id")?).or_default().push(XxlGlue {
+            glue_type: text(r, "glue_type")?,
+            source: text(r, "glue_source")?,
+            remark: text(r, "glue_remark")?,
+            saved: XxlTime(text(r, "saved")?),
+        });
+    }
+    Ok(history)
 }
 
 /// An integer column of any width, NULL as 0.

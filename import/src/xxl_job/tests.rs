@@ -110,3 +110,102 @@ fn manual_groups_keep_their_addresses_and_bad_ones_are_problems() {
     assert_eq!(problems[0].column, "address_list");
     assert!(problems[0].reason.contains("ftp://10.0.0.8/"));
 }
+
+#[test]
+fn each_layout_is_told_by_its_columns_and_an_unknown_one_is_named() {
+    use super::layout::{Layout, layout_of};
+    let cols = |names: &str| -> std::collections::BTreeSet<String> {
+        names.split_whitespace().map(str::to_owned).collect()
+    };
+    let common = "id job_group add_time update_time author alarm_email \
+        executor_route_strategy executor_handler executor_param executor_block_strategy \
+        executor_timeout executor_fail_retry_count glue_type glue_source glue_remark \
+        glue_updatetime child_jobid trigger_status trigger_last_time trigger_next_time";
+    let typed = "schedule_type schedule_conf misfire_strategy";
+    assert_eq!(
+        layout_of(&cols(&format!("{common} job_cron job_desc"))).unwrap(),
+        Layout::Cron21
+    );
+    assert_eq!(
+        layout_of(&cols(&format!("{common} {typed} job_desc"))).unwrap(),
+        Layout::Typed23
+    );
+    assert_eq!(
+        layout_of(&cols(&format!("{common} {typed} name"))).unwrap(),
+        Layout::Named35
+    );
+    let later = layout_of(&cols(&format!("{common} {typed} name priority")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        later.contains("does not know") && later.contains("priority") && later.contains("3.5"),
+        "{later}"
+    );
+    let fewer = layout_of(&cols(&format!("{common} job_desc")))
+        .unwrap_err()
+        .to_string();
+    assert!(fewer.contains("lacks"), "{fewer}");
+}
+
+#[test]
+fn script_history_becomes_versions_oldest_first_with_their_times() {
+    use super::glue::{Version, versions};
+    let zone = chrono_tz::Asia::Shanghai;
+    let mut job = xxl(1);
+    job.glue_type = "GLUE_SHELL".into();
+    job.glue_source = "echo 3".into();
+    job.glue_remark = "third".into();
+    job.glue_saved = XxlTime("2024-05-06 12:00:00".into());
+    let kept = |glue_type: &str, source: &str, remark: &str, saved: &str| XxlGlue {
+        glue_type: glue_type.into(),
+        source: source.into(),
+        remark: remark.into(),
+        saved: XxlTime(saved.into()),
+    };
+    let history = [
+        kept("GLUE_SHELL", "echo 1", "first", "2024-01-02 10:00:00"),
+        kept(
+            "GLUE_PYTHON",
+            "print(1)",
+            "other type",
+            "2024-02-02 10:00:00",
+        ),
+        // 2.1 kept TIMESTAMPs: read as the instant.
+        kept("GLUE_SHELL", "echo 2", "second", "@1709523000"),
+        kept("GLUE_SHELL", "echo 3", "third", "2024-05-06 12:00:00"),
+    ];
+    let now = 1_800_000_000_000;
+    let got = versions(&job, &history[..4], zone, now);
+    assert_eq!(
+        got,
+        [
+            Version {
+                source: "echo 1".into(),
+                remark: "first".into(),
+                saved_ms: Some(1_704_160_800_000),
+            },
+            Version {
+                source: "echo 2".into(),
+                remark: "second".into(),
+                saved_ms: Some(1_709_523_000_000),
+            },
+            Version {
+                source: "echo 3".into(),
+                remark: "third".into(),
+                saved_ms: Some(1_714_968_000_000),
+            },
+        ],
+        "the current script is the newest kept row, once"
+    );
+    // A kept time not yet come (a clock gone wrong) is not taken: the
+    // current script's own time is.
+    let mut skewed = history.clone();
+    skewed[3].saved = XxlTime("2999-01-01 00:00:00".into());
+    let got = versions(&job, &skewed, zone, now);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[2].saved_ms, Some(1_714_968_000_000));
+    job.glue_saved = XxlTime(String::new());
+    assert_eq!(versions(&job, &skewed, zone, now)[2].saved_ms, None);
+    // No history: the current script alone.
+    assert_eq!(versions(&job, &[], zone, now).len(), 1);
+}

@@ -196,8 +196,9 @@ impl Job {
 
     /// The script version of `self` saved over `old` (the job it replaces,
     /// `None` when new): a changed type or source is a new version (with
-    /// this save's remark and time), anything else keeps the old one.
-    pub fn versioned_after(mut self, old: Option<&Job>, now_ms: i64) -> Job {
+    /// this save's remark and time: the one its spec gave in
+    /// `glue_saved_ms`, else now), anything else keeps the old one.
+    pub fn versioned_after(mut self, old: Option<&Job>) -> Job {
         let Some(old) = old else {
             return self;
         };
@@ -209,7 +210,6 @@ impl Job {
             && (self.glue_type != old.glue_type || self.glue_source != old.glue_source);
         if changed {
             self.glue_version = old.glue_version + 1;
-            self.glue_updated_ms = now_ms;
         } else {
             self.glue_version = old.glue_version;
             self.glue_updated_ms = old.glue_updated_ms;

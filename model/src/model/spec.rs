@@ -87,6 +87,12 @@ pub struct JobSpec {
     /// A remark kept with this version of the script.
     #[schema(max_length = 255)]
     pub glue_remark: Option<String>,
+    /// When this version of the script was written (ms), for an import of
+    /// older versions (`rondo import` sets it from XXL-JOB's script
+    /// history); default: now. Admins only; with a new `glue_source`, not
+    /// in the future. The audit log keeps when the save really happened.
+    #[schema(minimum = 1)]
+    pub glue_saved_ms: Option<i64>,
     /// Where an importer took the job from (`rondo import` sets it).
     #[schema(max_length = 255)]
     pub import_ref: Option<String>,
@@ -139,6 +145,7 @@ impl JobSpec {
             glue_type: patch.glue_type.or(self.glue_type),
             glue_source: patch.glue_source.or(self.glue_source),
             glue_remark: patch.glue_remark.or(self.glue_remark),
+            glue_saved_ms: patch.glue_saved_ms.or(self.glue_saved_ms),
             import_ref: patch.import_ref.or(self.import_ref),
             secrets: match patch.secrets {
                 Some(new) => Some(super::secrets::resolve(new, self.secrets.as_ref())),
@@ -193,6 +200,20 @@ impl JobSpec {
         check_len("glue_source", &glue_source, MAX_SCRIPT_BYTES)?;
         let glue_remark = self.glue_remark.unwrap_or_default();
         check_len("glue_remark", &glue_remark, MAX_TEXT)?;
+        if let Some(saved) = self.glue_saved_ms {
+            if saved < 1 {
+                return Err(Error::invalid(
+                    "glue_saved_ms",
+                    "must be a time in ms since 1970",
+                ));
+            }
+            if glue_type == GlueType::Bean {
+                return Err(Error::invalid(
+                    "glue_saved_ms",
+                    "dates a version of a script; a BEAN job has none",
+                ));
+            }
+        }
         let import_ref = self.import_ref.unwrap_or_default();
         check_len("import_ref", &import_ref, MAX_TEXT)?;
         let secrets = self.secrets.unwrap_or_default();
@@ -314,7 +335,7 @@ impl JobSpec {
             glue_updated_ms: if glue_type == GlueType::Bean {
                 0
             } else {
-                now_ms
+                self.glue_saved_ms.unwrap_or(now_ms)
             },
             glue_type,
             glue_source,
@@ -387,6 +408,7 @@ impl Job {
             glue_type: Some(self.glue_type.as_str().to_owned()),
             glue_source: Some(self.glue_source.clone()),
             glue_remark: Some(self.glue_remark.clone()),
+            glue_saved_ms: None,
             import_ref: Some(self.import_ref.clone()),
             secrets: Some(self.secrets.clone()),
             enabled: Some(self.enabled),

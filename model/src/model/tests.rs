@@ -212,7 +212,7 @@ fn a_script_job_runs_its_script_handler_and_versions_its_changes() {
     }
     .validate(1, 20, Some(10))
     .unwrap()
-    .versioned_after(Some(&v1), 20);
+    .versioned_after(Some(&v1));
     assert_eq!((same.glue_version, same.glue_remark.as_str()), (1, "first"));
     let v2 = JobSpec {
         glue_remark: Some("second".into()),
@@ -220,10 +220,31 @@ fn a_script_job_runs_its_script_handler_and_versions_its_changes() {
     }
     .validate(1, 30, Some(10))
     .unwrap()
-    .versioned_after(Some(&v1), 30);
+    .versioned_after(Some(&v1));
     assert_eq!(
         (v2.glue_version, v2.glue_updated_ms, v2.glue_remark.as_str()),
         (2, 30, "second")
+    );
+    // An older version brought over keeps the time it was written.
+    let imported = JobSpec {
+        glue_saved_ms: Some(25),
+        ..script("print(3)")
+    }
+    .validate(1, 40, Some(10))
+    .unwrap()
+    .versioned_after(Some(&v2));
+    assert_eq!((imported.glue_version, imported.glue_updated_ms), (3, 25));
+    let dated_bean = JobSpec {
+        glue_saved_ms: Some(25),
+        ..spec()
+    };
+    assert_eq!(
+        dated_bean
+            .validate(1, 40, None)
+            .unwrap_err()
+            .field
+            .as_deref(),
+        Some("glue_saved_ms")
     );
     let bean = spec().validate(1, 0, None).unwrap();
     assert_eq!((bean.glue_type, bean.glue_version), (GlueType::Bean, 0));
@@ -347,6 +368,6 @@ fn a_stopped_job_makes_its_claimed_fires_up_to_its_stops_reach() {
         run_until_ms: 0,
         ..stopped.clone()
     }
-    .versioned_after(Some(&stopped), 20_000);
+    .versioned_after(Some(&stopped));
     assert_eq!(edited.run_until_ms, 10_000);
 }

@@ -141,7 +141,7 @@ pub(super) async fn login(
         Some((user, hash)) if user.enabled => (Some(user), Some(hash)),
         _ => (None, None),
     };
-    let imported = hash.clone().filter(|h| auth::is_xxl_md5(h));
+    let imported = hash.clone().filter(|h| auth::is_xxl_hash(h));
     let password = login.password.clone();
     let mut valid = verify(login.password, hash).await?;
     if let (true, Some(old), Some(user)) = (valid, imported, &user) {

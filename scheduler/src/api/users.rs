@@ -52,15 +52,16 @@ pub(super) struct NewUser {
     /// Required to create.
     #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     username: Option<String>,
-    /// Required unless `xxl_md5` is given; 12 to 256 characters.
+    /// Required unless `xxl_password_hash` is given; 12 to 256 characters.
     #[schema(format = Password, min_length = 12, max_length = 256)]
     password: Option<String>,
     /// Instead of `password`, for a user moved from XXL-JOB: its
-    /// `xxl_job_user.password`, the unsalted MD5 (32 hex digits). The user
-    /// signs in once with their XXL-JOB password, which is then stored as
-    /// Argon2id; the MD5 is never taken again nor shown.
-    #[schema(min_length = 32, max_length = 32)]
-    xxl_md5: Option<String>,
+    /// `xxl_job_user.password`, the unsalted MD5 (32 hex digits, to 3.1)
+    /// or SHA-256 (64, from 3.2). The user signs in once with their
+    /// XXL-JOB password, which is then stored as Argon2id; the old hash is
+    /// never taken again nor shown.
+    #[schema(min_length = 32, max_length = 64)]
+    xxl_password_hash: Option<String>,
     /// Default `viewer`.
     #[schema(value_type = Option<Role>)]
     role: Option<String>,
@@ -146,12 +147,16 @@ pub(super) async fn create_user(
     auth::check_username("username", &username)?;
     let role = Role::parse("role", spec.role.as_deref().unwrap_or("viewer"))?;
     let groups = check_groups(&spec.groups.unwrap_or_default())?;
-    let hash = match (spec.password, spec.xxl_md5) {
+    let hash = match (spec.password, spec.xxl_password_hash) {
         (Some(_), Some(_)) => {
-            return Err(Error::invalid("xxl_md5", "give password or xxl_md5, not both").into());
+            return Err(Error::invalid(
+                "xxl_password_hash",
+                "give password or xxl_password_hash, not both",
+            )
+            .into());
         }
         (Some(password), None) => hash(password).await?,
-        (None, Some(md5)) => auth::xxl_md5_hash("xxl_md5", &md5)?,
+        (None, Some(hex)) => auth::xxl_password_hash("xxl_password_hash", &hex)?,
         (None, None) => return Err(Error::invalid("password", "is required").into()),
     };
     let now = clock::now_ms();

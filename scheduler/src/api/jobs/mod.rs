@@ -262,6 +262,22 @@ async fn may_run_children(s: &AppState, caller: &Caller, job: &Job) -> Result<()
     Ok(())
 }
 
+/// `glue_saved_ms` dates a version of a script written before (an
+/// import's): an admin's only, and never in the future.
+fn check_glue_saved(caller: &Caller, spec: &JobSpec, now: i64) -> Result<(), Error> {
+    let Some(saved) = spec.glue_saved_ms else {
+        return Ok(());
+    };
+    caller.require(Access::Admin, "glue_saved_ms")?;
+    if saved > now {
+        return Err(Error::invalid(
+            "glue_saved_ms",
+            format!("{saved} is in the future: it dates a version already written"),
+        ));
+    }
+    Ok(())
+}
+
 /// Creates a job (operators of its group, and of its child jobs' groups).
 #[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs",
     request_body = JobSpec,
@@ -275,6 +291,7 @@ pub(super) async fn create_job(
     if spec.zone.is_none() {
         spec.zone = Some(s.default_zone.name().to_owned());
     }
+    check_glue_saved(&caller, &spec, clock::now_ms())?;
     // Validate before taking an id, so bad input consumes nothing.
     let probe = spec.clone().validate(0, 0, None)?;
     caller.require(Access::OperateGroup(&probe.group), "group")?;
@@ -328,17 +345,26 @@ pub(super) async fn update_job(
     let id = parse_id(&raw)?;
     let patch = parse_body::<JobSpec>(&body)?;
     let old = operable_job(&s, &caller, &raw).await?;
+    let now = clock::now_ms();
+    check_glue_saved(&caller, &patch, now)?;
+    let dated = patch.glue_saved_ms.is_some();
     let mut base = old.to_spec();
     if patch.glue_type.is_some() && patch.handler.is_none() {
         // A change of what the job runs: the old handler (a script's, or
         // the one a script replaces) is not carried over.
         base.handler = None;
     }
-    let now = clock::now_ms();
     let job = base
         .overlay(patch)
         .validate(id, now, Some(old.created_ms))?
-        .versioned_after(Some(&old), now);
+        .versioned_after(Some(&old));
+    if dated && job.glue_version == old.glue_version {
+        return Err(Error::invalid(
+            "glue_saved_ms",
+            "dates a new version of the script: give the changed glue_source with it",
+        )
+        .into());
+    }
     caller.require(Access::OperateGroup(&job.group), "group")?;
     check_group(&s, &job).await?;
     check_children(&s, &caller, &job).await?;

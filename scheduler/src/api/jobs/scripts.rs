@@ -91,7 +91,7 @@ pub(crate) async fn restore_script(
     let job = base
         .overlay(patch)
         .validate(old.id, now, Some(old.created_ms))?
-        .versioned_after(Some(&old), now);
+        .versioned_after(Some(&old));
     save_and_announce(
         &s,
         &caller,

@@ -16,66 +16,25 @@ use tokio::process::{Child, Command};
 use crate::procs::{self, binary, free_addr};
 use crate::{PATIENCE, eventually};
 
-/// XXL-JOB 2.4's DDL for the two tables the importer reads.
-pub const XXL_JOB_2_4_TABLES: [&str; 5] = [
-    "CREATE TABLE `xxl_job_group` (
-      `id` int(11) NOT NULL AUTO_INCREMENT,
-      `app_name` varchar(64) NOT NULL COMMENT '执行器AppName',
-      `title` varchar(12) NOT NULL COMMENT '执行器名称',
-      `address_type` tinyint(4) NOT NULL DEFAULT '0',
-      `address_list` text,
-      `update_time` datetime DEFAULT NULL,
-      PRIMARY KEY (`id`)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE `xxl_job_info` (
-      `id` int(11) NOT NULL AUTO_INCREMENT,
-      `job_group` int(11) NOT NULL COMMENT '执行器主键ID',
-      `job_desc` varchar(255) NOT NULL,
-      `add_time` datetime DEFAULT NULL,
-      `update_time` datetime DEFAULT NULL,
-      `author` varchar(64) DEFAULT NULL,
-      `alarm_email` varchar(255) DEFAULT NULL,
-      `schedule_type` varchar(50) NOT NULL DEFAULT 'NONE',
-      `schedule_conf` varchar(128) DEFAULT NULL,
-      `misfire_strategy` varchar(50) NOT NULL DEFAULT 'DO_NOTHING',
-      `executor_route_strategy` varchar(50) DEFAULT NULL,
-      `executor_handler` varchar(255) DEFAULT NULL,
-      `executor_param` varchar(512) DEFAULT NULL,
-      `executor_block_strategy` varchar(50) DEFAULT NULL,
-      `executor_timeout` int(11) NOT NULL DEFAULT '0',
-      `executor_fail_retry_count` int(11) NOT NULL DEFAULT '0',
-      `glue_type` varchar(50) NOT NULL,
-      `glue_source` mediumtext,
-      `glue_remark` varchar(128) DEFAULT NULL,
-      `glue_updatetime` datetime DEFAULT NULL,
-      `child_jobid` varchar(255) DEFAULT NULL,
-      `trigger_status` tinyint(4) NOT NULL DEFAULT '0',
-      `trigger_last_time` bigint(13) NOT NULL DEFAULT '0',
-      `trigger_next_time` bigint(13) NOT NULL DEFAULT '0',
-      PRIMARY KEY (`id`)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE `xxl_job_lock` (
-      `lock_name` varchar(50) NOT NULL COMMENT '锁名称',
-      PRIMARY KEY (`lock_name`)
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "INSERT INTO `xxl_job_lock` (`lock_name`) VALUES ('schedule_lock')",
-    "CREATE TABLE `xxl_job_user` (
-      `id` int(11) NOT NULL AUTO_INCREMENT,
-      `username` varchar(50) NOT NULL COMMENT '账号',
-      `password` varchar(50) NOT NULL COMMENT '密码',
-      `role` tinyint(4) NOT NULL COMMENT '角色：0-普通用户、1-管理员',
-      `permission` varchar(255) DEFAULT NULL COMMENT '权限：执行器ID列表，多个逗号分割',
-      PRIMARY KEY (`id`),
-      UNIQUE KEY `i_username` (`username`) USING BTREE
-    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-];
+mod ddl;
 
-/// A database of its own with XXL-JOB 2.4's `xxl_job_group`,
-/// `xxl_job_info`, `xxl_job_lock` and `xxl_job_user`, dropped with the
-/// guard.
+pub use ddl::XxlRelease;
+
+/// A database of its own with XXL-JOB 2.4's tables (see
+/// [`xxl_database_of`]), dropped with the guard.
 pub async fn xxl_database(config: &Config) -> rondo_history::testing::TestDatabase {
+    xxl_database_of(config, XxlRelease::V2_4).await
+}
+
+/// A database of its own with `release`'s `xxl_job_group`, `xxl_job_info`,
+/// `xxl_job_logglue`, `xxl_job_user` and `xxl_job_lock` (with its
+/// `schedule_lock` row), dropped with the guard.
+pub async fn xxl_database_of(
+    config: &Config,
+    release: XxlRelease,
+) -> rondo_history::testing::TestDatabase {
     let db = rondo_history::testing::TestDatabase::empty(&config.mysql.url).await;
-    for ddl in XXL_JOB_2_4_TABLES {
+    for ddl in release.ddl() {
         sqlx::query(sqlx::AssertSqlSafe(ddl))
             .execute(&db.pool)
             .await
