@@ -156,6 +156,13 @@ pub(crate) struct JobArgs {
     /// URL POSTed when a trigger fails ("" clears).
     #[arg(long)]
     alarm_webhook: Option<String>,
+    /// An alarm channel a failure goes to, by name (repeat for more;
+    /// replaces the list on update; `rondo channel list` shows them).
+    #[arg(long = "alarm-channel")]
+    alarm_channels: Vec<String>,
+    /// No alarm channels (clears the list on update).
+    #[arg(long, conflicts_with = "alarm_channels")]
+    no_alarm_channels: bool,
     /// BEAN (run --handler) or a script type: GLUE_SHELL, GLUE_PYTHON,
     /// GLUE_NODEJS, GLUE_POWERSHELL, GLUE_PHP.
     #[arg(long)]
@@ -236,6 +243,9 @@ impl JobArgs {
         }
         put("alarm_email", self.alarm_email.clone().map(Value::from));
         put("alarm_webhook", self.alarm_webhook.clone().map(Value::from));
+        if !self.alarm_channels.is_empty() || self.no_alarm_channels {
+            put("alarm_channels", Some(json!(self.alarm_channels)));
+        }
         put("glue_type", self.glue_type.clone().map(Value::from));
         put("glue_source", self.glue_source.clone().map(Value::from));
         if let Some(path) = &self.glue_file {

@@ -1,6 +1,6 @@
 //! `rondo`: the command-line client of the admin HTTP API.
 //!
-//! The commands by family: `jobs` (jobs and schedule previews), `groups`,
+//! The commands by family: `jobs` (jobs and schedule previews), `groups`, `channels` (alarm channels),
 //! `users` (users and tokens); the rest, one call each, are here, and
 //! `call` says what a call is.
 //!
@@ -18,6 +18,7 @@
 use std::process::ExitCode;
 
 mod call;
+mod channels;
 mod groups;
 mod jobs;
 #[cfg(test)]
@@ -25,6 +26,7 @@ mod tests;
 mod users;
 
 use call::{Call, Secret, query_string};
+use channels::ChannelCmd;
 use clap::{Parser, Subcommand};
 use groups::GroupCmd;
 use jobs::{JobCmd, ScheduleCmd};
@@ -57,6 +59,9 @@ enum Command {
     /// Executor groups.
     #[command(subcommand)]
     Group(GroupCmd),
+    /// Alarm channels: chat group bots and webhooks jobs alarm.
+    #[command(subcommand)]
+    Channel(ChannelCmd),
     /// Jobs.
     #[command(subcommand)]
     Job(JobCmd),
@@ -249,6 +254,7 @@ fn request(cmd: &Command, secret: Secret<'_>) -> anyhow::Result<Call> {
             days.map(|days| json!({ "days": days })),
         ),
         Command::Group(g) => groups::request(g),
+        Command::Channel(c) => channels::request(c, secret)?,
         Command::Job(j) => jobs::request(j),
         Command::Schedule(cmd) => jobs::preview(cmd)?,
     })

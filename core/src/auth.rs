@@ -173,28 +173,16 @@ pub fn is_xxl_hash(stored: &str) -> bool {
     stored.starts_with(XXL_MD5_PREFIX) || stored.starts_with(XXL_SHA256_PREFIX)
 }
 
-/// Whether the hex digest `digest` of a password is `want`, every byte
-/// compared whatever differs first.
-fn same_hex(digest: &[u8], want: &str) -> bool {
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    hex.len() == want.len()
-        && hex
-            .bytes()
-            .zip(want.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-}
-
 /// Whether `password` matches a stored hash; false for a hash that does
 /// not parse (never an error an attacker could tell apart).
 pub fn verify_password(password: &str, stored: &str) -> bool {
     if let Some(md5) = stored.strip_prefix(XXL_MD5_PREFIX) {
         use md5::{Digest, Md5};
-        return same_hex(&Md5::digest(password.as_bytes()), md5);
+        return same_secret(&hex(&Md5::digest(password.as_bytes())), md5);
     }
     if let Some(sha) = stored.strip_prefix(XXL_SHA256_PREFIX) {
         use sha2::{Digest, Sha256};
-        return same_hex(&Sha256::digest(password.as_bytes()), sha);
+        return same_secret(&hex(&Sha256::digest(password.as_bytes())), sha);
     }
     let Ok(parsed) = PasswordHash::new(stored) else {
         return false;

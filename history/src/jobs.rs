@@ -13,7 +13,7 @@ use sqlx::query_builder::Separated;
 use sqlx::{MySql, Row};
 
 /// The `job` columns every statement names, in bind order; `deleted` last.
-pub(crate) const JOB_COLUMNS: [&str; 30] = [
+pub(crate) const JOB_COLUMNS: [&str; 31] = [
     "id",
     "group_app",
     "description",
@@ -33,6 +33,7 @@ pub(crate) const JOB_COLUMNS: [&str; 30] = [
     "retry_backoff_s",
     "alarm_email",
     "alarm_webhook",
+    "alarm_channels",
     "glue_type",
     "glue_source",
     "glue_remark",
@@ -73,6 +74,10 @@ pub(crate) fn bind_job(b: &mut Separated<'_, MySql, &'static str>, job: &Job, de
         .push_bind(job.retry_backoff_s)
         .push_bind(&job.alarm_email)
         .push_bind(&job.alarm_webhook)
+        .push_bind(
+            (!job.alarm_channels.is_empty())
+                .then(|| serde_json::to_string(&job.alarm_channels).unwrap_or_default()),
+        )
         .push_bind(job.glue_type.as_str())
         .push_bind(&job.glue_source)
         .push_bind(&job.glue_remark)
@@ -120,6 +125,7 @@ pub(crate) struct StoredJob {
     pub retry_backoff_s: u32,
     pub alarm_email: String,
     pub alarm_webhook: String,
+    pub alarm_channels: Option<String>,
     pub glue_type: String,
     pub glue_source: Option<String>,
     pub glue_remark: String,
@@ -155,6 +161,7 @@ impl StoredJob {
             retry_backoff_s: row.try_get("retry_backoff_s").map_err(get)?,
             alarm_email: row.try_get("alarm_email").map_err(get)?,
             alarm_webhook: row.try_get("alarm_webhook").map_err(get)?,
+            alarm_channels: row.try_get("alarm_channels").map_err(get)?,
             glue_type: row.try_get("glue_type").map_err(get)?,
             glue_source: row.try_get("glue_source").map_err(get)?,
             glue_remark: row.try_get("glue_remark").map_err(get)?,
@@ -201,6 +208,12 @@ impl StoredJob {
             retry_backoff_s: self.retry_backoff_s,
             alarm_email: self.alarm_email,
             alarm_webhook: self.alarm_webhook,
+            alarm_channels: match self.alarm_channels.as_deref().map(str::trim) {
+                None | Some("") => Vec::new(),
+                Some(text) => serde_json::from_str(text).map_err(|e| {
+                    Error::invalid("alarm_channels", format!("not a JSON array of names: {e}"))
+                })?,
+            },
             glue_type: match self.glue_type.as_str() {
                 "" => GlueType::Bean,
                 text => GlueType::parse("glue_type", text)?,

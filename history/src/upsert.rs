@@ -207,6 +207,7 @@ fn job_bytes(r: &JobRow) -> usize {
         + j.params.len()
         + j.alarm_email.len()
         + j.alarm_webhook.len()
+        + j.alarm_channels.iter().map(|c| c.len() + 3).sum::<usize>()
         + j.glue_source.len()
         + j.glue_remark.len()
         + j.import_ref.len()

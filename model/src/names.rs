@@ -227,6 +227,12 @@ impl Names {
         format!("{}:groups", self.ns)
     }
 
+    /// `ns:alarm:channels`: hash of alarm channel name to its definition
+    /// (with its signing secret: the scheduler's alone).
+    pub fn alarm_channels(&self) -> String {
+        format!("{}:alarm:channels", self.ns)
+    }
+
     /// `ns:registry:<app>`: executor ids scored by last heartbeat (ms).
     pub fn registry(&self, app: &str) -> String {
         format!("{}:registry:{app}", self.ns)

@@ -67,7 +67,7 @@ fn config(smtp: Option<SocketAddr>) -> AlarmConfig {
 async fn alarm(config: &AlarmConfig, job: &Job) -> (AlarmRecord, Duration) {
     let alarmer = Alarmer::try_new(config).expect("a valid alarm config");
     let started = Instant::now();
-    let record = alarmer.alarm(job, &failure()).await;
+    let record = alarmer.alarm(job, &[], &failure()).await;
     assert_eq!(record.trigger_id, TRIGGER_ID);
     assert_eq!((record.job_id, record.fire_ms), (42, 1_700_000_000_000));
     (record, started.elapsed())

@@ -252,3 +252,78 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     )
     .await;
 }
+
+/// `glue_saved_ms` dates a version of a script written before (an
+/// import's): an admin's only, not in the future, only with a changed
+/// script, and later than the version it follows (xxl-job-core executors
+/// cache a script by its job and this time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_versions_date_is_an_admins_and_only_moves_forward() {
+    let world = World::new("glue_dated").await;
+    let base = world.in_process_api("api-test").await;
+    let api = base.clone().with_token(&world.admin.token);
+    let (status, _) = api
+        .post("/api/v1/groups", json!({ "app": "billing" }))
+        .await;
+    assert_eq!(status, 201);
+    let operator = world
+        .user(
+            "olga",
+            rondo_core::auth::Role::Operator,
+            &["billing"],
+            false,
+        )
+        .await;
+    let ops = base.with_token(&operator);
+    let script = |source: &str, saved: i64| {
+        json!({ "group": "billing", "glue_type": "GLUE_SHELL", "glue_source": source,
+                "glue_saved_ms": saved, "enabled": false })
+    };
+    let (status, answer) = ops.post("/api/v1/jobs", script("echo 1", 1_000)).await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (403, &json!("glue_saved_ms")),
+        "{answer}"
+    );
+    let future = rondo_core::clock::now_ms() + 3_600_000;
+    expect_field(
+        &api,
+        "a date to come",
+        Method::POST,
+        "/api/v1/jobs",
+        script("echo 1", future),
+        400,
+        "glue_saved_ms",
+    )
+    .await;
+    let (status, job) = api.post("/api/v1/jobs", script("echo 1", 1_000)).await;
+    assert_eq!(
+        (status, &job["glue_updated_ms"]),
+        (201, &json!(1_000)),
+        "{job}"
+    );
+    let path = format!("/api/v1/jobs/{}", job["id"]);
+    for (what, body) in [
+        (
+            "the same script",
+            json!({ "glue_source": "echo 1", "glue_saved_ms": 2_000 }),
+        ),
+        (
+            "no later than the version before",
+            json!({ "glue_source": "echo 2", "glue_saved_ms": 1_000 }),
+        ),
+    ] {
+        expect_field(&api, what, Method::PUT, &path, body, 400, "glue_saved_ms").await;
+    }
+    let (status, job) = api
+        .put(
+            &path,
+            json!({ "glue_source": "echo 2", "glue_saved_ms": 2_000 }),
+        )
+        .await;
+    assert_eq!(
+        (status, &job["glue_version"], &job["glue_updated_ms"]),
+        (200, &json!(2), &json!(2_000)),
+        "{job}"
+    );
+}

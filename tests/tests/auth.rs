@@ -203,6 +203,29 @@ impl Fixture {
                 send(Method::DELETE, format!("/api/v1/users/{name}"), None).await;
             }
             "audit" => send(Method::GET, "/api/v1/audit?limit=5".into(), None).await,
+            "alarm channel read" => {
+                send(Method::GET, "/api/v1/alarm-channels".into(), None).await;
+                send(Method::GET, "/api/v1/alarm-channels/ch".into(), None).await;
+            }
+            "alarm channel edit" => {
+                let name = format!("probe-{user}-{}", rand_suffix());
+                let new =
+                    json!({ "name": name, "kind": "slack", "url": "https://hooks.example.com/x" });
+                send(Method::POST, "/api/v1/alarm-channels".into(), Some(new)).await;
+                let change = json!({ "template": format!("{{job}} by {user}") });
+                send(
+                    Method::PUT,
+                    "/api/v1/alarm-channels/ch".into(),
+                    Some(change),
+                )
+                .await;
+                send(
+                    Method::DELETE,
+                    format!("/api/v1/alarm-channels/{name}"),
+                    None,
+                )
+                .await;
+            }
             other => {
                 panic!("the role table of docs/security.md has a family no test probes: {other:?}")
             }
@@ -223,6 +246,9 @@ fn allowed(statuses: &[u16]) -> bool {
 }
 
 async fn fixture(world: &World, api: Api) -> Fixture {
+    let channel = json!({ "name": "ch", "kind": "wecom", "url": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k" });
+    let (status, body) = api.post("/api/v1/alarm-channels", channel).await;
+    assert_eq!(status, 201, "{body}");
     let mut jobs = [0; 2];
     let mut logs = [String::new(), String::new()];
     for (i, g) in ["ga", "gb"].into_iter().enumerate() {

@@ -732,3 +732,109 @@ async fn a_failure_is_alarmed_and_its_alarm_status_stored() {
     }
     c.cluster.stop().await;
 }
+
+/// Alarm channels: an admin defines them (an operator reads them without
+/// the signing secret or the URL's token, and may not define one), a job
+/// names them (an unknown name is refused at save), and a failure reaches
+/// each with the channel's template, the console link filled in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failure_reaches_the_jobs_alarm_channels_with_their_templates() {
+    let tune = |c: &mut rondo_core::Config| {
+        c.alarm.webhook_allow = vec!["127.0.0.1".into()];
+        c.alarm.console_url = "https://rondo.example.com".into();
+    };
+    let c = cluster("chan", &["mon-1"], tune).await;
+    let (url, bodies) = webhook_receiver().await;
+    for (name, kind, template) in [
+        ("team-slack", "slack", "{job} failed: {code} {link}"),
+        ("team-json", "json", "{trigger_id} on {executor}"),
+    ] {
+        let (status, out) = c
+            .api
+            .post(
+                "/api/v1/alarm-channels",
+                json!({ "name": name, "kind": kind, "url": format!("{url}?token=t0ken"), "template": template }),
+            )
+            .await;
+        assert_eq!(status, 201, "{out}");
+    }
+    let (status, out) = c
+        .api
+        .post(
+            "/api/v1/alarm-channels",
+            json!({ "name": "ding", "kind": "dingtalk", "url": "https://oapi.dingtalk.com/robot/send?access_token=abc", "secret": "SECret" }),
+        )
+        .await;
+    assert_eq!((status, &out["secret"]), (201, &json!("***")), "{out}");
+    let token = c
+        .cluster
+        .world
+        .user("ops", rondo_core::auth::Role::Operator, &["mon"], false)
+        .await;
+    let ops = c.api.clone().with_token(&token);
+    let (_, seen) = ops.get("/api/v1/alarm-channels/ding").await;
+    assert_eq!(seen["secret"], "***");
+    assert!(!seen.to_string().contains("abc"), "{seen}");
+    let (status, out) = ops
+        .post(
+            "/api/v1/alarm-channels",
+            json!({ "name": "mine", "kind": "slack", "url": "https://hooks.example.com/x" }),
+        )
+        .await;
+    assert_eq!(status, 403, "{out}");
+
+    let (status, out) = c
+        .api
+        .post(
+            "/api/v1/jobs",
+            json!({ "group": "mon", "handler": "fail", "alarm_channels": ["team-slack", "nope"] }),
+        )
+        .await;
+    assert_eq!(
+        (status, &out["error"]["field"]),
+        (400, &json!("alarm_channels")),
+        "{out}"
+    );
+    let id = c
+        .api
+        .create_job(json!({
+            "group": "mon",
+            "handler": "fail",
+            "description": "nightly",
+            "alarm_channels": ["team-slack", "team-json"],
+        }))
+        .await;
+    let trigger_id = c.api.trigger_now(id).await;
+    let got = eventually("both channels' POSTs", Duration::from_secs(15), || async {
+        let got = bodies.lock().unwrap().clone();
+        (got.len() >= 2).then_some(got)
+    })
+    .await;
+    let slack = got.iter().find(|b| b.get("v").is_none()).expect("slack");
+    assert_eq!(
+        slack["text"],
+        format!("nightly failed: 500 https://rondo.example.com/logs/{trigger_id}")
+    );
+    let body = got.iter().find(|b| b["v"] == 1).expect("json");
+    assert_eq!(body["text"], format!("{trigger_id} on mon-1"));
+    assert_eq!(body["trigger_id"], trigger_id.as_str());
+    eventually(
+        "the alarm status in MySQL",
+        Duration::from_secs(15),
+        || async {
+            let row: Option<(i32, String)> =
+                sqlx::query_as("SELECT alarm_status, alarm_msg FROM job_log WHERE trigger_id = ?")
+                    .bind(&trigger_id)
+                    .fetch_optional(c.cluster.db())
+                    .await
+                    .ok()?;
+            let (status, msg) = row?;
+            (status == 2
+                && msg.contains("channel team-slack: sent")
+                && msg.contains("channel team-json: sent"))
+            .then_some(())
+        },
+    )
+    .await;
+    c.cluster.stop().await;
+}

@@ -152,6 +152,10 @@ pub struct AlarmConfig {
     /// default: webhooks go to public addresses only.
     #[serde(deserialize_with = "super::values::list_or_csv")]
     pub webhook_allow: Vec<String>,
+    /// The console's address as people reach it (`https://rondo.example.com`):
+    /// an alarm channel's `{link}` is `<console_url>/logs/<trigger_id>`.
+    /// Empty (the default): `{link}` is empty.
+    pub console_url: String,
 }
 
 impl Default for AlarmConfig {
@@ -165,6 +169,7 @@ impl Default for AlarmConfig {
             smtp_from: "rondo@localhost".into(),
             timeout_ms: 5_000,
             webhook_allow: Vec::new(),
+            console_url: String::new(),
         }
     }
 }

@@ -183,7 +183,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             spec.enabled = Some(false);
         }
         let m = &map::Mapped { spec, ..m.clone() };
-        let versions = if glue::is_script(&m.spec) {
+        let (versions, left_out) = if glue::is_script(&m.spec) {
             glue::versions(
                 &m.xxl,
                 history.get(&m.xxl.id).map_or(&[][..], Vec::as_slice),
@@ -191,7 +191,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
                 now_ms,
             )
         } else {
-            Vec::new()
+            (Vec::new(), 0)
         };
         let mut entry = json!({ "xxl_id": m.xxl.id, "import_ref": reference });
         let action = match current {
@@ -232,6 +232,9 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
         }
         if current.is_none() && !versions.is_empty() {
             entry["script_versions"] = json!(versions.len());
+            if left_out > 0 {
+                entry["script_versions_left_out"] = json!(left_out);
+            }
         }
         if args.dry_run {
             entry["job"] = spec_json(&m.spec);
@@ -416,8 +419,8 @@ async fn xxl_zone(api: &mut Api, zone: Option<&str>) -> anyhow::Result<chrono_tz
             }
         }
     };
-    name.parse()
-        .map_err(|_| anyhow::anyhow!("--zone {name:?} is not an IANA time zone"))
+    rondo_model::schedule::parse_zone("zone", &name)
+        .map_err(|e| anyhow::anyhow!("--zone {name:?}: {}", e.message))
 }
 
 /// The job's next five fires, as the API previews them.

@@ -40,8 +40,6 @@ pub(super) struct XxlJob {
     pub(super) glue_type: String,
     pub(super) glue_source: String,
     pub(super) glue_remark: String,
-    /// When the current script was saved (`glue_updatetime`).
-    pub(super) glue_saved: XxlTime,
     pub(super) children: String,
     pub(super) running: bool,
     pub(super) next_ms: i64,
@@ -219,10 +217,8 @@ pub(super) async fn read_jobs(
          CAST(executor_block_strategy AS CHAR) AS executor_block_strategy, \
          executor_timeout, executor_fail_retry_count, CAST(glue_type AS CHAR) AS glue_type, \
          CAST(glue_source AS CHAR) AS glue_source, CAST(glue_remark AS CHAR) AS glue_remark, \
-         {glue_saved} AS glue_saved, \
          CAST(child_jobid AS CHAR) AS child_jobid, trigger_status, trigger_next_time \
          FROM xxl_job_info ORDER BY id",
-        glue_saved = time_sql(conn, "xxl_job_info", "glue_updatetime").await?
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_all(&mut *conn)
@@ -247,7 +243,6 @@ pub(super) async fn read_jobs(
                 glue_type: text(r, "glue_type")?,
                 glue_source: text(r, "glue_source")?,
                 glue_remark: text(r, "glue_remark")?,
-                glue_saved: XxlTime(text(r, "glue_saved")?),
                 children: text(r, "child_jobid")?,
                 running: int(r, "trigger_status")? == 1,
                 next_ms: int(r, "trigger_next_time")?,
@@ -320,7 +315,7 @@ pub(super) async fn read_glue_history(
     let sql = format!(
         "SELECT job_id, CAST(glue_type AS CHAR) AS glue_type, \
          CAST(glue_source AS CHAR) AS glue_source, CAST(glue_remark AS CHAR) AS glue_remark, \
-         {saved} AS saved FROM xxl_job_logglue ORDER BY job_id, add_time, id",
+         {saved} AS saved FROM xxl_job_logglue ORDER BY job_id, id",
         saved = time_sql(conn, "xxl_job_logglue", "add_time").await?
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))

@@ -155,7 +155,6 @@ fn script_history_becomes_versions_oldest_first_with_their_times() {
     job.glue_type = "GLUE_SHELL".into();
     job.glue_source = "echo 3".into();
     job.glue_remark = "third".into();
-    job.glue_saved = XxlTime("2024-05-06 12:00:00".into());
     let kept = |glue_type: &str, source: &str, remark: &str, saved: &str| XxlGlue {
         glue_type: glue_type.into(),
         source: source.into(),
@@ -170,42 +169,46 @@ fn script_history_becomes_versions_oldest_first_with_their_times() {
             "other type",
             "2024-02-02 10:00:00",
         ),
-        // 2.1 kept TIMESTAMPs: read as the instant.
+        kept("GLUE_SHELL", "  ", "empty", "2024-02-03 10:00:00"),
+        // 2.1.0 kept TIMESTAMPs: read as the instant.
         kept("GLUE_SHELL", "echo 2", "second", "@1709523000"),
         kept("GLUE_SHELL", "echo 3", "third", "2024-05-06 12:00:00"),
     ];
     let now = 1_800_000_000_000;
-    let got = versions(&job, &history[..4], zone, now);
+    let version = |source: &str, remark: &str, saved_ms| Version {
+        source: source.into(),
+        remark: remark.into(),
+        saved_ms,
+    };
     assert_eq!(
-        got,
-        [
-            Version {
-                source: "echo 1".into(),
-                remark: "first".into(),
-                saved_ms: Some(1_704_160_800_000),
-            },
-            Version {
-                source: "echo 2".into(),
-                remark: "second".into(),
-                saved_ms: Some(1_709_523_000_000),
-            },
-            Version {
-                source: "echo 3".into(),
-                remark: "third".into(),
-                saved_ms: Some(1_714_968_000_000),
-            },
-        ],
-        "the current script is the newest kept row, once"
+        versions(&job, &history, zone, now),
+        (
+            vec![
+                version("echo 1", "first", Some(1_704_160_800_000)),
+                version("echo 2", "second", Some(1_709_523_000_000)),
+                // The current script, the newest kept one: dated by its
+                // save in rondo.
+                version("echo 3", "third", None),
+            ],
+            1
+        )
     );
-    // A kept time not yet come (a clock gone wrong) is not taken: the
-    // current script's own time is.
+    // A kept time not yet come, or not after the version before, is not
+    // taken: the save dates it.
     let mut skewed = history.clone();
-    skewed[3].saved = XxlTime("2999-01-01 00:00:00".into());
-    let got = versions(&job, &skewed, zone, now);
-    assert_eq!(got.len(), 3);
-    assert_eq!(got[2].saved_ms, Some(1_714_968_000_000));
-    job.glue_saved = XxlTime(String::new());
-    assert_eq!(versions(&job, &skewed, zone, now)[2].saved_ms, None);
+    skewed[0].saved = XxlTime("2999-01-01 00:00:00".into());
+    skewed[3].saved = XxlTime("2023-01-01 00:00:00".into());
+    let got = versions(&job, &skewed, zone, now).0;
+    assert_eq!(
+        (got[0].saved_ms, got[1].saved_ms),
+        (None, Some(1_672_502_400_000))
+    );
+    let mut backwards = history.clone();
+    backwards[3].saved = XxlTime("2023-01-01 00:00:00".into());
+    assert_eq!(versions(&job, &backwards, zone, now).0[1].saved_ms, None);
     // No history: the current script alone.
-    assert_eq!(versions(&job, &[], zone, now).len(), 1);
+    assert_eq!(
+        versions(&job, &[], zone, now),
+        (vec![version("echo 3", "third", None)], 0)
+    );
 }

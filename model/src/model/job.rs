@@ -45,6 +45,9 @@ pub struct Job {
     /// URL that receives a JSON POST when a trigger fails.
     #[serde(default)]
     pub alarm_webhook: String,
+    /// The alarm channels (chat bots, webhooks) a failure goes to, by name.
+    #[serde(default)]
+    pub alarm_channels: Vec<String>,
     /// `BEAN` runs `handler`; a script type runs `glue_source`.
     #[serde(default)]
     pub glue_type: GlueType,
@@ -156,6 +159,7 @@ impl Job {
             retry_backoff_s: 0,
             alarm_email: String::new(),
             alarm_webhook: String::new(),
+            alarm_channels: Vec::new(),
             glue_type: GlueType::default(),
             glue_source: String::new(),
             glue_remark: String::new(),

@@ -8,6 +8,7 @@
 //! * `spec`: a job as a user sends it, and its validation;
 //! * `secrets`: a job's named secrets, masked wherever they would show.
 
+pub mod channel;
 mod group;
 mod job;
 pub mod secrets;
@@ -18,6 +19,7 @@ mod text;
 mod vocabulary;
 
 pub use crate::schedule::ScheduleType;
+pub use channel::{AlarmChannel, AlarmChannelSpec, ChannelKind};
 pub use group::{Group, GroupSpec, MAX_XXL_ADDRESSES, normalize_xxl_address};
 pub use job::{Job, JobSchedule};
 pub use spec::{

@@ -76,6 +76,10 @@ pub struct JobSpec {
     /// An http(s) URL that receives a JSON POST on failure.
     #[schema(max_length = 1024)]
     pub alarm_webhook: Option<String>,
+    /// Alarm channels (DingTalk, WeCom, Feishu, Slack-style or JSON
+    /// webhooks an admin defined) a failure goes to, by name; at most 8.
+    #[schema(max_items = 8)]
+    pub alarm_channels: Option<Vec<String>>,
     /// Default `BEAN` (run `handler`); a script type runs `glue_source` on
     /// executors that enable its interpreter, and `handler` is then
     /// `script:<interpreter>` (set for you).
@@ -142,6 +146,7 @@ impl JobSpec {
             retry_backoff_s: patch.retry_backoff_s.or(self.retry_backoff_s),
             alarm_email: patch.alarm_email.or(self.alarm_email),
             alarm_webhook: patch.alarm_webhook.or(self.alarm_webhook),
+            alarm_channels: patch.alarm_channels.or(self.alarm_channels),
             glue_type: patch.glue_type.or(self.glue_type),
             glue_source: patch.glue_source.or(self.glue_source),
             glue_remark: patch.glue_remark.or(self.glue_remark),
@@ -264,6 +269,8 @@ impl JobSpec {
         validate_emails(&alarm_email)?;
         let alarm_webhook = self.alarm_webhook.unwrap_or_default();
         validate_webhook(&alarm_webhook)?;
+        let alarm_channels = self.alarm_channels.unwrap_or_default();
+        super::channel::validate_job_channels(&alarm_channels)?;
         let retry_backoff_s = self.retry_backoff_s.unwrap_or(0);
         if retry_backoff_s > MAX_RETRY_BACKOFF_S {
             return Err(Error::invalid(
@@ -331,6 +338,7 @@ impl JobSpec {
             retry_backoff_s,
             alarm_email,
             alarm_webhook,
+            alarm_channels,
             glue_version: u32::from(glue_type != GlueType::Bean),
             glue_updated_ms: if glue_type == GlueType::Bean {
                 0
@@ -405,6 +413,7 @@ impl Job {
             retry_backoff_s: Some(self.retry_backoff_s),
             alarm_email: Some(self.alarm_email.clone()),
             alarm_webhook: Some(self.alarm_webhook.clone()),
+            alarm_channels: Some(self.alarm_channels.clone()),
             glue_type: Some(self.glue_type.as_str().to_owned()),
             glue_source: Some(self.glue_source.clone()),
             glue_remark: Some(self.glue_remark.clone()),

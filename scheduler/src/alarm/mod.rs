@@ -75,6 +75,9 @@
 //! 1; a change of meaning bumps `v`.
 
 mod channel;
+pub mod chat;
+#[cfg(test)]
+mod chat_tests;
 mod failure;
 mod render;
 mod smtp;
@@ -87,6 +90,7 @@ use std::time::Duration;
 
 use rondo_core::config::AlarmConfig;
 use rondo_core::event::{AlarmRecord, alarm_status};
+use rondo_core::model::AlarmChannel;
 use rondo_core::{Job, clock};
 use tracing::Instrument;
 
@@ -106,6 +110,8 @@ pub struct Alarmer {
     /// The client, or why it could not be built (reported per alarm).
     http: Result<webhook::Webhook, String>,
     timeout: Duration,
+    /// `alarm.console_url`, for channels' `{link}`.
+    console_url: String,
 }
 
 impl fmt::Debug for Alarmer {
@@ -141,6 +147,7 @@ impl Alarmer {
             mail,
             http,
             timeout,
+            console_url: config.console_url.clone(),
         }
     }
 
@@ -152,6 +159,7 @@ impl Alarmer {
             mail: mail_setup(config)?,
             http: Ok(http_client(timeout, &config.webhook_allow)?),
             timeout,
+            console_url: config.console_url.clone(),
         })
     }
 
@@ -160,15 +168,25 @@ impl Alarmer {
         self.timeout
     }
 
-    /// Alarms the job's channels about `failure` and says how it went.
-    pub async fn alarm(&self, job: &Job, failure: &Failure) -> AlarmRecord {
+    /// Alarms the job's e-mail, webhook and `channels` (its
+    /// `alarm_channels` as found, `None` for one that does not exist) about
+    /// `failure` and says how it went.
+    pub async fn alarm(
+        &self,
+        job: &Job,
+        channels: &[Option<AlarmChannel>],
+        failure: &Failure,
+    ) -> AlarmRecord {
         let span = tracing::info_span!(
             "alarm",
             job_id = job.id,
             trigger_id = %failure.trigger_id,
             fire_ms = failure.fire_ms,
         );
-        let (status, msg) = self.send(job, failure).instrument(span.clone()).await;
+        let (status, msg) = self
+            .send(job, channels, failure)
+            .instrument(span.clone())
+            .await;
         span.in_scope(|| match status {
             alarm_status::FAILED => tracing::warn!(status, msg = %msg, "alarm failed"),
             _ => tracing::info!(status, msg = %msg, "alarm done"),
@@ -182,7 +200,12 @@ impl Alarmer {
         }
     }
 
-    async fn send(&self, job: &Job, failure: &Failure) -> (i32, String) {
+    async fn send(
+        &self,
+        job: &Job,
+        channels: &[Option<AlarmChannel>],
+        failure: &Failure,
+    ) -> (i32, String) {
         let report = Report {
             job,
             failure,
@@ -208,28 +231,46 @@ impl Alarmer {
                 webhook::post(&self.http, self.timeout, webhook, &report).await,
             ))
         };
-        let (mail, hook) = tokio::join!(mail, hook);
-        let outcomes: Vec<Outcome> = [mail, hook].into_iter().flatten().collect();
+        let chats = futures_util::future::join_all(job.alarm_channels.iter().enumerate().map(
+            |(i, name)| {
+                let report = &report;
+                async move {
+                    let result = match channels.get(i).and_then(Option::as_ref) {
+                        Some(channel) => {
+                            chat::post(&self.http, self.timeout, channel, report, &self.console_url)
+                                .await
+                        }
+                        None => Err("no such channel".to_owned()),
+                    };
+                    Outcome::new(format!("channel {name}"), result)
+                }
+            },
+        ));
+        let (mail, hook, chats) = tokio::join!(mail, hook, chats);
+        let outcomes: Vec<Outcome> = [mail, hook].into_iter().flatten().chain(chats).collect();
         summarize(&outcomes)
     }
 }
 
 /// One channel's result.
 struct Outcome {
-    channel: &'static str,
+    channel: String,
     result: Result<String, String>,
 }
 
 impl Outcome {
-    fn new(channel: &'static str, result: Result<String, String>) -> Outcome {
-        Outcome { channel, result }
+    fn new(channel: impl Into<String>, result: Result<String, String>) -> Outcome {
+        Outcome {
+            channel: channel.into(),
+            result,
+        }
     }
 }
 
 /// The status and message of an alarm from its channels' results.
 fn summarize(outcomes: &[Outcome]) -> (i32, String) {
     if outcomes.is_empty() {
-        let msg = "no alarm channel: alarm_email and alarm_webhook are empty";
+        let msg = "no alarm channel: alarm_email, alarm_webhook and alarm_channels are empty";
         return (alarm_status::NOT_NEEDED, msg.to_owned());
     }
     let parts: Vec<String> = outcomes

@@ -27,7 +27,7 @@ pub(super) struct Report<'a> {
 
 impl Report<'_> {
     /// The job as people know it: its description, else its handler.
-    fn job_name(&self) -> &str {
+    pub(super) fn job_name(&self) -> &str {
         match self.job.description.trim() {
             "" => &self.job.handler,
             description => description,
@@ -178,7 +178,7 @@ fn utc(ms: i64) -> String {
 }
 
 /// `2023-11-14T22:13:20.000Z`, or empty out of range.
-fn utc_rfc3339(ms: i64) -> String {
+pub(super) fn utc_rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_default()

@@ -95,12 +95,12 @@ fn a_zero_timeout_means_the_default() {
 async fn channels_that_need_no_network_answer_at_once() {
     let failure = failure();
     let alarmer = Alarmer::new(&config(""));
-    let none = alarmer.alarm(&job(" ", ""), &failure).await;
+    let none = alarmer.alarm(&job(" ", ""), &[], &failure).await;
     assert_eq!(none.status, alarm_status::NOT_NEEDED);
     assert_eq!((none.job_id, none.fire_ms), (42, failure.fire_ms));
     assert_eq!(none.trigger_id, failure.trigger_id);
 
-    let unconfigured = alarmer.alarm(&job("a@x.io", ""), &failure).await;
+    let unconfigured = alarmer.alarm(&job("a@x.io", ""), &[], &failure).await;
     assert_eq!(unconfigured.status, alarm_status::FAILED);
     assert_eq!(
         unconfigured.msg,
@@ -110,7 +110,7 @@ async fn channels_that_need_no_network_answer_at_once() {
     let mut bad_from = config("smtp.example.com");
     bad_from.smtp_from = "nope".into();
     let broken = Alarmer::new(&bad_from)
-        .alarm(&job("a@x.io", ""), &failure)
+        .alarm(&job("a@x.io", ""), &[], &failure)
         .await;
     assert_eq!(broken.status, alarm_status::FAILED);
     assert!(broken.msg.contains("alarm.smtp_from"), "{}", broken.msg);
@@ -193,7 +193,7 @@ async fn a_webhook_to_a_restricted_address_is_refused_unless_allowed() {
         ("http://169.254.169.254/latest".to_owned(), "link-local"),
         ("http://192.168.1.10/hook".to_owned(), "private"),
     ] {
-        let record = alarmer.alarm(&job("", &url), &failure()).await;
+        let record = alarmer.alarm(&job("", &url), &[], &failure()).await;
         assert_eq!(record.status, alarm_status::FAILED, "{url}");
         assert!(
             record.msg.contains("destination refused") && record.msg.contains(kind),
@@ -211,7 +211,7 @@ async fn a_webhook_to_a_restricted_address_is_refused_unless_allowed() {
     let mut allowing = config("");
     allowing.webhook_allow = vec!["127.0.0.1".into()];
     let record = Alarmer::new(&allowing)
-        .alarm(&job("", &format!("http://{addr}/hook")), &failure())
+        .alarm(&job("", &format!("http://{addr}/hook")), &[], &failure())
         .await;
     assert_eq!(record.status, alarm_status::SENT, "{}", record.msg);
     assert_eq!(seen.load(Ordering::SeqCst), 1);

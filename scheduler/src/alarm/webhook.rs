@@ -30,7 +30,7 @@ pub(super) async fn post(
 ) -> Result<String, String> {
     let http = http.as_ref().map_err(Clone::clone)?;
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-    outbound::check_url(&http.allow, &parsed).map_err(|r| refused(&r))?;
+    check_destination(http, &parsed)?;
     let body = webhook_body(report);
     let exchange = async {
         let response = http
@@ -49,6 +49,18 @@ pub(super) async fn post(
     tokio::time::timeout(timeout, exchange)
         .await
         .unwrap_or_else(|_| Err(timed_out(timeout)))
+}
+
+impl Webhook {
+    pub(super) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
+/// Whether `url` is a destination the client may reach (the guard checks
+/// again at connect time, for every address a name resolves to).
+pub(super) fn check_destination(http: &Webhook, url: &reqwest::Url) -> Result<(), String> {
+    outbound::check_url(&http.allow, url).map_err(|r| refused(&r))
 }
 
 /// The webhook client: only to the destinations `alarm.webhook_allow`
@@ -76,7 +88,7 @@ fn refused(refused: &outbound::Refused) -> String {
 }
 
 /// `: <the start of the answer>`, or nothing when it is empty or unreadable.
-async fn reply_excerpt(mut response: reqwest::Response) -> String {
+pub(super) async fn reply_excerpt(mut response: reqwest::Response) -> String {
     let mut bytes = Vec::new();
     while bytes.len() < MAX_REPLY_BYTES {
         match response.chunk().await {
@@ -93,7 +105,7 @@ async fn reply_excerpt(mut response: reqwest::Response) -> String {
 }
 
 /// A webhook error without its URL (it may hold a token), with its causes.
-fn http_error(error: reqwest::Error, timeout: Duration) -> String {
+pub(super) fn http_error(error: reqwest::Error, timeout: Duration) -> String {
     if error.is_timeout() {
         return timed_out(timeout);
     }

@@ -154,6 +154,7 @@ impl Modify for SharedComponents {
         (name = "users", description = "Users and their roles (admins)."),
         (name = "audit", description = "Who changed or ran what (admins)."),
         (name = "groups", description = "Executor groups and their live executors."),
+        (name = "alarms", description = "Alarm channels: chat group bots and webhooks that jobs' failures go to."),
         (name = "jobs", description = "Jobs: define, schedule, start, stop, trigger."),
         (name = "logs", description = "Trigger logs, and killing a running trigger."),
         (name = "reports", description = "The daily report and log retention."),

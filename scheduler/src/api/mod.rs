@@ -14,12 +14,13 @@
 //!   the first admin; every handler checks its right on the [`auth::Caller`]
 //!   and publishes an audit record with each change. `gate`: the
 //!   middleware that finds the caller or answers 401/403.
-//! * one file per resource: `cluster`, `groups`, `jobs`, `logs` (trigger
+//! * one file per resource: `channels` (alarm channels), `cluster`, `groups`, `jobs`, `logs` (trigger
 //!   logs and kill), `reports` (the daily report and retention), `session`
 //!   (sign-in, sign-out, password), `tokens`, `users`, `audit`.
 
 mod audit;
 pub mod auth;
+mod channels;
 mod cluster;
 mod console;
 mod doc;
@@ -68,6 +69,12 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(audit::audit_log))
         .routes(routes!(cluster::cluster_status))
         .routes(routes!(cluster::reset_stats))
+        .routes(routes!(channels::list_channels, channels::create_channel))
+        .routes(routes!(
+            channels::get_channel,
+            channels::update_channel,
+            channels::delete_channel
+        ))
         .routes(routes!(groups::create_group, groups::list_groups))
         .routes(routes!(
             groups::get_group,

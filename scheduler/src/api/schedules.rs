@@ -64,19 +64,20 @@ impl NextFires {
         conf: (&str, &str),
         count: usize,
     ) -> Result<Self, Error> {
-        Self::within(schedule, zone, conf, count, PREVIEW_BOUND).await
+        let from_ms = clock::now_ms();
+        let search = move || schedule.preview(from_ms, count);
+        Self::within(search, from_ms, zone, conf, PREVIEW_BOUND).await
     }
 
-    /// [`NextFires::of`] with `bound` in place of [`PREVIEW_BOUND`].
+    /// The fires `search` finds from `from_ms`, or a refusal past `bound`.
     async fn within(
-        schedule: Schedule,
+        search: impl FnOnce() -> Vec<i64> + Send + 'static,
+        from_ms: i64,
         zone: Tz,
         (ty, conf): (&str, &str),
-        count: usize,
         bound: std::time::Duration,
     ) -> Result<Self, Error> {
-        let from_ms = clock::now_ms();
-        let compute = tokio::task::spawn_blocking(move || schedule.preview(from_ms, count));
+        let compute = tokio::task::spawn_blocking(search);
         let fires = match tokio::time::timeout(bound, compute).await {
             Ok(Ok(fires)) => fires,
             Ok(Err(e)) => return Err(Error::internal(format!("computing fires: {e}"))),
@@ -180,20 +181,21 @@ mod tests {
     #[tokio::test]
     async fn a_preview_past_its_bound_is_refused_naming_the_schedule() {
         let tz: Tz = "UTC".parse().unwrap();
-        let every_second = || {
-            Schedule::parse(rondo_core::schedule::ScheduleType::Cron, "* * * * * ?", tz).unwrap()
-        };
         let conf = ("CRON", "* * * * * ?");
-        // A sparse schedule (a hundred leap days: four centuries) keeps
-        // the search busy past the first look at a zero bound.
-        let leap_days =
-            Schedule::parse(rondo_core::schedule::ScheduleType::Cron, "0 0 0 29 2 ?", tz).unwrap();
-        let e = NextFires::within(leap_days, tz, conf, MAX_PREVIEW, std::time::Duration::ZERO)
+        // A search that outlasts its bound, whatever the machine's speed.
+        let slow = || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            vec![0]
+        };
+        let bound = std::time::Duration::from_millis(20);
+        let e = NextFires::within(slow, 0, tz, conf, bound)
             .await
             .err()
-            .expect("refused past a zero bound");
+            .expect("refused past its bound");
         assert_eq!(e.field.as_deref(), Some("schedule_conf"), "{e:?}");
-        let fires = NextFires::within(every_second(), tz, conf, 3, PREVIEW_BOUND)
+        let every_second =
+            Schedule::parse(rondo_core::schedule::ScheduleType::Cron, "* * * * * ?", tz).unwrap();
+        let fires = NextFires::of(every_second, tz, conf, 3)
             .await
             .expect("within the real bound");
         assert_eq!(fires.fires.len(), 3);

@@ -75,6 +75,12 @@ pub(super) struct Me {
 /// (Argon2id takes tens of milliseconds of CPU on purpose).
 async fn verify(password: String, hash: Option<String>) -> Result<bool, Error> {
     tokio::task::spawn_blocking(move || match hash {
+        Some(hash) if auth::is_xxl_hash(&hash) => {
+            // An imported hash is quick to check: spend Argon2id's time as
+            // well, so timing does not tell who has not signed in yet.
+            auth::verify_password(&password, &DUMMY_HASH);
+            auth::verify_password(&password, &hash)
+        }
         Some(hash) => auth::verify_password(&password, &hash),
         None => {
             auth::verify_password(&password, &DUMMY_HASH);

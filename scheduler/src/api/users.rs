@@ -61,6 +61,7 @@ pub(super) struct NewUser {
     /// XXL-JOB password, which is then stored as Argon2id; the old hash is
     /// never taken again nor shown.
     #[schema(min_length = 32, max_length = 64)]
+    #[serde(alias = "xxl_md5")]
     xxl_password_hash: Option<String>,
     /// Default `viewer`.
     #[schema(value_type = Option<Role>)]

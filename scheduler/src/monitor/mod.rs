@@ -467,7 +467,8 @@ impl Monitor {
                 .as_ref()
                 .map_or_else(|| job.params.clone(), |t| t.params.clone()),
         };
-        let record = self.alarmer.alarm(job, &failure).await;
+        let channels = self.store.channels_named(&job.alarm_channels).await?;
+        let record = self.alarmer.alarm(job, &channels, &failure).await;
         let outcome = match record.status {
             rondo_core::event::alarm_status::SENT => "sent",
             rondo_core::event::alarm_status::NOT_NEEDED => "not_needed",

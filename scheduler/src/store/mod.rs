@@ -19,6 +19,7 @@
 //! triggers) go through the fenced scripts in `lua/`, each prefixed with
 //! `lua/fence.lua`, which refuses a term the partition no longer accepts.
 
+mod channels;
 pub(crate) mod defs;
 mod due;
 mod fence;

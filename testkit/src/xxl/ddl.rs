@@ -6,8 +6,9 @@
 /// A release whose table layout the tests build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XxlRelease {
-    /// 2.1.x – 2.2.x: cron only (`job_cron`), the script history's times
-    /// as `TIMESTAMP`, groups with an `order`; MD5 passwords.
+    /// 2.1.0 (the layout of 2.1.x – 2.2.x): cron only (`job_cron`), the
+    /// script history's times as `TIMESTAMP` (2.1.0 only), groups with an
+    /// `order`; MD5 passwords.
     V2_1,
     /// 2.3.x – 2.4.x: schedule types and misfire strategies; MD5.
     V2_4,

@@ -296,6 +296,7 @@ pub(super) async fn create_job(
     let probe = spec.clone().validate(0, 0, None)?;
     caller.require(Access::OperateGroup(&probe.group), "group")?;
     check_group(&s, &probe).await?;
+    super::channels::check_job_channels(&s, &probe.alarm_channels).await?;
     // A new job has no parents yet, so it cannot close a cycle; its
     // children must exist.
     check_children(&s, &caller, &probe).await?;
@@ -348,6 +349,9 @@ pub(super) async fn update_job(
     let now = clock::now_ms();
     check_glue_saved(&caller, &patch, now)?;
     let dated = patch.glue_saved_ms.is_some();
+    if let Some(names) = &patch.alarm_channels {
+        super::channels::check_job_channels(&s, names).await?;
+    }
     let mut base = old.to_spec();
     if patch.glue_type.is_some() && patch.handler.is_none() {
         // A change of what the job runs: the old handler (a script's, or
@@ -362,6 +366,18 @@ pub(super) async fn update_job(
         return Err(Error::invalid(
             "glue_saved_ms",
             "dates a new version of the script: give the changed glue_source with it",
+        )
+        .into());
+    }
+    if dated && job.glue_updated_ms <= old.glue_updated_ms {
+        // Executors of xxl-job-core cache a script by its job and this
+        // time: a new version must have a later one.
+        return Err(Error::invalid(
+            "glue_saved_ms",
+            format!(
+                "must be later than the current version's time ({})",
+                old.glue_updated_ms
+            ),
         )
         .into());
     }
