@@ -44,6 +44,10 @@ pub mod alarm_status {
     pub const NOT_NEEDED: i32 = 1;
     pub const SENT: i32 = 2;
     pub const FAILED: i32 = 3;
+    /// rondo's: the alarm waits in the outbox (gathering, throttled).
+    pub const QUEUED: i32 = 4;
+    /// rondo's: counted into the alarm of another trigger of the job.
+    pub const FOLDED: i32 = 5;
 }
 
 /// The outcome of alarming for one failed trigger.

@@ -233,6 +233,44 @@ impl Names {
         format!("{}:alarm:channels", self.ns)
     }
 
+    /// `ns:{alarm}:pending:<job>`: hash of the job's pending alarm (its
+    /// lead failure, the count folded in). The alarm keys share one hash
+    /// tag: the outbox's scripts touch several at once.
+    pub fn alarm_pending(&self, job_id: u64) -> String {
+        format!("{}{job_id}", self.alarm_pending_prefix())
+    }
+
+    pub fn alarm_pending_prefix(&self) -> String {
+        format!("{}:{{alarm}}:pending:", self.ns)
+    }
+
+    /// `ns:{alarm}:sending:<job>`: a claimed alarm, while it is sent.
+    pub fn alarm_sending(&self, job_id: u64) -> String {
+        format!("{}{job_id}", self.alarm_sending_prefix())
+    }
+
+    pub fn alarm_sending_prefix(&self) -> String {
+        format!("{}:{{alarm}}:sending:", self.ns)
+    }
+
+    /// `ns:{alarm}:due`: job ids with a pending alarm, scored by when it
+    /// is due (ms).
+    pub fn alarm_due(&self) -> String {
+        format!("{}:{{alarm}}:due", self.ns)
+    }
+
+    /// `ns:{alarm}:inflight`: job ids whose alarm a sender holds, scored by
+    /// the end of its lease (ms).
+    pub fn alarm_inflight(&self) -> String {
+        format!("{}:{{alarm}}:inflight", self.ns)
+    }
+
+    /// `ns:{alarm}:last`: hash of job id to when its last alarm was claimed
+    /// (ms), for the throttle.
+    pub fn alarm_last(&self) -> String {
+        format!("{}:{{alarm}}:last", self.ns)
+    }
+
     /// `ns:registry:<app>`: executor ids scored by last heartbeat (ms).
     pub fn registry(&self, app: &str) -> String {
         format!("{}:registry:{app}", self.ns)

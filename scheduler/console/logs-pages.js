@@ -138,7 +138,7 @@ export async function logs(main, _, params) {
 }
 
 /** XXL-JOB's alarm status of a trigger. */
-const ALARM = { 1: 'not needed', 2: 'sent', 3: 'sending failed' };
+const ALARM = { 1: 'not needed', 2: 'sent', 3: 'sending failed', 4: 'queued', 5: 'folded into another alarm' };
 
 export async function logDetail(main, { trigger }, _, ctx) {
   const id = decodeURIComponent(trigger);

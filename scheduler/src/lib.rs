@@ -245,11 +245,19 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         }
         .instrument(span.clone()),
     );
-    let stop = shutdown.clone();
+    let (stop, alarms) = (shutdown.clone(), monitor.clone());
     core.spawn(
         async move {
             monitor.run(stop).await;
             ("monitor", Ok(()))
+        }
+        .instrument(span.clone()),
+    );
+    let stop = shutdown.clone();
+    core.spawn(
+        async move {
+            alarms.send_alarms(stop).await;
+            ("alarms", Ok(()))
         }
         .instrument(span.clone()),
     );

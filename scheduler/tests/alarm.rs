@@ -48,6 +48,7 @@ fn failure() -> Failure {
         msg: "boom: disk full".into(),
         retry_count: 1,
         params: "--day=today".into(),
+        failures: 1,
     }
 }
 

@@ -630,6 +630,12 @@ async fn triggers_queued_on_an_offline_executor_are_routed_again_or_misfired() {
 
 /// A one-purpose HTTP receiver: records each POSTed JSON body, answers 204.
 async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+    slow_webhook_receiver(Duration::ZERO).await
+}
+
+/// [`webhook_receiver`] answering each POST `delay` after reading it (the
+/// body is recorded when read).
+async fn slow_webhook_receiver(delay: Duration) -> (String, Arc<Mutex<Vec<Value>>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/alarm", listener.local_addr().unwrap());
@@ -669,6 +675,7 @@ async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
                     {
                         got.lock().unwrap().push(body);
                     }
+                    tokio::time::sleep(delay).await;
                     let _ = sock.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
                     return;
                 }
@@ -836,5 +843,106 @@ async fn a_failure_reaches_the_jobs_alarm_channels_with_their_templates() {
         },
     )
     .await;
+    c.cluster.stop().await;
+}
+
+/// The stored alarm status of each of `triggers` (0 until stored).
+async fn alarm_statuses(db: &sqlx::MySqlPool, triggers: &[String]) -> Vec<i32> {
+    let mut out = Vec::with_capacity(triggers.len());
+    for t in triggers {
+        let row: Option<(Option<i32>,)> =
+            sqlx::query_as("SELECT alarm_status FROM job_log WHERE trigger_id = ?")
+                .bind(t)
+                .fetch_optional(db)
+                .await
+                .unwrap_or(None);
+        out.push(row.and_then(|r| r.0).unwrap_or(0));
+    }
+    out
+}
+
+/// A flapping job cannot flood a channel: 100 failures within the gather
+/// time make one alarm, which says 100; its trigger reads sent, the 99
+/// others folded into it; no second alarm follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_failures_of_a_job_make_one_alarm_with_their_count() {
+    let tune = |c: &mut rondo_core::Config| {
+        c.alarm.webhook_allow = vec!["127.0.0.1".into()];
+        c.alarm.gather_ms = 20_000;
+        c.alarm.throttle_ms = 60_000;
+    };
+    let c = cluster("throttle", &["mon-1"], tune).await;
+    let (url, bodies) = webhook_receiver().await;
+    let id = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "fail", "alarm_webhook": url }))
+        .await;
+    let mut triggers = Vec::new();
+    for _ in 0..100 {
+        triggers.push(c.api.trigger_now(id).await);
+    }
+    // Every failure is taken in before the alarm goes: 1 queued, 99
+    // folded.
+    eventually("the failures folded", Duration::from_secs(20), || async {
+        let s = alarm_statuses(c.cluster.db(), &triggers).await;
+        (s.iter().filter(|s| **s == 5).count() == 99 && s.iter().filter(|s| **s == 4).count() == 1)
+            .then_some(())
+    })
+    .await;
+    let sent = eventually("the one alarm", Duration::from_secs(30), || async {
+        bodies.lock().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(sent["failures"], 100, "{sent}");
+    assert_eq!(
+        sent["trigger_id"],
+        triggers[0].as_str(),
+        "the first failure leads"
+    );
+    eventually("the lead trigger sent", Duration::from_secs(15), || async {
+        (alarm_statuses(c.cluster.db(), &triggers[..1]).await == [2]).then_some(())
+    })
+    .await;
+    let statuses = alarm_statuses(c.cluster.db(), &triggers).await;
+    assert_eq!(statuses.iter().filter(|s| **s == 5).count(), 99);
+    assert_eq!(bodies.lock().unwrap().len(), 1, "one alarm for the burst");
+    c.cluster.stop().await;
+}
+
+/// A slow channel does not slow result handling: with a webhook that takes
+/// 5 s per alarm, every result of 20 failing jobs is handled (each trigger's
+/// alarm queued) before the first alarm is answered; the alarms then go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_webhook_does_not_hold_result_handling() {
+    let tune = |c: &mut rondo_core::Config| {
+        c.alarm.webhook_allow = vec!["127.0.0.1".into()];
+        c.alarm.gather_ms = 0;
+        c.alarm.throttle_ms = 0;
+        c.alarm.timeout_ms = 10_000;
+    };
+    let c = cluster("slowhook", &["mon-1"], tune).await;
+    let (url, bodies) = slow_webhook_receiver(Duration::from_secs(5)).await;
+    let mut triggers = Vec::new();
+    for _ in 0..20 {
+        let id = c
+            .api
+            .create_job(json!({ "group": "mon", "handler": "fail", "alarm_webhook": url }))
+            .await;
+        triggers.push(c.api.trigger_now(id).await);
+    }
+    let handled = eventually("every result handled", Duration::from_secs(20), || async {
+        let s = alarm_statuses(c.cluster.db(), &triggers).await;
+        s.iter().all(|s| *s != 0).then_some(s)
+    })
+    .await;
+    // By counts: each of the 20 results was handled while the webhook had
+    // answered no alarm yet (it answers 5 s after reading one).
+    assert!(handled.iter().all(|s| *s == 4), "all queued: {handled:?}");
+    eventually("every alarm sent", Duration::from_secs(60), || async {
+        let s = alarm_statuses(c.cluster.db(), &triggers).await;
+        s.iter().all(|s| *s == 2).then_some(())
+    })
+    .await;
+    assert_eq!(bodies.lock().unwrap().len(), 20);
     c.cluster.stop().await;
 }

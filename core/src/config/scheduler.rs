@@ -156,6 +156,16 @@ pub struct AlarmConfig {
     /// an alarm channel's `{link}` is `<console_url>/logs/<trigger_id>`.
     /// Empty (the default): `{link}` is empty.
     pub console_url: String,
+    /// A job's first failure is alarmed this long after it (ms), so a
+    /// burst of failures makes one alarm.
+    pub gather_ms: u64,
+    /// At most one alarm per job in this long (ms); the failures in
+    /// between are folded into the next one, with their count. 0: none.
+    pub throttle_ms: u64,
+    /// More attempts at an alarm any of whose channels failed.
+    pub retries: u32,
+    /// Between those attempts (ms).
+    pub retry_backoff_ms: u64,
 }
 
 impl Default for AlarmConfig {
@@ -170,6 +180,10 @@ impl Default for AlarmConfig {
             timeout_ms: 5_000,
             webhook_allow: Vec::new(),
             console_url: String::new(),
+            gather_ms: 1_000,
+            throttle_ms: 60_000,
+            retries: 2,
+            retry_backoff_ms: 5_000,
         }
     }
 }

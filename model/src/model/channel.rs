@@ -42,7 +42,7 @@ pub const MAX_JOB_CHANNELS: usize = 8;
 
 /// The placeholders a template may hold, each replaced by the failure's
 /// value.
-pub const TEMPLATE_FIELDS: [&str; 11] = [
+pub const TEMPLATE_FIELDS: [&str; 12] = [
     "job_id",
     "job",
     "group",
@@ -53,12 +53,14 @@ pub const TEMPLATE_FIELDS: [&str; 11] = [
     "code",
     "msg",
     "retry_count",
+    "failures",
     "link",
 ];
 
 /// The template of a channel that sets none.
 pub const DEFAULT_TEMPLATE: &str = "rondo alarm: job {job_id} ({job}) of {group} failed\n\
-trigger {trigger_id} at {fire_time} on {executor}: code {code}\n{msg}\n{link}";
+trigger {trigger_id} at {fire_time} on {executor}: code {code}\n{msg}\n\
+failures in this alarm: {failures}\n{link}";
 
 /// A channel as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -98,7 +100,8 @@ pub struct AlarmChannelSpec {
     pub secret: Option<String>,
     /// The message, with `{job_id}`, `{job}`, `{group}`, `{handler}`,
     /// `{trigger_id}`, `{fire_time}`, `{executor}`, `{code}`, `{msg}`,
-    /// `{retry_count}` and `{link}` (the trigger in the console); empty: the
+    /// `{retry_count}`, `{failures}` (this failure and those folded into
+    /// its alarm) and `{link}` (the trigger in the console); empty: the
     /// default.
     #[schema(max_length = 4096)]
     pub template: Option<String>,

@@ -57,6 +57,7 @@ pub(super) fn text(channel: &AlarmChannel, report: &Report<'_>, console_url: &st
         "code" => f.code.to_string(),
         "msg" => clip(&f.msg, 2_000),
         "retry_count" => f.retry_count.to_string(),
+        "failures" => f.failures.to_string(),
         "link" => trigger_link(console_url, &f.trigger_id),
         _ => String::new(),
     })

@@ -200,7 +200,7 @@ async fn each_chat_kind_is_taken_by_a_server_that_checks_it_as_its_vendor_does()
         "1".to_owned(),
         "rondo alarm: job 42 (nightly report) of demo failed\ntrigger 42-1700000000000-0 at \
          2023-11-14T22:13:20.000Z on demo-host-1: code 500\nboom\nat line 3\n\
-         https://rondo.example.com/logs/42-1700000000000-0"
+         failures in this alarm: 1\nhttps://rondo.example.com/logs/42-1700000000000-0"
             .to_owned(),
     ];
     want.sort();

@@ -5,7 +5,7 @@ use rondo_core::{ExecResult, Trigger};
 
 /// A failed trigger, as the alarm reports it: a run that ended badly, or a
 /// trigger that never reached an executor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Failure {
     pub trigger_id: String,
     /// The scheduled instant; with the trigger id, the key of the log row.
@@ -21,6 +21,14 @@ pub struct Failure {
     /// The failed attempt's retry count (0 = the first run).
     pub retry_count: u32,
     pub params: String,
+    /// The job's failures this alarm stands for: this one and those
+    /// folded into it while the job's alarms were throttled.
+    #[serde(default = "one")]
+    pub failures: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Failure {
@@ -34,6 +42,7 @@ impl Failure {
             msg: result.msg.clone(),
             retry_count: trigger.retry_count,
             params: trigger.params.clone(),
+            failures: 1,
         }
     }
 
@@ -48,6 +57,7 @@ impl Failure {
             msg: record.msg.clone(),
             retry_count: t.retry_count,
             params: t.params.clone(),
+            failures: 1,
         }
     }
 }

@@ -1,16 +1,21 @@
-//! Failure alarms: e-mail over SMTP and a JSON webhook, per job.
+//! Failure alarms: e-mail over SMTP, a JSON webhook and alarm channels
+//! (chat group bots, see [`chat`]), per job.
 //!
-//! The result monitor calls [`Alarmer::alarm`] for a failed trigger and
-//! publishes the returned [`AlarmRecord`] as `Event::Alarm` (routing key
-//! `alarm.status`); the persistence worker stores it on the trigger's log row
-//! (`job_log.alarm_status`, `job_log.alarm_msg`). The status follows
-//! XXL-JOB's fail monitor:
+//! The result monitor folds a failed trigger into its job's pending alarm
+//! in the [`outbox`] (gathered, throttled per job) and publishes its status
+//! (4 queued or 5 folded) as `Event::Alarm` (routing key `alarm.status`);
+//! a sender then calls [`Alarmer::alarm`] and publishes the outcome for the
+//! alarm's lead trigger. The persistence worker stores each on the
+//! trigger's log row (`job_log.alarm_status`, `job_log.alarm_msg`). The
+//! status follows XXL-JOB's fail monitor, with rondo's 4 and 5:
 //!
 //! | status | when |
 //! | --- | --- |
-//! | 1 not needed | the job has neither `alarm_email` nor `alarm_webhook` |
+//! | 1 not needed | the job has no `alarm_email`, `alarm_webhook` nor `alarm_channels` |
 //! | 2 sent | every configured channel accepted the alarm |
-//! | 3 failed | any channel failed; `msg` says which one and why |
+//! | 3 failed | any channel failed (after the retries); `msg` says which one and why |
+//! | 4 queued | the alarm waits in the outbox (the gather time, the throttle) |
+//! | 5 folded | counted into the alarm of another trigger of the job (`msg` names it) |
 //!
 //! `msg` has one part per channel, `; `-separated, e.g.
 //! `email: sent to 2 recipients; webhook failed: HTTP 500 Internal Server
@@ -62,13 +67,15 @@
 //!   "msg": "boom",
 //!   "params": "--day=today",
 //!   "retry_count": 0,
+//!   "failures": 1,
 //!   "sent_ms": 1700000000123
 //! }
 //! ```
 //!
 //! `code` is XXL-JOB's (500 failed, 502 timed out); `executor_id` is empty
 //! when the trigger never reached an executor; `retry_count` is the failed
-//! attempt's (0 = the first run); `sent_ms` is when the alarm was sent.
+//! attempt's (0 = the first run); `failures` counts this failure and those
+//! of the job folded into its alarm while it was throttled; `sent_ms` is when the alarm was sent.
 //! `msg` and `params` are clipped to [`MAX_FIELD_BYTES`]. `text` is a
 //! one-line summary, so chat tools that take Slack-style incoming webhooks
 //! show something useful without an adapter. Fields may be added in version
@@ -79,6 +86,7 @@ pub mod chat;
 #[cfg(test)]
 mod chat_tests;
 mod failure;
+pub mod outbox;
 mod render;
 mod smtp;
 #[cfg(test)]

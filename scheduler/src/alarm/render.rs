@@ -42,6 +42,14 @@ impl Report<'_> {
         )
     }
 
+    /// ` (and N more failures of the job)` when failures were folded in.
+    pub(super) fn folded(&self) -> String {
+        match self.failure.failures {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more failures of the job)", n - 1),
+        }
+    }
+
     /// The one-line summary (the webhook's `text`).
     fn summary(&self) -> String {
         let f = self.failure;
@@ -50,11 +58,12 @@ impl Report<'_> {
             id => id,
         };
         format!(
-            "{}: trigger {} on {executor}, code {}: {}",
+            "{}: trigger {} on {executor}, code {}: {}{}",
             self.subject(),
             f.trigger_id,
             f.code,
             one_line(&clip(&f.msg, 300)),
+            self.folded(),
         )
     }
 }
@@ -103,6 +112,10 @@ fn mail_text(report: &Report<'_>) -> String {
         format!("Fire time:    {} ({} ms)", utc(f.fire_ms), f.fire_ms),
         format!("Executor:     {executor}"),
         format!("Retry count:  {}", f.retry_count),
+        format!(
+            "Failures:     {} (this one and those folded into this alarm)",
+            f.failures
+        ),
         format!("Code:         {} ({})", f.code, code_name(f.code)),
         String::new(),
         "Message:".to_owned(),
@@ -137,6 +150,9 @@ pub(super) struct WebhookBody<'a> {
     msg: String,
     params: String,
     retry_count: u32,
+    /// The job's failures this alarm stands for (1, or more when alarms
+    /// of the job were throttled and folded into it).
+    failures: u32,
     sent_ms: i64,
 }
 
@@ -157,6 +173,7 @@ pub(super) fn webhook_body<'a>(report: &'a Report<'a>) -> WebhookBody<'a> {
         msg: clip(&f.msg, MAX_FIELD_BYTES),
         params: clip(&f.params, MAX_FIELD_BYTES),
         retry_count: f.retry_count,
+        failures: f.failures,
         sent_ms: report.sent_ms,
     }
 }
@@ -229,6 +246,7 @@ mod tests {
             "msg",
             "params",
             "retry_count",
+            "failures",
             "sent_ms",
         ];
         let mut keys = keys;

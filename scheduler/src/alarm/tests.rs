@@ -29,6 +29,7 @@ pub(super) fn failure() -> Failure {
         msg: "boom\nat line 3".into(),
         retry_count: 1,
         params: "--day=today".into(),
+        failures: 1,
     }
 }
 

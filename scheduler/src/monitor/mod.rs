@@ -48,6 +48,7 @@ use rondo_dispatcher::{Dispatcher, Fire};
 use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarmer;
+use crate::alarm::outbox::{Outbox, OutboxConfig};
 use crate::store::Store;
 use crate::store::triggers::{GroupQuery, GroupWrite, HandledId, RetryItem, TriggerStore};
 use decide::{Decision, Ending, decide};
@@ -90,6 +91,7 @@ pub struct Monitor {
     store: Store,
     dispatcher: Arc<Dispatcher>,
     alarmer: Alarmer,
+    outbox: Outbox,
     names: Names,
     config: Config,
     senders: Senders,
@@ -106,6 +108,7 @@ impl Monitor {
         Arc::new(Monitor {
             state,
             alarmer: Alarmer::new(&config.alarm),
+            outbox: Outbox::new(store.clone(), OutboxConfig::of(&config.alarm)),
             names: config.names(),
             config: config.clone(),
             senders: Senders::new(&config.amqp),
@@ -113,6 +116,18 @@ impl Monitor {
             store,
             dispatcher,
         })
+    }
+
+    /// Sends the alarms the outbox holds until `shutdown`.
+    pub async fn send_alarms(self: Arc<Self>, shutdown: CancellationToken) {
+        self.outbox
+            .clone()
+            .run(
+                self.alarmer.clone(),
+                self.dispatcher.events().clone(),
+                shutdown,
+            )
+            .await;
     }
 
     /// Consumes the monitor queue until `shutdown`, reconnecting as needed.
@@ -466,15 +481,26 @@ impl Monitor {
                 .trigger
                 .as_ref()
                 .map_or_else(|| job.params.clone(), |t| t.params.clone()),
+            failures: 1,
         };
-        let channels = self.store.channels_named(&job.alarm_channels).await?;
-        let record = self.alarmer.alarm(job, &channels, &failure).await;
-        let outcome = match record.status {
-            rondo_core::event::alarm_status::SENT => "sent",
-            rondo_core::event::alarm_status::NOT_NEEDED => "not_needed",
-            _ => "failed",
+        // Off the monitor's path: the failure is folded into the job's
+        // pending alarm, which a sender sends (`alarm::outbox`).
+        let record = if job.alarm_email.trim().is_empty()
+            && job.alarm_webhook.trim().is_empty()
+            && job.alarm_channels.is_empty()
+        {
+            metrics::counter!("rondo_alarms_total", "outcome" => "not_needed").increment(1);
+            rondo_core::event::AlarmRecord {
+                trigger_id: failure.trigger_id.clone(),
+                job_id: job.id,
+                fire_ms: failure.fire_ms,
+                status: rondo_core::event::alarm_status::NOT_NEEDED,
+                msg: "no alarm channel: alarm_email, alarm_webhook and alarm_channels are empty"
+                    .into(),
+            }
+        } else {
+            self.outbox.fold(job, &failure).await?
         };
-        metrics::counter!("rondo_alarms_total", "outcome" => outcome).increment(1);
         self.dispatcher
             .events()
             .publish(&[Event::Alarm(record)])
