@@ -22,6 +22,9 @@ pub(crate) enum JobCmd {
         /// Only jobs of this schedule type (CRON, FIX_RATE, FIX_DELAY, NONE).
         #[arg(long)]
         schedule_type: Option<String>,
+        /// Only jobs of this owner (exactly).
+        #[arg(long)]
+        owner: Option<String>,
         /// id (default), description or updated; a leading - reverses it.
         #[arg(long, allow_hyphen_values = true)]
         sort: Option<String>,
@@ -295,6 +298,7 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
             q,
             enabled,
             schedule_type,
+            owner,
             sort,
             limit,
             offset,
@@ -306,6 +310,7 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
                 ("q", q.clone()),
                 ("enabled", enabled.map(|e| e.to_string())),
                 ("schedule_type", schedule_type.clone()),
+                ("owner", owner.clone()),
                 ("sort", sort.clone()),
             ]);
             (M::GET, format!("/api/v1/jobs?{query}"), None)

@@ -222,6 +222,8 @@ fn every_call() -> Vec<(String, String, Option<Value>)> {
             "true",
             "--schedule-type",
             "CRON",
+            "--owner",
+            "li.wei",
             "--sort",
             "-updated",
             "--limit",

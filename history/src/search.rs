@@ -34,6 +34,8 @@ pub struct JobQuery {
     pub text: Option<String>,
     pub enabled: Option<bool>,
     pub schedule_type: Option<String>,
+    /// Only the jobs of this owner (exactly).
+    pub owner: Option<String>,
     pub sort: JobSort,
     pub descending: bool,
     pub offset: u64,
@@ -97,6 +99,10 @@ pub async fn search_jobs(pool: &MySqlPool, query: &JobQuery) -> Result<JobIdPage
     if let Some(ty) = &query.schedule_type {
         filter.push_str(" AND schedule_type = ?");
         args.push(ty.clone());
+    }
+    if let Some(owner) = &query.owner {
+        filter.push_str(" AND owner = ?");
+        args.push(owner.clone());
     }
     if let Some(text) = query.text.as_deref().filter(|t| !t.is_empty()) {
         match text.parse::<u64>() {

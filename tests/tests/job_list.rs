@@ -49,7 +49,7 @@ async fn jobs_are_paged_searched_filtered_and_sorted() {
             .create_job(
                 json!({ "group": group, "handler": format!("handler_{}", i % 4),
                 "description": description, "schedule_type": ty, "schedule_conf": conf,
-                "enabled": i <= 8 }),
+                "enabled": i <= 8, "owner": if i % 4 == 0 { "li.wei" } else { "ops" } }),
             )
             .await;
         created.push(id);
@@ -125,6 +125,13 @@ async fn jobs_are_paged_searched_filtered_and_sorted() {
         .get("/api/v1/jobs?schedule_type=CRON&enabled=true&q=job")
         .await;
     assert_eq!(ids(&page), [1, 2, 4, 8]);
+    // An owner's jobs ("my jobs"), exactly.
+    let (_, page) = api.get("/api/v1/jobs?owner=li.wei").await;
+    assert_eq!(ids(&page), [4, 8, 12]);
+    let (_, page) = api.get("/api/v1/jobs?owner=li.wei&group=alpha").await;
+    assert_eq!(ids(&page), Vec::<u64>::new());
+    let (_, page) = api.get("/api/v1/jobs?owner=li").await;
+    assert_eq!(ids(&page), Vec::<u64>::new(), "not a part of a name");
 
     // Sorts: by description (byte order), reversed; by last update.
     let (_, page) = api.get("/api/v1/jobs?sort=description&limit=3").await;
@@ -172,6 +179,7 @@ async fn jobs_are_paged_searched_filtered_and_sorted() {
     for (query, field) in [
         ("enabled=yes", "enabled"),
         ("schedule_type=DAILY", "schedule_type"),
+        (&format!("owner={}", "o".repeat(65)), "owner"),
         ("sort=name", "sort"),
         ("sort=--id", "sort"),
         ("limit=1001", "limit"),

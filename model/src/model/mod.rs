@@ -23,7 +23,7 @@ pub use channel::{AlarmChannel, AlarmChannelSpec, ChannelKind};
 pub use group::{Group, GroupSpec, MAX_XXL_ADDRESSES, normalize_xxl_address};
 pub use job::{Job, JobSchedule};
 pub use spec::{
-    JobSpec, MAX_CHILD_JOBS, MAX_MISFIRE_THRESHOLD_MS, MAX_RETRIES, MAX_RETRY_BACKOFF_S,
+    JobSpec, MAX_CHILD_JOBS, MAX_MISFIRE_THRESHOLD_MS, MAX_OWNER, MAX_RETRIES, MAX_RETRY_BACKOFF_S,
     MAX_TIMEOUT_S, MIN_MISFIRE_THRESHOLD_MS, SUPPORTED_ROUTING,
 };
 pub use text::{

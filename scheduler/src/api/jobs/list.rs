@@ -50,6 +50,7 @@ pub(crate) struct JobPage {
         ("q" = Option<String>, Query, description = "A job id (a number), or text found in the description or the handler, in any case (not counted: `total_exact` is false while there are more).", max_length = 255),
         ("enabled" = Option<bool>, Query, description = "Only running (`true`) or stopped (`false`) jobs."),
         ("schedule_type" = Option<String>, Query, description = "Only jobs of this schedule type.", pattern = "^(CRON|FIX_RATE|FIX_DELAY|NONE)$"),
+        ("owner" = Option<String>, Query, description = "Only jobs of this owner (exactly; the console's \"my jobs\" asks for the caller's username).", max_length = 64),
         ("sort" = Option<String>, Query, description = "The order: `id` (default), `description`, `updated`; a leading `-` reverses it.", pattern = "^-?(id|description|updated)$"),
         ("limit" = Option<u32>, Query, description = "Page size (default 100).", maximum = 1000),
         ("offset" = Option<i64>, Query, description = "Jobs to skip (default 0).", minimum = 0),
@@ -89,6 +90,7 @@ pub(crate) async fn list_jobs(
                 text: query.text.clone(),
                 enabled: query.enabled,
                 schedule_type: query.schedule_type.clone(),
+                owner: query.owner.clone(),
                 sort: query.sort,
                 descending: query.descending,
                 offset: query.offset as u64,
@@ -144,6 +146,7 @@ struct JobListQuery {
     text: Option<String>,
     enabled: Option<bool>,
     schedule_type: Option<String>,
+    owner: Option<String>,
     sort: JobSort,
     descending: bool,
     limit: usize,
@@ -178,6 +181,16 @@ impl JobListQuery {
             None => None,
             Some(t) => Some(ScheduleType::parse("schedule_type", t)?.as_str().to_owned()),
         };
+        let owner = q.get("owner").cloned();
+        if owner
+            .as_ref()
+            .is_some_and(|o| o.len() > rondo_core::model::MAX_OWNER)
+        {
+            return Err(Error::invalid(
+                "owner",
+                format!("must be at most {} bytes", rondo_core::model::MAX_OWNER),
+            ));
+        }
         let raw_sort = q.get("sort").map(String::as_str).unwrap_or("id");
         let (descending, key) = match raw_sort.strip_prefix('-') {
             Some(key) => (true, key),
@@ -201,6 +214,7 @@ impl JobListQuery {
             text,
             enabled,
             schedule_type,
+            owner,
             sort,
             descending,
             limit: query_usize(q, "limit", 100, 1000)?,
@@ -213,6 +227,7 @@ impl JobListQuery {
         self.text.is_none()
             && self.enabled.is_none()
             && self.schedule_type.is_none()
+            && self.owner.is_none()
             && self.sort == JobSort::Id
     }
 }
