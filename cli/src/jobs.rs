@@ -33,6 +33,11 @@ pub(crate) enum JobCmd {
         #[arg(long, default_value_t = 0)]
         offset: usize,
     },
+    /// Kills every run of the job without a result (running, or waiting
+    /// its turn).
+    Kill {
+        id: String,
+    },
     Get {
         id: String,
     },
@@ -316,6 +321,7 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
             (M::GET, format!("/api/v1/jobs?{query}"), None)
         }
         JobCmd::Get { id } => (M::GET, format!("/api/v1/jobs/{id}"), None),
+        JobCmd::Kill { id } => (M::POST, format!("/api/v1/jobs/{id}/kill"), None),
         JobCmd::Update { id, fields } => {
             (M::PUT, format!("/api/v1/jobs/{id}"), Some(fields.to_json()))
         }

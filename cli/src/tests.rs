@@ -232,6 +232,7 @@ fn every_call() -> Vec<(String, String, Option<Value>)> {
             "1",
         ],
         &["job", "get", "1"],
+        &["job", "kill", "1"],
         &[
             "job",
             "update",

@@ -185,6 +185,8 @@ impl Fixture {
                 // Not running: allowed answers 409, refused 403.
                 let t = trigger_id::adhoc(j, clock::now_ms(), TriggerType::Manual, 0);
                 send(Method::POST, format!("/api/v1/logs/{t}/kill"), None).await;
+                // Nothing runs: allowed answers 202 with nothing killed.
+                send(Method::POST, format!("/api/v1/jobs/{j}/kill"), None).await;
             }
             "maintenance" => {
                 let body = json!({ "days": 30 });

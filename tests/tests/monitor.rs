@@ -946,3 +946,82 @@ async fn a_slow_webhook_does_not_hold_result_handling() {
     assert_eq!(bodies.lock().unwrap().len(), 20);
     c.cluster.stop().await;
 }
+
+/// Kill all: every run of the job without a result is killed in one
+/// call, none is retried, and another job's run is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_of_a_job_ends_every_run_it_has() {
+    let c = cluster("killall", &["mon-1"], |_| {}).await;
+    let id = c
+        .api
+        .create_job(
+            json!({ "group": "mon", "handler": "hang", "retries": 2, "block": "SERIAL_EXECUTION" }),
+        )
+        .await;
+    let other = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "hang" }))
+        .await;
+    let mut triggers = Vec::new();
+    for _ in 0..3 {
+        triggers.push(c.api.trigger_now(id).await);
+    }
+    let bystander = c.api.trigger_now(other).await;
+    eventually(
+        "the first run and the bystander",
+        Duration::from_secs(10),
+        || async {
+            (!runs_of(&c.seen, &triggers[0]).is_empty() && !runs_of(&c.seen, &bystander).is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    let (status, answer) = c
+        .api
+        .post(&format!("/api/v1/jobs/{id}/kill"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let mut killed: Vec<String> = answer["killed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["trigger_id"].as_str().unwrap().to_owned())
+        .collect();
+    killed.sort();
+    let mut want = triggers.clone();
+    want.sort();
+    assert_eq!(killed, want, "{answer}");
+    for t in &triggers {
+        let row = stored_result(&c, t, "a killed result in MySQL").await;
+        assert!(
+            row.1.as_deref().is_some_and(|m| m.contains("killed")),
+            "{t}: {row:?}"
+        );
+    }
+    // Each ran at most once (those killed before their turn never), and
+    // none was retried (a retry is a run of retry count 1).
+    let runs = runs_of(&c.seen, &format!("{id}-"));
+    assert!(runs.iter().all(|r| r.2 == 0), "{runs:?}");
+    let mut ran: Vec<&String> = runs.iter().map(|r| &r.0).collect();
+    ran.sort();
+    ran.dedup();
+    assert_eq!(ran.len(), runs.len(), "{runs:?}");
+    let (status, answer) = c
+        .api
+        .post(&format!("/api/v1/jobs/{id}/kill"), json!({}))
+        .await;
+    assert_eq!(
+        (status, &answer["killed"]),
+        (202, &json!([])),
+        "nothing left"
+    );
+    let (status, answer) = c
+        .api
+        .post(&format!("/api/v1/logs/{bystander}/kill"), json!({}))
+        .await;
+    assert_eq!(
+        status, 202,
+        "the other job's run was still running: {answer}"
+    );
+    c.cluster.stop().await;
+}

@@ -263,6 +263,18 @@ pub(super) async fn kill_trigger(
         return Err(Error::new(ErrorKind::Conflict, msg).into());
     };
     caller.require(Access::OperateGroup(&trigger.group), "trigger_id")?;
+    let kill = kill_inflight(&s, &caller, trigger).await?;
+    Ok((StatusCode::ACCEPTED, Json(kill)))
+}
+
+/// Kills an in-flight trigger (see [`kill_trigger`]), audited.
+pub(super) async fn kill_inflight(
+    s: &AppState,
+    caller: &Caller,
+    trigger: rondo_core::Trigger,
+) -> Result<Kill, Error> {
+    let trigger_id = trigger.trigger_id.clone();
+    let job_id = trigger.job_id;
     // Recorded once the kill is remembered or sent, with how.
     let audited = |how: &str| {
         let target = format!("trigger:{trigger_id}");
@@ -291,30 +303,24 @@ pub(super) async fn kill_trigger(
         }
         tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill remembered before the trigger started");
         s.events.publish(&[audited("queued")]).await?;
-        return Ok((
-            StatusCode::ACCEPTED,
-            Json(Kill {
-                trigger_id,
-                executor_id: trigger.executor_id,
-                kill: KillHow::Queued,
-            }),
-        ));
+        return Ok(Kill {
+            trigger_id,
+            executor_id: trigger.executor_id,
+            kill: KillHow::Queued,
+        });
     }
     if !delivered? {
         let msg = format!(
             "executor {} is not connected; the trigger will be found lost if it never answers",
             trigger.executor_id
         );
-        return Err(Error::new(ErrorKind::Conflict, msg).into());
+        return Err(Error::new(ErrorKind::Conflict, msg));
     }
     tracing::info!(trigger_id = %trigger_id, executor_id = %trigger.executor_id, "kill sent");
     s.events.publish(&[audited("sent")]).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(Kill {
-            trigger_id,
-            executor_id: trigger.executor_id,
-            kill: KillHow::Sent,
-        }),
-    ))
+    Ok(Kill {
+        trigger_id,
+        executor_id: trigger.executor_id,
+        kill: KillHow::Sent,
+    })
 }

@@ -91,6 +91,29 @@ impl TriggerStore {
         Ok(inflight::decode(json.as_deref()))
     }
 
+    /// Every trigger of `job_id` still in flight (its partition's in-flight
+    /// set read whole: for a kill of all of a job's runs, not a hot path).
+    pub async fn inflight_of_job(&self, job_id: u64) -> Result<Vec<Trigger>, Error> {
+        let p = self.partition(job_id);
+        let mut conn = self.conn().await?;
+        let ids: Vec<String> = conn.zrange(self.names.inflight(p), 0, -1).await?;
+        let prefix = format!("{job_id}-");
+        let mine: Vec<String> = ids.into_iter().filter(|t| t.starts_with(&prefix)).collect();
+        if mine.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.names.inflight_data(p))
+            .arg(&mine)
+            .query_async(&mut conn)
+            .await?;
+        Ok(found
+            .iter()
+            .filter_map(|json| inflight::decode(json.as_deref()))
+            .filter(|t| t.job_id == job_id)
+            .collect())
+    }
+
     /// Forgets an in-flight trigger (its outcome was handled).
     pub async fn forget(&self, job_id: u64, trigger_id: &str) -> Result<(), Error> {
         let mut pipe = redis::pipe();

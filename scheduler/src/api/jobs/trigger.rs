@@ -84,3 +84,52 @@ pub(crate) async fn trigger_job(
     }
     Ok(Json(Triggered { triggers }))
 }
+
+/// What a kill of every run of a job did.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct KilledAll {
+    /// Each trigger in flight, and how its kill reached it.
+    killed: Vec<crate::api::logs::Kill>,
+    /// Triggers whose kill could not be sent (their executor is gone: they
+    /// are found lost if it never answers), with why.
+    failed: Vec<KillFailed>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct KillFailed {
+    trigger_id: String,
+    reason: String,
+}
+
+/// Kills every run of the job that has no result yet: queued in the
+/// broker, waiting for the job's turn, or running (as `POST
+/// /api/v1/logs/{trigger_id}/kill` does each). A retry waiting for its
+/// backoff is not a run yet and is left to come.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/kill", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 202, description = "The kills are remembered or sent; the triggers' results follow.", body = KilledAll), ApiErrors))]
+pub(crate) async fn kill_job(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(raw): Path<String>,
+) -> ApiResult<(axum::http::StatusCode, Json<KilledAll>)> {
+    let job = operable_job(&s, &caller, &raw).await?;
+    let mut answer = KilledAll {
+        killed: Vec::new(),
+        failed: Vec::new(),
+    };
+    for trigger in s.triggers.inflight_of_job(job.id).await? {
+        let trigger_id = trigger.trigger_id.clone();
+        match crate::api::logs::kill_inflight(&s, &caller, trigger).await {
+            Ok(kill) => answer.killed.push(kill),
+            Err(e) if e.kind == rondo_core::ErrorKind::Conflict => {
+                answer.failed.push(KillFailed {
+                    trigger_id,
+                    reason: e.message,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((axum::http::StatusCode::ACCEPTED, Json(answer)))
+}
