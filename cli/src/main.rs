@@ -110,6 +110,25 @@ enum Command {
     },
     /// Kills a running trigger on its executor.
     Kill { trigger_id: String },
+    /// Deletes trigger logs with their lines: a job's (--job), a group's
+    /// (--group) or every group's (admins), by one of --preset (XXL-JOB's:
+    /// 1 older than a month, 2 three months, 3 six months, 4 a year, 5 all
+    /// but the newest 1,000, 6 10,000, 7 30,000, 8 100,000, 9 all),
+    /// --older-than-days, --keep-last or --all.
+    CleanLogs {
+        #[arg(long)]
+        job: Option<u64>,
+        #[arg(long, conflicts_with = "job")]
+        group: Option<String>,
+        #[arg(long)]
+        preset: Option<u8>,
+        #[arg(long)]
+        older_than_days: Option<u32>,
+        #[arg(long)]
+        keep_last: Option<u64>,
+        #[arg(long)]
+        all: bool,
+    },
     /// Daily running / success / fail counts, recomputed first.
     Report {
         /// Days back, today included.
@@ -247,6 +266,32 @@ fn request(cmd: &Command, secret: Secret<'_>) -> anyhow::Result<Call> {
             (M::GET, format!("/api/v1/logs?{query}"), None)
         }
         Command::Kill { trigger_id } => (M::POST, format!("/api/v1/logs/{trigger_id}/kill"), None),
+        Command::CleanLogs {
+            job,
+            group,
+            preset,
+            older_than_days,
+            keep_last,
+            all,
+        } => {
+            let mut body = serde_json::Map::new();
+            let mut put = |k: &str, v: Option<serde_json::Value>| {
+                if let Some(v) = v {
+                    body.insert(k.into(), v);
+                }
+            };
+            put("job_id", job.map(|v| json!(v)));
+            put("group", group.clone().map(|v| json!(v)));
+            put("preset", preset.map(|v| json!(v)));
+            put("older_than_days", older_than_days.map(|v| json!(v)));
+            put("keep_last", keep_last.map(|v| json!(v)));
+            put("all", all.then_some(json!(true)));
+            (
+                M::POST,
+                "/api/v1/logs/clean".into(),
+                Some(serde_json::Value::Object(body)),
+            )
+        }
         Command::Report { days } => (M::GET, format!("/api/v1/reports?days={days}"), None),
         Command::Retention { days } => (
             M::POST,

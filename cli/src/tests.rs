@@ -233,6 +233,10 @@ fn every_call() -> Vec<(String, String, Option<Value>)> {
         ],
         &["job", "get", "1"],
         &["job", "kill", "1"],
+        &["clean-logs", "--job", "1", "--preset", "5"],
+        &["clean-logs", "--group", "g", "--older-than-days", "30"],
+        &["clean-logs", "--keep-last", "10"],
+        &["clean-logs", "--all"],
         &[
             "job",
             "update",

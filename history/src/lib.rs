@@ -37,6 +37,7 @@
 //!   crate, dropped with their guard.
 
 pub mod auth;
+pub mod clean;
 mod error;
 pub mod glue;
 mod jobs;
@@ -282,5 +283,14 @@ impl History {
     /// Applies log retention now: drops the log days older than `days`.
     pub async fn retention(&self, days: u32) -> Result<Retention, Error> {
         maintenance::retention(&self.pool, days).await
+    }
+
+    /// Deletes trigger logs by hand (see [`clean::clean_logs`]).
+    pub async fn clean_logs(
+        &self,
+        scope: &clean::CleanScope,
+        rule: clean::CleanRule,
+    ) -> Result<u64, Error> {
+        clean::clean_logs(&self.pool, scope, rule).await
     }
 }

@@ -188,6 +188,11 @@ impl Fixture {
                 // Nothing runs: allowed answers 202 with nothing killed.
                 send(Method::POST, format!("/api/v1/jobs/{j}/kill"), None).await;
             }
+            "log clean" => {
+                // Nothing that old: allowed answers 200, deleting nothing.
+                let body = json!({ "group": g, "older_than_days": 3650 });
+                send(Method::POST, "/api/v1/logs/clean".into(), Some(body)).await;
+            }
             "maintenance" => {
                 let body = json!({ "days": 30 });
                 let path = "/api/v1/maintenance/retention";

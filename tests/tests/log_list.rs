@@ -234,3 +234,133 @@ async fn rows_of_one_instant_page_by_trigger_id_across_groups() {
         .collect();
     assert_eq!(all_pages(vic).await, theirs, "alpha and gamma merged");
 }
+
+/// Cleaning logs by hand (XXL-JOB's 清理): a job's by a preset, a group's
+/// beyond a count, every group's; each with its log lines; another job's
+/// or group's left as they were; an operator only in their groups; a bad
+/// request names its field and deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_cleaned_by_job_group_age_and_count() {
+    let world = World::new("log_clean").await;
+    let now = rondo_core::clock::now_ms();
+    let day = 86_400_000;
+    let ages = [1, 10, 40, 100, 200, 400];
+    for (job, group) in [(1u64, "alpha"), (2, "beta")] {
+        for age in ages {
+            let fire_ms = now - age * day;
+            let trigger_id = format!("{job}-{fire_ms}-0");
+            sqlx::query(
+                "INSERT INTO job_log (trigger_id, fire_ms, job_id, group_app, trigger_code, handle_code) \
+                 VALUES (?, ?, ?, ?, 200, 200)",
+            )
+            .bind(&trigger_id)
+            .bind(fire_ms)
+            .bind(job)
+            .bind(group)
+            .execute(&world.db)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO job_log_line (trigger_id, seq, ts_ms, line) VALUES (?, 1, ?, 'a line')")
+                .bind(&trigger_id)
+                .bind(fire_ms)
+                .execute(&world.db)
+                .await
+                .unwrap();
+        }
+    }
+    let ages_of = |job: u64| {
+        let db = world.db.clone();
+        async move {
+            let fires: Vec<i64> = sqlx::query_scalar(
+                "SELECT fire_ms FROM job_log WHERE job_id = ? ORDER BY fire_ms DESC",
+            )
+            .bind(job)
+            .fetch_all(&db)
+            .await
+            .unwrap();
+            fires.iter().map(|f| (now - f) / day).collect::<Vec<i64>>()
+        }
+    };
+    let lines = || {
+        let db = world.db.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM job_log_line")
+                .fetch_one(&db)
+                .await
+                .unwrap()
+        }
+    };
+    let base = world.in_process_api("log-clean").await;
+    let api = base.clone().with_token(&world.admin.token);
+    let operator = world.user("olga", Role::Operator, &["beta"], false).await;
+    let ops = base.with_token(&operator);
+    let (status, answer) = ops
+        .post(
+            "/api/v1/logs/clean",
+            json!({ "group": "alpha", "all": true }),
+        )
+        .await;
+    assert_eq!(status, 403, "another group's: {answer}");
+    let (status, answer) = ops.post("/api/v1/logs/clean", json!({ "all": true })).await;
+    assert_eq!(status, 403, "every group's is an admin's: {answer}");
+    for (body, field) in [
+        (json!({ "job_id": 1, "preset": 1, "all": true }), "preset"),
+        (json!({ "job_id": 1 }), "preset"),
+        (json!({ "job_id": 1, "preset": 10 }), "preset"),
+        (
+            json!({ "job_id": 1, "older_than_days": 0 }),
+            "older_than_days",
+        ),
+        (
+            json!({ "job_id": 1, "group": "alpha", "all": true }),
+            "group",
+        ),
+        (json!({ "group": "no such!", "all": true }), "group"),
+        (json!({ "group": "alpha", "days": 3 }), "days"),
+    ] {
+        let (status, answer) = api.post("/api/v1/logs/clean", body.clone()).await;
+        assert_eq!(
+            (status, &answer["error"]["field"]),
+            (400, &json!(field)),
+            "{body}: {answer}"
+        );
+    }
+    assert_eq!(
+        ages_of(1).await,
+        [1, 10, 40, 100, 200, 400],
+        "nothing deleted yet"
+    );
+
+    // A job's logs older than a month (XXL-JOB's preset 1).
+    let (status, answer) = api
+        .post("/api/v1/logs/clean", json!({ "job_id": 1, "preset": 1 }))
+        .await;
+    assert_eq!((status, &answer["deleted"]), (200, &json!(4)), "{answer}");
+    assert_eq!(ages_of(1).await, [1, 10]);
+    assert_eq!(
+        ages_of(2).await,
+        [1, 10, 40, 100, 200, 400],
+        "another job's stay"
+    );
+    assert_eq!(lines().await, 8, "the lines went with their logs");
+    // A group's beyond the newest two, by its operator.
+    let (status, answer) = ops
+        .post(
+            "/api/v1/logs/clean",
+            json!({ "group": "beta", "keep_last": 2 }),
+        )
+        .await;
+    assert_eq!((status, &answer["deleted"]), (200, &json!(4)), "{answer}");
+    assert_eq!(ages_of(2).await, [1, 10]);
+    // Everything, every group's.
+    let (status, answer) = api.post("/api/v1/logs/clean", json!({ "preset": 9 })).await;
+    assert_eq!((status, &answer["deleted"]), (200, &json!(4)), "{answer}");
+    assert_eq!(
+        (
+            ages_of(1).await.len(),
+            ages_of(2).await.len(),
+            lines().await
+        ),
+        (0, 0, 0)
+    );
+}

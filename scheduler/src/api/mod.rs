@@ -21,6 +21,7 @@
 mod audit;
 pub mod auth;
 mod channels;
+mod clean;
 mod cluster;
 mod console;
 mod doc;
@@ -98,6 +99,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(logs::search_logs))
         .routes(routes!(logs::trigger_log))
         .routes(routes!(logs::kill_trigger))
+        .routes(routes!(clean::clean_logs))
         .routes(routes!(reports::reports))
         .routes(routes!(reports::retention))
 }
