@@ -65,6 +65,10 @@ pub(crate) enum JobCmd {
         id: String,
         #[arg(long)]
         params: Option<String>,
+        /// Run on this executor of the group only (repeat for more; the
+        /// job's routing picks among them).
+        #[arg(long = "executor")]
+        executors: Vec<String>,
     },
     /// The latest trigger logs of the job.
     Logs {
@@ -332,11 +336,17 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
             from_ms.map(|ms| json!({ "from_ms": ms })),
         ),
         JobCmd::Stop { id } => (M::POST, format!("/api/v1/jobs/{id}/stop"), None),
-        JobCmd::Trigger { id, params } => (
-            M::POST,
-            format!("/api/v1/jobs/{id}/trigger"),
-            Some(json!({ "params": params })),
-        ),
+        JobCmd::Trigger {
+            id,
+            params,
+            executors,
+        } => {
+            let mut body = json!({ "params": params });
+            if !executors.is_empty() {
+                body["executors"] = json!(executors);
+            }
+            (M::POST, format!("/api/v1/jobs/{id}/trigger"), Some(body))
+        }
         JobCmd::Logs { id, limit } => (
             M::GET,
             format!("/api/v1/jobs/{id}/logs?limit={limit}"),

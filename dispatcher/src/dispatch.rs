@@ -45,6 +45,9 @@ pub struct Fire {
     /// One shard (index, total) of a broadcast, for a retry of that shard:
     /// it goes to the executor at that index, as XXL-JOB retries a shard.
     pub shard: Option<(u32, u32)>,
+    /// Route among these executors of the group only (a manual trigger on
+    /// chosen executors, XXL-JOB's address list); empty: the whole group.
+    pub executors: Vec<String>,
 }
 
 impl Fire {
@@ -58,6 +61,7 @@ impl Fire {
             retry_count: 0,
             trigger_id: None,
             shard: None,
+            executors: Vec::new(),
         }
     }
 
@@ -376,8 +380,22 @@ impl Dispatcher {
     }
 
     async fn dispatch_now(&self, fire: &Fire) -> Result<Dispatched, Error> {
-        let executors = self.live_executors(&fire.job.group).await?;
-        let routed = if executors.is_empty() {
+        let mut executors = self.live_executors(&fire.job.group).await?;
+        if !fire.executors.is_empty() {
+            let chosen: Vec<LiveExecutor> = executors
+                .iter()
+                .filter(|e| fire.executors.contains(&e.id))
+                .cloned()
+                .collect();
+            executors = Arc::new(chosen);
+        }
+        let routed = if executors.is_empty() && !fire.executors.is_empty() {
+            Routed::Refused(format!(
+                "none of the chosen executors ({}) is live in group {}",
+                fire.executors.join(", "),
+                fire.job.group
+            ))
+        } else if executors.is_empty() {
             Routed::Refused(format!("no live executor in group {}", fire.job.group))
         } else if let Some((index, total)) = fire
             .shard

@@ -1025,3 +1025,95 @@ async fn a_kill_of_a_job_ends_every_run_it_has() {
     );
     c.cluster.stop().await;
 }
+
+/// Trigger once on chosen executors (XXL-JOB's 执行一次 with an address
+/// list): the job's routing picks among them only, a broadcast goes to each
+/// of them, none live fails the trigger saying so, and a bad id is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_trigger_on_chosen_executors_runs_only_there() {
+    let c = cluster("chosen", &["mon-1", "mon-2", "mon-3"], |_| {}).await;
+    let round = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok", "routing": "ROUND" }))
+        .await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let (status, answer) = c
+            .api
+            .post(
+                &format!("/api/v1/jobs/{round}/trigger"),
+                json!({ "executors": ["mon-2"] }),
+            )
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        ids.push(
+            answer["triggers"][0]["trigger"]["trigger_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let broadcast = c
+        .api
+        .create_job(json!({ "group": "mon", "handler": "ok", "routing": "SHARDING_BROADCAST" }))
+        .await;
+    let (status, answer) = c
+        .api
+        .post(
+            &format!("/api/v1/jobs/{broadcast}/trigger"),
+            json!({ "executors": ["mon-1", "mon-3"] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let shards: Vec<String> = answer["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trigger"]["trigger_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(shards.len(), 2, "{answer}");
+    let ran_on = |trigger: &str| -> Option<String> {
+        runs_of(&c.seen, trigger).first().map(|r| r.3.clone())
+    };
+    eventually("every run", Duration::from_secs(15), || async {
+        ids.iter()
+            .chain(&shards)
+            .all(|t| ran_on(t).is_some())
+            .then_some(())
+    })
+    .await;
+    for t in &ids {
+        assert_eq!(ran_on(t).as_deref(), Some("mon-2"), "{t}");
+    }
+    let mut on: Vec<String> = shards.iter().filter_map(|t| ran_on(t)).collect();
+    on.sort();
+    assert_eq!(on, ["mon-1", "mon-3"]);
+    let (status, answer) = c
+        .api
+        .post(
+            &format!("/api/v1/jobs/{round}/trigger"),
+            json!({ "executors": ["mon-9"] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["triggers"][0]["code"], 500, "{answer}");
+    assert!(
+        answer["triggers"][0]["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("none of the chosen executors")),
+        "{answer}"
+    );
+    let (status, answer) = c
+        .api
+        .post(
+            &format!("/api/v1/jobs/{round}/trigger"),
+            json!({ "executors": [" "] }),
+        )
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (400, &json!("executors")),
+        "{answer}"
+    );
+    c.cluster.stop().await;
+}

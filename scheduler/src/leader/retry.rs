@@ -90,6 +90,7 @@ impl Retries {
             retry_count: item.retry_count,
             trigger_id: Some(item.trigger_id.clone()),
             shard: Some((item.shard_index, item.shard_total)),
+            executors: Vec::new(),
         };
         self.dispatcher.dispatch(&fire).await?;
         Ok(())

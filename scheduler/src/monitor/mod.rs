@@ -463,6 +463,7 @@ impl Monitor {
             retry_count: 0,
             trigger_id: Some(trigger_id::child(child_id, parent_trigger_id)),
             shard: None,
+            executors: Vec::new(),
         };
         self.dispatcher.dispatch(&fire).await?;
         metrics::counter!("rondo_child_triggers_total").increment(1);

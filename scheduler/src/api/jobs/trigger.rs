@@ -23,6 +23,12 @@ pub(crate) struct TriggerSpec {
     /// Params for this run instead of the job's; at most 16 KiB.
     #[schema(max_length = 16384)]
     params: Option<String>,
+    /// Run on these executors of the group only (ids as `GET
+    /// /api/v1/groups/{app}/executors` lists them; the job's routing picks
+    /// among them, a broadcast goes to each); default: the whole group. At
+    /// most 64.
+    #[schema(max_items = 64)]
+    executors: Option<Vec<String>>,
 }
 
 /// The triggers a manual fire sent (one per shard for a broadcast).
@@ -32,7 +38,8 @@ pub(crate) struct Triggered {
 }
 
 /// Fires a job once, now, whatever its schedule or status (XXL-JOB's
-/// "execute once"), optionally with other params.
+/// "execute once"), optionally with other params and on chosen executors
+/// of its group (none of them live: the trigger fails saying so).
 #[utoipa::path(post, path = "/api/v1/jobs/{id}/trigger", tag = "jobs",
     params(JobIdParam), request_body(content = Option<TriggerSpec>, description = "Optional: no body runs the job's own params."),
     responses((status = 200, description = "What was sent; a trigger the broker did not take has code 500.", body = Triggered), ApiErrors))]
@@ -56,15 +63,30 @@ pub(crate) async fn trigger_job(
         )
         .into());
     }
+    let executors = spec.executors.unwrap_or_default();
+    if executors.len() > 64 {
+        return Err(Error::invalid("executors", "at most 64 executors").into());
+    }
+    if let Some(bad) = executors
+        .iter()
+        .find(|e| e.is_empty() || e.len() > 255 || e.contains(char::is_whitespace))
+    {
+        return Err(Error::invalid("executors", format!("{bad:?} is not an executor id")).into());
+    }
     let job = operable_job(&s, &caller, &id).await?;
     may_run_children(&s, &caller, &job).await?;
+    let mut detail: Vec<String> = Vec::new();
+    if let Some(p) = &spec.params {
+        detail.push(format!("params {} bytes", p.len()));
+    }
+    if !executors.is_empty() {
+        detail.push(format!("on {}", executors.join(", ")));
+    }
     let audit = caller.audit(
         "job.trigger",
         format!("job:{}", job.id),
         Some(&job.group),
-        spec.params
-            .as_ref()
-            .map(|p| format!("params {} bytes", p.len())),
+        (!detail.is_empty()).then(|| detail.join("; ")),
     );
     let fire = Fire {
         job: Arc::new(job),
@@ -74,6 +96,7 @@ pub(crate) async fn trigger_job(
         retry_count: 0,
         trigger_id: None,
         shard: None,
+        executors,
     };
     let dispatched = s.dispatcher.dispatch(&fire).await?;
     s.events.publish(&[audit]).await?;
