@@ -33,6 +33,12 @@ pub(crate) enum JobCmd {
         #[arg(long, default_value_t = 0)]
         offset: usize,
     },
+    /// Who changed the job and what, field by field, newest first.
+    History {
+        id: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// Kills every run of the job without a result (running, or waiting
     /// its turn).
     Kill {
@@ -326,6 +332,11 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
         }
         JobCmd::Get { id } => (M::GET, format!("/api/v1/jobs/{id}"), None),
         JobCmd::Kill { id } => (M::POST, format!("/api/v1/jobs/{id}/kill"), None),
+        JobCmd::History { id, limit } => (
+            M::GET,
+            format!("/api/v1/jobs/{id}/history?limit={limit}"),
+            None,
+        ),
         JobCmd::Update { id, fields } => {
             (M::PUT, format!("/api/v1/jobs/{id}"), Some(fields.to_json()))
         }

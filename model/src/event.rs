@@ -72,9 +72,11 @@ pub struct AuditRecord {
     pub at_ms: i64,
     pub username: String,
     /// `job.create`, `job.update`, `job.delete`, `job.start`, `job.stop`,
-    /// `job.trigger`, `trigger.kill`, `group.create`, `group.update`,
-    /// `group.delete`, `user.*`, `token.*`, `session.*`, `retention.apply`,
-    /// `stats.reset`.
+    /// `job.trigger`, `job.script.restore`, `trigger.kill`, `logs.clean`,
+    /// `group.create`, `group.update`, `group.delete`, `alarm_channel.*`,
+    /// `user.*`, `token.*`, `session.*`, `retention.apply`, `stats.reset`.
+    /// A job's saves keep what changed in `detail` (a JSON object of field
+    /// to `[before, after]`).
     pub action: String,
     /// What it was done to: `job:7`, `group:billing`, `user:ann`,
     /// `token:3`, `trigger:<id>`.

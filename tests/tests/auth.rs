@@ -160,6 +160,7 @@ impl Fixture {
             }
             "job read" => {
                 send(Method::GET, format!("/api/v1/jobs/{j}"), None).await;
+                send(Method::GET, format!("/api/v1/jobs/{j}/history"), None).await;
                 send(Method::GET, format!("/api/v1/jobs?group={g}"), None).await;
             }
             "job write" => {

@@ -419,3 +419,67 @@ async fn a_page_of_large_jobs_stops_at_its_byte_bound_and_goes_on_from_there() {
     assert_eq!(seen, created, "every job once");
     cluster.stop().await;
 }
+
+/// A job's history: each save keeps what changed, field by field (a
+/// secret's value and a script's text never), and who changed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_jobs_changes_are_kept_field_by_field() {
+    let world = World::new("job_history").await;
+    let mut cluster = Cluster::new(world);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    assert_eq!(
+        api.post("/api/v1/groups", json!({ "app": "alpha" }))
+            .await
+            .0,
+        201
+    );
+    let token = cluster
+        .world
+        .user("olga", rondo_core::auth::Role::Operator, &["alpha"], false)
+        .await;
+    let ops = api.clone().with_token(&token);
+    let id = ops
+        .create_job(
+            json!({ "group": "alpha", "handler": "report", "description": "v1",
+            "schedule_type": "CRON", "schedule_conf": "0 0 3 * * ?",
+            "secrets": { "TOKEN": "s3cret" } }),
+        )
+        .await;
+    let (status, _) = ops
+        .put(
+            &format!("/api/v1/jobs/{id}"),
+            json!({ "description": "v2", "schedule_conf": "0 30 3 * * ?", "secrets": { "TOKEN": "n3w" } }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let path = format!("/api/v1/jobs/{id}/history");
+    let history = eventually("both changes kept", PATIENCE, || async {
+        let (_, h) = ops.get(&path).await;
+        (h["items"].as_array()?.len() == 2).then_some(h)
+    })
+    .await;
+    let update = &history["items"][0];
+    assert_eq!(
+        (&update["action"], &update["username"]),
+        (&json!("job.update"), &json!("olga"))
+    );
+    assert_eq!(update["changes"]["description"], json!(["v1", "v2"]));
+    assert_eq!(
+        update["changes"]["schedule_conf"],
+        json!(["0 0 3 * * ?", "0 30 3 * * ?"])
+    );
+    assert_eq!(
+        update["changes"]["secrets"],
+        json!(["TOKEN changed", "TOKEN changed"])
+    );
+    assert!(update["changes"].get("updated_ms").is_none(), "{update}");
+    assert!(!history.to_string().contains("s3cret") && !history.to_string().contains("n3w"));
+    assert_eq!(
+        history["items"][1]["changes"]["description"],
+        json!([null, "v1"])
+    );
+
+    cluster.stop().await;
+}

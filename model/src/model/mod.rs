@@ -9,6 +9,7 @@
 //! * `secrets`: a job's named secrets, masked wherever they would show.
 
 pub mod channel;
+mod diff;
 mod group;
 mod job;
 pub mod secrets;
@@ -20,6 +21,7 @@ mod vocabulary;
 
 pub use crate::schedule::ScheduleType;
 pub use channel::{AlarmChannel, AlarmChannelSpec, ChannelKind};
+pub use diff::job_diff;
 pub use group::{Group, GroupSpec, MAX_XXL_ADDRESSES, normalize_xxl_address};
 pub use job::{Job, JobSchedule};
 pub use spec::{

@@ -4,6 +4,7 @@
 //! written to Redis (definition and due entry in one step) and announced as
 //! a `job.*` event.
 
+pub(super) mod history;
 pub(super) mod list;
 pub(super) mod scripts;
 pub(super) mod trigger;
@@ -226,10 +227,13 @@ async fn save_and_announce(
     action: &str,
     job: &Job,
     next: impl Into<Due>,
-    old_group: Option<&str>,
+    old: Option<&Job>,
 ) -> Result<Option<i64>, Error> {
+    let old_group = old.map(|o| o.group.as_str());
     let before = s.store.api().save_job(job, next, old_group).await?;
-    let audit = caller.audit(action, format!("job:{}", job.id), Some(&job.group), None);
+    // The audit keeps what changed, field by field (the job's history).
+    let diff = rondo_core::model::job_diff(old, job).map(|d| d.to_string());
+    let audit = caller.audit(action, format!("job:{}", job.id), Some(&job.group), diff);
     s.events
         .publish(&[Event::JobUpserted { job: job.clone() }, audit])
         .await?;
@@ -394,7 +398,7 @@ pub(super) async fn update_job(
     } else {
         (Due::Keep, s.store.api().next_fire(id).await?)
     };
-    save_and_announce(&s, &caller, "job.update", &job, due, Some(&old.group)).await?;
+    save_and_announce(&s, &caller, "job.update", &job, due, Some(&old)).await?;
     Ok(Json(JobView::new(job, next)))
 }
 
@@ -482,6 +486,7 @@ async fn set_enabled(
     if enabled {
         may_run_children(s, caller, &job).await?;
     }
+    let old = job.clone();
     job.enabled = enabled;
     job.updated_ms = clock::now_ms();
     // A stop lets the fires a node may hold already run (they are due by
@@ -496,7 +501,7 @@ async fn set_enabled(
         None => first_fire(&job)?,
     };
     let action = if enabled { "job.start" } else { "job.stop" };
-    let due_before = save_and_announce(s, caller, action, &job, next, None).await?;
+    let due_before = save_and_announce(s, caller, action, &job, next, Some(&old)).await?;
     let mut view = JobView::new(job, next);
     if !enabled {
         view.handover_ms = handover(&view.job, due_before);

@@ -98,7 +98,7 @@ pub(crate) async fn restore_script(
         "job.script.restore",
         &job,
         Due::Keep,
-        Some(&old.group),
+        Some(&old),
     )
     .await?;
     let next = s.store.api().next_fire(old.id).await?;

@@ -1,0 +1,102 @@
+//! A job's history: every change with the fields before and after (from
+//! the audit log, where each save keeps its diff).
+
+use axum::extract::{Path, Query, State};
+use axum::{Extension, Json};
+use rondo_core::ErrorKind;
+use rondo_core::auth::Access;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+use super::JobIdParam;
+use crate::api::auth::Caller;
+use crate::api::doc::ApiErrors;
+use crate::api::input::{parse_id, query_usize};
+use crate::api::state::{ApiResult, AppState};
+
+/// One change of a job.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct JobChange {
+    pub at_ms: i64,
+    pub username: String,
+    /// `job.create`, `job.update`, `job.start`, `job.stop`,
+    /// `job.script.restore`, `job.delete`, `job.restore`, `job.trigger`.
+    pub action: String,
+    /// Each field changed: `[before, after]` (secrets as `***`, a script
+    /// as its version); null for an action that changes no field.
+    #[schema(value_type = Option<Object>)]
+    pub changes: Option<Value>,
+}
+
+/// A job's changes, newest first.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct JobHistory {
+    items: Vec<JobChange>,
+}
+
+/// A job's history, newest first: who changed what, field by field. Those
+/// who may read its group (a deleted job's: admins); one who may not
+/// operate the group sees webhook URLs without their path and query.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/history", tag = "jobs",
+    params(JobIdParam,
+        ("limit" = Option<u32>, Query, description = "How many, newest first (default 100).", maximum = 1000)),
+    responses((status = 200, description = "The changes, newest first.", body = JobHistory), ApiErrors))]
+pub(crate) async fn job_history(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(raw): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<JobHistory>> {
+    let id = parse_id(&raw)?;
+    let limit = query_usize(&q, "limit", 100, 1000)?;
+    let operates = match s.store.get_job(id).await {
+        Ok(job) => {
+            caller.require(Access::ReadGroup(&job.group), "id")?;
+            caller.principal.may(Access::OperateGroup(&job.group))
+        }
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            caller.require(Access::ReadAdmin, "id")?;
+            true
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let filter = rondo_history::auth::AuditFilter {
+        target: Some(format!("job:{id}")),
+        limit: limit as u32,
+        ..Default::default()
+    };
+    let items = s
+        .history
+        .audit_log(&filter)
+        .await?
+        .into_iter()
+        .map(|r| JobChange {
+            at_ms: r.at_ms,
+            username: r.username,
+            action: r.action,
+            changes: r
+                .detail
+                .as_deref()
+                .and_then(|d| serde_json::from_str::<Value>(d).ok())
+                .filter(Value::is_object)
+                .map(|d| if operates { d } else { redact(d) }),
+        })
+        .collect();
+    Ok(Json(JobHistory { items }))
+}
+
+/// The changes with webhook URLs cut to their scheme and host.
+fn redact(mut changes: Value) -> Value {
+    if let Some(pair) = changes
+        .get_mut("alarm_webhook")
+        .and_then(Value::as_array_mut)
+    {
+        for url in pair.iter_mut() {
+            if let Some(text) = url.as_str() {
+                *url = Value::String(rondo_core::redact::url_path(text));
+            }
+        }
+    }
+    changes
+}
