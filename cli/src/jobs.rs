@@ -39,6 +39,10 @@ pub(crate) enum JobCmd {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Restores a deleted job from its last state, stopped (admins).
+    Restore {
+        id: String,
+    },
     /// Kills every run of the job without a result (running, or waiting
     /// its turn).
     Kill {
@@ -332,6 +336,7 @@ pub(crate) fn request(cmd: &JobCmd) -> Call {
         }
         JobCmd::Get { id } => (M::GET, format!("/api/v1/jobs/{id}"), None),
         JobCmd::Kill { id } => (M::POST, format!("/api/v1/jobs/{id}/kill"), None),
+        JobCmd::Restore { id } => (M::POST, format!("/api/v1/jobs/{id}/restore"), None),
         JobCmd::History { id, limit } => (
             M::GET,
             format!("/api/v1/jobs/{id}/history?limit={limit}"),

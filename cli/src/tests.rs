@@ -233,6 +233,7 @@ fn every_call() -> Vec<(String, String, Option<Value>)> {
         ],
         &["job", "get", "1"],
         &["job", "kill", "1"],
+        &["job", "restore", "1"],
         &["job", "history", "1", "--limit", "5"],
         &["clean-logs", "--job", "1", "--preset", "5"],
         &["clean-logs", "--group", "g", "--older-than-days", "30"],

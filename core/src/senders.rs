@@ -289,7 +289,11 @@ mod tests {
     #[test]
     fn scheduler_events_come_from_schedulers_only() {
         let s = senders();
-        let event = Event::JobDeleted { id: 1, at_ms: 1 };
+        let event = Event::JobDeleted {
+            id: 1,
+            at_ms: 1,
+            last: None,
+        };
         for sender in [Some("gw"), Some("exec-a"), None] {
             let why = s.refused(sender, std::slice::from_ref(&event), &HashMap::new());
             assert!(why.is_some_and(|w| w.contains("job.delete")), "{sender:?}");

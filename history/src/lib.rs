@@ -192,6 +192,25 @@ impl History {
         Ok(rows.iter().map(jobs::decode_job).collect())
     }
 
+    /// The last state of a deleted job (None: no such job, never deleted,
+    /// or back since: its `job` row is no tombstone).
+    pub async fn deleted_job(&self, id: u64) -> Result<Option<Job>, Error> {
+        let json: Option<String> = sqlx::query_scalar(
+            "SELECT d.job FROM job_deleted d JOIN job j ON j.id = d.id \
+             WHERE d.id = ? AND j.deleted = 1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        json.map(|j| serde_json::from_str(&j))
+            .transpose()
+            .map_err(|e| {
+                Error::Decode(rondo_core::Error::internal(format!(
+                    "job_deleted {id}: {e}"
+                )))
+            })
+    }
+
     /// One page of the ids of the jobs `query` finds (see [`search`]).
     pub async fn search_jobs(&self, query: &JobQuery) -> Result<JobIdPage, Error> {
         search::search_jobs(&self.pool, query).await

@@ -81,6 +81,17 @@ pub(crate) struct Rows {
     pub alarms: Vec<AlarmRow>,
     pub lines: Vec<LineRow>,
     pub audit: Vec<AuditRecord>,
+    /// Deleted jobs' last states (`job_deleted`), for a restore.
+    pub deleted_jobs: Vec<DeletedJobRow>,
+}
+
+/// A deleted job's last state, as JSON (with its secrets: as `job` keeps
+/// them), and when it was deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeletedJobRow {
+    pub id: u64,
+    pub deleted_ms: i64,
+    pub job: String,
 }
 
 impl Rows {
@@ -173,7 +184,16 @@ impl Rows {
                 job: job.clone(),
                 deleted: false,
             }),
-            Event::JobDeleted { id, at_ms } => self.jobs.push(tombstone(*id, *at_ms)),
+            Event::JobDeleted { id, at_ms, last } => {
+                self.jobs.push(tombstone(*id, *at_ms));
+                if let Some(job) = last {
+                    self.deleted_jobs.push(DeletedJobRow {
+                        id: *id,
+                        deleted_ms: *at_ms,
+                        job: serde_json::to_string(job).unwrap_or_default(),
+                    });
+                }
+            }
             Event::Triggered(record) => self.triggers.push(TriggerRow {
                 trigger_time: datetime(record.trigger.sent_ms),
                 msg: clip(&record.msg),
@@ -206,6 +226,7 @@ impl Rows {
             && self.alarms.is_empty()
             && self.lines.is_empty()
             && self.audit.is_empty()
+            && self.deleted_jobs.is_empty()
     }
 }
 

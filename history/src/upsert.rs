@@ -173,7 +173,28 @@ pub(crate) async fn write_rows(conn: &mut MySqlConnection, rows: &Rows) -> sqlx:
     upsert_results(conn, &rows.results).await?;
     upsert_alarms(conn, &rows.alarms).await?;
     insert_lines(conn, &rows.lines).await?;
-    insert_audit(conn, &rows.audit).await
+    insert_audit(conn, &rows.audit).await?;
+    upsert_deleted_jobs(conn, &rows.deleted_jobs).await
+}
+
+/// Keeps each deleted job's last state, the latest deletion's.
+async fn upsert_deleted_jobs(
+    conn: &mut MySqlConnection,
+    rows: &[crate::rows::DeletedJobRow],
+) -> sqlx::Result<()> {
+    for r in rows {
+        sqlx::query(
+            "INSERT INTO job_deleted (id, deleted_ms, job) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE job = IF(VALUES(deleted_ms) >= deleted_ms, VALUES(job), job), \
+             deleted_ms = GREATEST(deleted_ms, VALUES(deleted_ms))",
+        )
+        .bind(r.id)
+        .bind(r.deleted_ms)
+        .bind(&r.job)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 async fn upsert_groups(conn: &mut MySqlConnection, rows: &[GroupRow]) -> sqlx::Result<()> {

@@ -35,6 +35,7 @@ async fn migrations_are_idempotent_and_create_every_table() {
             "audit_log",
             "executor_group",
             "job",
+            "job_deleted",
             "job_glue",
             "job_log",
             "job_log_line",
@@ -348,6 +349,7 @@ async fn jobs_and_groups_read_back_as_written_and_deleted_ones_do_not() {
     events.push(Event::JobDeleted {
         id: 3,
         at_ms: T0 + 1,
+        last: None,
     });
     events.push(Event::GroupDeleted {
         app: "gone".into(),

@@ -93,10 +93,24 @@ pub struct AuditRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    GroupUpserted { group: Group },
-    GroupDeleted { app: String, at_ms: i64 },
-    JobUpserted { job: Job },
-    JobDeleted { id: u64, at_ms: i64 },
+    GroupUpserted {
+        group: Group,
+    },
+    GroupDeleted {
+        app: String,
+        at_ms: i64,
+    },
+    JobUpserted {
+        job: Job,
+    },
+    JobDeleted {
+        id: u64,
+        at_ms: i64,
+        /// The job as it was, kept apart for a restore (`job_deleted`);
+        /// the `job` row itself becomes a tombstone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<Box<crate::model::Job>>,
+    },
     Triggered(TriggerRecord),
     Result(ExecResult),
     Log(LogLines),
@@ -146,7 +160,11 @@ mod tests {
 
     #[test]
     fn single_events_and_arrays_decode() {
-        let e = Event::JobDeleted { id: 3, at_ms: 9 };
+        let e = Event::JobDeleted {
+            id: 3,
+            at_ms: 9,
+            last: None,
+        };
         let one = serde_json::to_vec(&e).unwrap();
         let many = serde_json::to_vec(&vec![e.clone(), e.clone()]).unwrap();
         assert_eq!(decode_events(&one).unwrap(), vec![e.clone()]);
@@ -157,7 +175,12 @@ mod tests {
 
     #[test]
     fn wire_format_is_tagged() {
-        let json = serde_json::to_value(Event::JobDeleted { id: 3, at_ms: 9 }).unwrap();
+        let json = serde_json::to_value(Event::JobDeleted {
+            id: 3,
+            at_ms: 9,
+            last: None,
+        })
+        .unwrap();
         assert_eq!(json["type"], "job_deleted");
         assert_eq!(json["id"], 3);
     }

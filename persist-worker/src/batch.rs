@@ -78,7 +78,11 @@ mod tests {
     use super::*;
 
     fn event(id: u64) -> Event {
-        Event::JobDeleted { id, at_ms: 1 }
+        Event::JobDeleted {
+            id,
+            at_ms: 1,
+            last: None,
+        }
     }
 
     #[test]

@@ -189,6 +189,10 @@ impl Fixture {
                 // Nothing runs: allowed answers 202 with nothing killed.
                 send(Method::POST, format!("/api/v1/jobs/{j}/kill"), None).await;
             }
+            "job restore" => {
+                // The job exists: allowed answers 409, refused 403.
+                send(Method::POST, format!("/api/v1/jobs/{j}/restore"), None).await;
+            }
             "log clean" => {
                 // Nothing that old: allowed answers 200, deleting nothing.
                 let body = json!({ "group": g, "older_than_days": 3650 });

@@ -69,7 +69,11 @@ fn events_are_grouped_by_table_and_sorted_by_key() {
                 xxl_addresses: Vec::new(),
             },
         },
-        Event::JobDeleted { id: 3, at_ms: 7 },
+        Event::JobDeleted {
+            id: 3,
+            at_ms: 7,
+            last: None,
+        },
         Event::Triggered(TriggerRecord {
             trigger: trigger("b"),
             code: 200,
@@ -201,7 +205,11 @@ fn a_long_alarm_message_is_clipped() {
 
 #[test]
 fn a_deleted_job_keeps_no_alarm_or_retry_settings() {
-    let rows = Rows::from_events(&[Event::JobDeleted { id: 4, at_ms: 9 }]);
+    let rows = Rows::from_events(&[Event::JobDeleted {
+        id: 4,
+        at_ms: 9,
+        last: None,
+    }]);
     let tombstone = &rows.jobs[0].job;
     assert_eq!(
         (tombstone.retry_backoff_s, tombstone.alarm_webhook.as_str()),

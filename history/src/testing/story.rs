@@ -127,6 +127,7 @@ pub fn story() -> Vec<Event> {
         Event::JobDeleted {
             id: 2,
             at_ms: T0 + 30,
+            last: None,
         },
         // A merged trigger: sent, ran, logged.
         triggered("1-a", 1, 200, T0 + 1),

@@ -91,6 +91,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::trigger::trigger_job))
         .routes(routes!(jobs::trigger::kill_job))
         .routes(routes!(jobs::history::job_history))
+        .routes(routes!(jobs::history::restore_job))
         .routes(routes!(jobs::next_fires))
         .routes(routes!(jobs::job_misfires))
         .routes(routes!(jobs::scripts::script_versions))

@@ -1,15 +1,17 @@
 //! A job's history: every change with the fields before and after (from
-//! the audit log, where each save keeps its diff).
+//! the audit log, where each save keeps its diff), and restoring a deleted
+//! job from its last state (admins).
 
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::{Extension, Json};
-use rondo_core::ErrorKind;
 use rondo_core::auth::Access;
+use rondo_core::{Error, ErrorKind};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
-use super::JobIdParam;
+use super::{JobIdParam, JobView, first_fire, save_and_announce};
 use crate::api::auth::Caller;
 use crate::api::doc::ApiErrors;
 use crate::api::input::{parse_id, query_usize};
@@ -99,4 +101,42 @@ fn redact(mut changes: Value) -> Value {
         }
     }
     changes
+}
+
+/// Restores a deleted job from its last state (kept when it was deleted),
+/// under its id, stopped: start it when ready. Its group must exist.
+/// Admins only.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/restore", tag = "jobs",
+    params(JobIdParam),
+    responses((status = 201, description = "The job, restored and stopped.", body = JobView), ApiErrors))]
+pub(crate) async fn restore_job(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(raw): Path<String>,
+) -> ApiResult<(StatusCode, Json<JobView>)> {
+    caller.require(Access::Admin, "id")?;
+    let id = parse_id(&raw)?;
+    match s.store.get_job(id).await {
+        Ok(_) => {
+            let msg = format!("job {id} exists: only a deleted job is restored");
+            return Err(Error::new(ErrorKind::Conflict, msg).into());
+        }
+        Err(e) if e.kind == ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    let mut job = s
+        .history
+        .deleted_job(id)
+        .await?
+        .ok_or_else(|| Error::not_found("id", format!("no deleted job {id} is kept")))?;
+    if s.store.api().get_group(&job.group).await.is_err() {
+        let msg = format!("its group {} is gone: create it first", job.group);
+        return Err(Error::new(ErrorKind::Conflict, msg).into());
+    }
+    job.enabled = false;
+    job.run_until_ms = 0;
+    job.updated_ms = rondo_core::clock::now_ms();
+    let next = first_fire(&job)?;
+    save_and_announce(&s, &caller, "job.restore", &job, next, None).await?;
+    Ok((StatusCode::CREATED, Json(JobView::new(job, next))))
 }

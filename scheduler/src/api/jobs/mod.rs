@@ -458,6 +458,7 @@ pub(super) async fn delete_job(
             Event::JobDeleted {
                 id: job.id,
                 at_ms: clock::now_ms(),
+                last: Some(Box::new(job.clone())),
             },
             audit,
         ])
