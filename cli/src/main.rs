@@ -131,9 +131,15 @@ enum Command {
     },
     /// Daily running / success / fail counts, recomputed first.
     Report {
-        /// Days back, today included.
-        #[arg(long, default_value_t = 7)]
-        days: u32,
+        /// Days back, today included (default 7).
+        #[arg(long, conflicts_with = "from")]
+        days: Option<u32>,
+        /// The first day (YYYY-MM-DD, in the report's zone).
+        #[arg(long)]
+        from: Option<String>,
+        /// The last day (default today); with --from.
+        #[arg(long, requires = "from")]
+        to: Option<String>,
     },
     /// Drops the trigger logs older than the retention now.
     Retention {
@@ -292,7 +298,19 @@ fn request(cmd: &Command, secret: Secret<'_>) -> anyhow::Result<Call> {
                 Some(serde_json::Value::Object(body)),
             )
         }
-        Command::Report { days } => (M::GET, format!("/api/v1/reports?days={days}"), None),
+        Command::Report { days, from, to } => {
+            let query = match from {
+                Some(from) => {
+                    let mut q = format!("from={}", credentials::query_escape(from));
+                    if let Some(to) = to {
+                        q.push_str(&format!("&to={}", credentials::query_escape(to)));
+                    }
+                    q
+                }
+                None => format!("days={}", days.unwrap_or(7)),
+            };
+            (M::GET, format!("/api/v1/reports?{query}"), None)
+        }
         Command::Retention { days } => (
             M::POST,
             "/api/v1/maintenance/retention".into(),

@@ -342,6 +342,7 @@ fn every_call() -> Vec<(String, String, Option<Value>)> {
         ],
         &["kill", "1-2-3"],
         &["report", "--days", "3"],
+        &["report", "--from", "2026-11-01", "--to", "2026-11-07"],
         &["retention", "--days", "30"],
         &["whoami"],
         &["user", "list"],

@@ -88,6 +88,49 @@ async fn reports_and_retention_answer_through_the_api() {
         let path = format!("/api/v1/reports?days={bad}");
         expect_days_refused(&api, Method::GET, &path, None).await;
     }
+    // A range of days (the dashboard's), with its totals.
+    let old = date_of_day(today - 40);
+    let (status, report) = api
+        .get(&format!("/api/v1/reports?from={old}&to={old}"))
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        report["items"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(report["items"][0]["day"], old.to_string());
+    assert_eq!(
+        report["total"],
+        json!({ "running_count": 0, "success_count": 1, "fail_count": 0 })
+    );
+    let (_, report) = api.get(&format!("/api/v1/reports?from={old}")).await;
+    assert_eq!(
+        report["items"].as_array().map(Vec::len),
+        Some(41),
+        "to today"
+    );
+    assert_eq!(
+        report["total"],
+        json!({ "running_count": 1, "success_count": 2, "fail_count": 1 })
+    );
+    let tomorrow = date_of_day(today + 1);
+    let long_ago = date_of_day(today - 400);
+    for (query, field) in [
+        (format!("from={}&to={old}", date_of_day(today)), "from"),
+        (format!("from={old}&to={tomorrow}"), "to"),
+        (format!("from={long_ago}"), "from"),
+        ("from=yesterday".to_owned(), "from"),
+        (format!("to={old}"), "from"),
+        (format!("from={old}&days=3"), "days"),
+    ] {
+        let (status, answer) = api.get(&format!("/api/v1/reports?{query}")).await;
+        assert_eq!(
+            (status, &answer["error"]["field"]),
+            (400, &json!(field)),
+            "{query}: {answer}"
+        );
+    }
     let retention = "/api/v1/maintenance/retention";
     for bad in [
         json!({ "days": 6 }),

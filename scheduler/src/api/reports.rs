@@ -15,28 +15,80 @@ use super::doc::ApiErrors;
 use super::input::{parse_body, query_usize};
 use super::state::{ApiResult, AppState};
 
-/// The daily report of the last `days` days (default 7, today included):
-/// today and yesterday recounted from the trigger logs, older days as the
-/// persistence worker's maintenance pass stored them. A user who may read
-/// some groups only is shown the runs of those groups.
+/// The daily report: of the last `days` days (default 7, today included),
+/// or of the days `from` to `to` (dates in the report's zone; `to`
+/// defaults to today), each day's running, success and fail counts and
+/// their totals. Today and yesterday are recounted from the trigger logs,
+/// older days as the persistence worker's maintenance pass stored them. A
+/// user who may read some groups only is shown the runs of those groups.
 #[utoipa::path(get, path = "/api/v1/reports", tag = "reports",
-    params(("days" = Option<u32>, Query, description = "Days back, today included (default 7).", minimum = 1, maximum = 366)),
-    responses((status = 200, description = "One row per day, oldest first.", body = Report), ApiErrors))]
+    params(
+        ("days" = Option<u32>, Query, description = "Days back, today included (default 7).", minimum = 1, maximum = 366),
+        ("from" = Option<String>, Query, description = "The first day (YYYY-MM-DD, in the report's zone), at most 366 days back; instead of `days`.", format = Date),
+        ("to" = Option<String>, Query, description = "The last day (YYYY-MM-DD), at most today (default today); with `from`.", format = Date),
+    ),
+    responses((status = 200, description = "One row per day, oldest first, and the totals.", body = Report), ApiErrors))]
 pub(super) async fn reports(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Report>> {
     let max = rondo_history::report::MAX_DAYS as usize;
-    let days = query_usize(&q, "days", 7, max)?;
-    if days == 0 {
-        return Err(Error::invalid("days", format!("must be between 1 and {max}")).into());
-    }
+    let today = chrono::DateTime::from_timestamp_millis(rondo_core::clock::now_ms())
+        .unwrap_or_default()
+        .with_timezone(&s.report_zone)
+        .date_naive();
+    let date = |key: &str| -> Result<Option<chrono::NaiveDate>, Error> {
+        q.get(key)
+            .map(|raw| {
+                chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| {
+                    Error::invalid(key, format!("must be a date YYYY-MM-DD, got {raw:?}"))
+                })
+            })
+            .transpose()
+    };
+    let (from, to) = (date("from")?, date("to")?);
+    let (days, range) = match (from, to) {
+        (None, None) => {
+            let days = query_usize(&q, "days", 7, max)?;
+            if days == 0 {
+                return Err(Error::invalid("days", format!("must be between 1 and {max}")).into());
+            }
+            (days, None)
+        }
+        (None, Some(_)) => return Err(Error::invalid("from", "is required with to").into()),
+        (Some(from), to) => {
+            if q.contains_key("days") {
+                return Err(Error::invalid("days", "give days or from, not both").into());
+            }
+            let to = to.unwrap_or(today);
+            if to > today {
+                return Err(Error::invalid("to", format!("is after today ({today})")).into());
+            }
+            if from > to {
+                return Err(Error::invalid("from", format!("is after to ({to})")).into());
+            }
+            let back = (today - from).num_days() + 1;
+            if back > max as i64 {
+                return Err(Error::invalid("from", format!("is more than {max} days back")).into());
+            }
+            (back as usize, Some((from, to)))
+        }
+    };
     let groups = caller.readable_groups();
-    let rows = s.history.report(days as u32, s.report_zone, groups).await?;
+    let mut rows = s.history.report(days as u32, s.report_zone, groups).await?;
+    if let Some((from, to)) = range {
+        rows.retain(|r| r.day >= from && r.day <= to);
+    }
+    let total = Totals {
+        running_count: rows.iter().map(|r| u64::from(r.running_count)).sum(),
+        success_count: rows.iter().map(|r| u64::from(r.success_count)).sum(),
+        fail_count: rows.iter().map(|r| u64::from(r.fail_count)).sum(),
+    };
     Ok(Json(Report {
-        days,
+        days: rows.len(),
         zone: s.report_zone.name().to_owned(),
+        total,
         items: rows,
     }))
 }
@@ -44,10 +96,21 @@ pub(super) async fn reports(
 /// The daily report.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct Report {
+    /// Days reported.
     days: usize,
     /// The zone whose calendar days are counted (`report_zone`).
     zone: String,
+    /// The counts of every day reported.
+    total: Totals,
     items: Vec<ReportRow>,
+}
+
+/// Counts summed over the days reported.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Totals {
+    running_count: u64,
+    success_count: u64,
+    fail_count: u64,
 }
 
 /// The longest retention asked through the API (a hundred years).
