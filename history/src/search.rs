@@ -136,9 +136,11 @@ pub async fn search_jobs(pool: &MySqlPool, query: &JobQuery) -> Result<JobIdPage
         .text
         .as_deref()
         .is_some_and(|t| t.parse::<u64>().is_ok());
-    let hint = match (query.sort, &query.groups, by_id) {
-        (JobSort::Description, None, false) => "FORCE INDEX (idx_job_description)",
-        (JobSort::Updated, None, false) => "FORCE INDEX (idx_job_updated)",
+    // An owner is narrow too: its own index.
+    let narrow = query.groups.is_some() || query.owner.is_some();
+    let hint = match (query.sort, narrow, by_id) {
+        (JobSort::Description, false, false) => "FORCE INDEX (idx_job_description)",
+        (JobSort::Updated, false, false) => "FORCE INDEX (idx_job_updated)",
         _ => "",
     };
     let page_sql =

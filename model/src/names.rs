@@ -265,10 +265,14 @@ impl Names {
         format!("{}:{{alarm}}:inflight", self.ns)
     }
 
-    /// `ns:{alarm}:last`: hash of job id to when its last alarm was claimed
-    /// (ms), for the throttle.
-    pub fn alarm_last(&self) -> String {
-        format!("{}:{{alarm}}:last", self.ns)
+    /// `ns:{alarm}:last:<job>`: when the job's last alarm was claimed (ms),
+    /// for the throttle; it expires with the throttle.
+    pub fn alarm_last(&self, job_id: u64) -> String {
+        format!("{}{job_id}", self.alarm_last_prefix())
+    }
+
+    pub fn alarm_last_prefix(&self) -> String {
+        format!("{}:{{alarm}}:last:", self.ns)
     }
 
     /// `ns:registry:<app>`: executor ids scored by last heartbeat (ms).

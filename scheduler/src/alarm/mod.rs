@@ -185,20 +185,42 @@ impl Alarmer {
         channels: &[Option<AlarmChannel>],
         failure: &Failure,
     ) -> AlarmRecord {
+        let outcomes = self.attempt(job, channels, failure, &[]).await;
+        self.record(job, failure, &outcomes)
+    }
+
+    /// One attempt at the job's channels but those named in `sent` (a
+    /// retry goes only to the channels that failed), each channel's
+    /// outcome.
+    async fn attempt(
+        &self,
+        job: &Job,
+        channels: &[Option<AlarmChannel>],
+        failure: &Failure,
+        sent: &[String],
+    ) -> Vec<Outcome> {
         let span = tracing::info_span!(
             "alarm",
             job_id = job.id,
             trigger_id = %failure.trigger_id,
             fire_ms = failure.fire_ms,
         );
-        let (status, msg) = self
-            .send(job, channels, failure)
-            .instrument(span.clone())
-            .await;
-        span.in_scope(|| match status {
-            alarm_status::FAILED => tracing::warn!(status, msg = %msg, "alarm failed"),
-            _ => tracing::info!(status, msg = %msg, "alarm done"),
-        });
+        self.send(job, channels, failure, sent)
+            .instrument(span)
+            .await
+    }
+
+    /// The record of an alarm whose channels ended in `outcomes`.
+    fn record(&self, job: &Job, failure: &Failure, outcomes: &[Outcome]) -> AlarmRecord {
+        let (status, msg) = summarize(outcomes);
+        match status {
+            alarm_status::FAILED => {
+                tracing::warn!(job_id = job.id, trigger_id = %failure.trigger_id, status, msg = %msg, "alarm failed")
+            }
+            _ => {
+                tracing::info!(job_id = job.id, trigger_id = %failure.trigger_id, status, msg = %msg, "alarm done")
+            }
+        }
         AlarmRecord {
             trigger_id: failure.trigger_id.clone(),
             job_id: job.id,
@@ -213,7 +235,9 @@ impl Alarmer {
         job: &Job,
         channels: &[Option<AlarmChannel>],
         failure: &Failure,
-    ) -> (i32, String) {
+        sent: &[String],
+    ) -> Vec<Outcome> {
+        let wanted = |name: &str| !sent.iter().any(|s| s == name);
         let report = Report {
             job,
             failure,
@@ -222,7 +246,7 @@ impl Alarmer {
         let addresses = recipients(&job.alarm_email);
         let webhook = job.alarm_webhook.trim();
         let mail = async {
-            if addresses.is_empty() {
+            if addresses.is_empty() || !wanted("email") {
                 return None;
             }
             Some(Outcome::new(
@@ -231,7 +255,7 @@ impl Alarmer {
             ))
         };
         let hook = async {
-            if webhook.is_empty() {
+            if webhook.is_empty() || !wanted("webhook") {
                 return None;
             }
             Some(Outcome::new(
@@ -239,24 +263,33 @@ impl Alarmer {
                 webhook::post(&self.http, self.timeout, webhook, &report).await,
             ))
         };
-        let chats = futures_util::future::join_all(job.alarm_channels.iter().enumerate().map(
-            |(i, name)| {
-                let report = &report;
-                async move {
-                    let result = match channels.get(i).and_then(Option::as_ref) {
-                        Some(channel) => {
-                            chat::post(&self.http, self.timeout, channel, report, &self.console_url)
+        let chats = futures_util::future::join_all(
+            job.alarm_channels
+                .iter()
+                .enumerate()
+                .filter(|(_, name)| wanted(&format!("channel {name}")))
+                .map(|(i, name)| {
+                    let report = &report;
+                    async move {
+                        let result = match channels.get(i).and_then(Option::as_ref) {
+                            Some(channel) => {
+                                chat::post(
+                                    &self.http,
+                                    self.timeout,
+                                    channel,
+                                    report,
+                                    &self.console_url,
+                                )
                                 .await
-                        }
-                        None => Err("no such channel".to_owned()),
-                    };
-                    Outcome::new(format!("channel {name}"), result)
-                }
-            },
-        ));
+                            }
+                            None => Err("no such channel".to_owned()),
+                        };
+                        Outcome::new(format!("channel {name}"), result)
+                    }
+                }),
+        );
         let (mail, hook, chats) = tokio::join!(mail, hook, chats);
-        let outcomes: Vec<Outcome> = [mail, hook].into_iter().flatten().chain(chats).collect();
-        summarize(&outcomes)
+        [mail, hook].into_iter().flatten().chain(chats).collect()
     }
 }
 

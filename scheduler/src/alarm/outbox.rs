@@ -29,53 +29,6 @@ use tokio_util::sync::CancellationToken;
 use super::{Alarmer, Failure};
 use crate::store::Store;
 
-/// Folds a failure into its job's pending alarm. KEYS: pending, due,
-/// last. ARGV: job id, trigger id, failure JSON, now, gather, throttle.
-/// Returns {failures so far, lead trigger id, due at}.
-const FOLD: &str = r"
-local n = redis.call('HINCRBY', KEYS[1], 'count', 1)
-if n == 1 then
-  redis.call('HSET', KEYS[1], 'lead', ARGV[2], 'failure', ARGV[3])
-  local last = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
-  local at = math.max(tonumber(ARGV[4]) + tonumber(ARGV[5]), last + tonumber(ARGV[6]))
-  redis.call('ZADD', KEYS[2], at, ARGV[1])
-  return {n, ARGV[2], at}
-end
-local at = redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0'
-return {n, redis.call('HGET', KEYS[1], 'lead'), math.floor(tonumber(at))}
-";
-
-/// Claims up to ARGV[3] alarms: those due (the pending alarm moved aside
-/// to its sending key; a job whose last alarm is still being sent waits)
-/// and those whose sender's lease lapsed. KEYS: due, inflight, last.
-/// ARGV: now, lease end, max, the pending prefix, the sending prefix.
-/// Returns the job ids claimed.
-const CLAIM: &str = r"
-local now, lease, max = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local claimed = {}
-for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, max)) do
-  redis.call('ZADD', KEYS[2], lease, job)
-  table.insert(claimed, job)
-end
-for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, max)) do
-  if #claimed >= max then break end
-  if redis.call('ZSCORE', KEYS[2], job) then
-    redis.call('ZADD', KEYS[1], now + 1000, job)
-  else
-    redis.call('ZREM', KEYS[1], job)
-    local fields = redis.call('HGETALL', ARGV[4] .. job)
-    if #fields > 0 then
-      redis.call('HSET', ARGV[5] .. job, unpack(fields))
-      redis.call('DEL', ARGV[4] .. job)
-      redis.call('HSET', KEYS[3], job, now)
-      redis.call('ZADD', KEYS[2], lease, job)
-      table.insert(claimed, job)
-    end
-  end
-end
-return claimed
-";
-
 /// How a failure was taken in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Folded {
@@ -115,6 +68,7 @@ pub struct Outbox {
     config: OutboxConfig,
     fold: Arc<redis::Script>,
     claim: Arc<redis::Script>,
+    done: Arc<redis::Script>,
 }
 
 impl Outbox {
@@ -123,8 +77,11 @@ impl Outbox {
             names: store.names().clone(),
             store,
             config,
-            fold: Arc::new(redis::Script::new(FOLD)),
-            claim: Arc::new(redis::Script::new(CLAIM)),
+            fold: Arc::new(redis::Script::new(include_str!("../../lua/alarm_fold.lua"))),
+            claim: Arc::new(redis::Script::new(include_str!(
+                "../../lua/alarm_claim.lua"
+            ))),
+            done: Arc::new(redis::Script::new(include_str!("../../lua/alarm_done.lua"))),
         }
     }
 
@@ -137,7 +94,7 @@ impl Outbox {
         let mut cmd = script_cmd(&self.fold, 3, (9, json.len() + 256));
         cmd.arg(self.names.alarm_pending(job.id))
             .arg(self.names.alarm_due())
-            .arg(self.names.alarm_last())
+            .arg(self.names.alarm_last(job.id))
             .arg(job.id)
             .arg(&failure.trigger_id)
             .arg(&json)
@@ -182,19 +139,21 @@ impl Outbox {
         i64::try_from(attempts * per + 30_000).unwrap_or(i64::MAX)
     }
 
-    /// Claims the alarms due now (at most `max`).
-    async fn claim(&self, lease_ms: i64, max: usize) -> Result<Vec<u64>, Error> {
+    /// Claims the alarms due now (at most `max`) under `token`.
+    async fn claim(&self, lease_ms: i64, max: usize, token: &str) -> Result<Vec<u64>, Error> {
         let mut conn = self.store.pool().get().await?;
         let now = clock::now_ms();
-        let mut cmd = script_cmd(&self.claim, 3, (8, 256));
+        let mut cmd = script_cmd(&self.claim, 2, (10, 256));
         cmd.arg(self.names.alarm_due())
             .arg(self.names.alarm_inflight())
-            .arg(self.names.alarm_last())
             .arg(now)
             .arg(now.saturating_add(lease_ms))
             .arg(max)
             .arg(self.names.alarm_pending_prefix())
-            .arg(self.names.alarm_sending_prefix());
+            .arg(self.names.alarm_sending_prefix())
+            .arg(self.names.alarm_last_prefix())
+            .arg(self.config.throttle_ms)
+            .arg(token);
         Ok(run_script(&mut conn, &self.claim, &cmd).await?)
     }
 
@@ -213,16 +172,17 @@ impl Outbox {
         Ok(Some(failure))
     }
 
-    /// Forgets a sent (or given up) alarm.
-    async fn done(&self, job_id: u64) -> Result<(), Error> {
+    /// Forgets a sent (or given up) alarm, if this sender still holds it
+    /// (`token`); false when another claimed it after this one's lease.
+    async fn done(&self, job_id: u64, token: &str) -> Result<bool, Error> {
         let mut conn = self.store.pool().get().await?;
-        let _: () = redis::pipe()
-            .atomic()
-            .del(self.names.alarm_sending(job_id))
-            .zrem(self.names.alarm_inflight(), job_id)
-            .query_async(&mut conn)
-            .await?;
-        Ok(())
+        let mut cmd = script_cmd(&self.done, 2, (4, 128));
+        cmd.arg(self.names.alarm_sending(job_id))
+            .arg(self.names.alarm_inflight())
+            .arg(job_id)
+            .arg(token);
+        let forgotten: i64 = run_script(&mut conn, &self.done, &cmd).await?;
+        Ok(forgotten == 1)
     }
 
     /// Sends due alarms until `shutdown`: every 200 ms, claims what is due
@@ -235,14 +195,18 @@ impl Outbox {
     ) {
         let lease_ms = self.lease_ms(&alarmer);
         let sending = tokio_util::task::TaskTracker::new();
+        let me: u64 = rand::random();
+        let mut claims: u64 = 0;
         loop {
-            match self.claim(lease_ms, 32).await {
+            claims += 1;
+            let token = format!("{me:016x}-{claims}");
+            match self.claim(lease_ms, 32, &token).await {
                 Ok(jobs) => {
                     for job_id in jobs {
-                        let (outbox, alarmer, events) =
-                            (self.clone(), alarmer.clone(), events.clone());
+                        let (outbox, alarmer, events, token) =
+                            (self.clone(), alarmer.clone(), events.clone(), token.clone());
                         sending.spawn(async move {
-                            if let Err(e) = outbox.send(job_id, &alarmer, &events).await {
+                            if let Err(e) = outbox.send(job_id, &token, &alarmer, &events).await {
                                 tracing::warn!(job_id, error = %e, "an alarm is not sent yet; it is claimed again after its lease");
                             }
                         });
@@ -264,11 +228,13 @@ impl Outbox {
     async fn send(
         &self,
         job_id: u64,
+        token: &str,
         alarmer: &Alarmer,
         events: &rondo_dispatcher::EventPublisher,
     ) -> Result<(), Error> {
         let Some(failure) = self.load(job_id).await? else {
-            return self.done(job_id).await;
+            self.done(job_id, token).await?;
+            return Ok(());
         };
         let job = match self.store.get_job(job_id).await {
             Ok(job) => job,
@@ -281,20 +247,32 @@ impl Outbox {
                     msg: "the job was deleted before its alarm went".into(),
                 };
                 events.publish(&[Event::Alarm(record)]).await?;
-                return self.done(job_id).await;
+                self.done(job_id, token).await?;
+                return Ok(());
             }
             Err(e) => return Err(e),
         };
         let channels = self.store.channels_named(&job.alarm_channels).await?;
+        // Each retry goes only to the channels that failed.
         let mut attempt = 0;
-        let record = loop {
-            let record = alarmer.alarm(&job, &channels, &failure).await;
-            if record.status != alarm_status::FAILED || attempt >= self.config.retries {
-                break record;
+        let mut outcomes: Vec<super::Outcome> = Vec::new();
+        loop {
+            let sent: Vec<String> = outcomes
+                .iter()
+                .filter(|o| o.result.is_ok())
+                .map(|o| o.channel.clone())
+                .collect();
+            let now = alarmer.attempt(&job, &channels, &failure, &sent).await;
+            outcomes.retain(|o| o.result.is_ok());
+            outcomes.extend(now);
+            let failed = outcomes.iter().any(|o| o.result.is_err());
+            if !failed || attempt >= self.config.retries {
+                break;
             }
             attempt += 1;
             tokio::time::sleep(Duration::from_millis(self.config.retry_backoff_ms)).await;
-        };
+        }
+        let record = alarmer.record(&job, &failure, &outcomes);
         let outcome = match record.status {
             alarm_status::SENT => "sent",
             alarm_status::NOT_NEEDED => "not_needed",
@@ -306,6 +284,86 @@ impl Outbox {
             record.msg = format!("{} (after {} attempts)", record.msg, attempt + 1);
         }
         events.publish(&[Event::Alarm(record)]).await?;
-        self.done(job_id).await
+        if !self.done(job_id, token).await? {
+            tracing::info!(
+                job_id,
+                "an alarm outlived its lease: another sender holds it now"
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The outbox's scripts against the real Redis.
+
+    use super::*;
+    use rondo_core::testkit;
+
+    fn failure(trigger_id: &str) -> Failure {
+        Failure {
+            trigger_id: trigger_id.into(),
+            fire_ms: 1,
+            executor_id: "e".into(),
+            code: 500,
+            msg: "boom".into(),
+            retry_count: 0,
+            params: String::new(),
+            failures: 1,
+        }
+    }
+
+    /// A sender whose lease lapsed neither forgets the alarm another
+    /// claimed since nor the next one of the job; the job's next alarm
+    /// waits while one is being sent.
+    #[tokio::test]
+    async fn a_lapsed_sender_leaves_the_alarms_it_no_longer_holds() {
+        let namespace = testkit::Namespace::new("alarm-outbox");
+        let config = namespace.config.clone();
+        let pool = rondo_core::redis::pool(&config.redis).unwrap();
+        let store = Store::new(pool, config.names());
+        let outbox = Outbox::new(
+            store,
+            OutboxConfig {
+                gather_ms: 0,
+                throttle_ms: 0,
+                retries: 0,
+                retry_backoff_ms: 0,
+            },
+        );
+        let job = testkit::fixtures::job(1);
+        let first = outbox.fold(&job, &failure("1-a")).await.unwrap();
+        assert_eq!(first.status, alarm_status::QUEUED);
+        let folded = outbox.fold(&job, &failure("1-b")).await.unwrap();
+        assert_eq!(folded.status, alarm_status::FOLDED);
+        // X claims with a lease that lapses at once; Y claims it again.
+        assert_eq!(outbox.claim(0, 10, "x").await.unwrap(), [1]);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(outbox.claim(60_000, 10, "y").await.unwrap(), [1]);
+        let held = outbox.load(1).await.unwrap().unwrap();
+        assert_eq!((held.trigger_id.as_str(), held.failures), ("1-a", 2));
+        // A new failure while Y sends: its alarm waits for Y.
+        outbox.fold(&job, &failure("1-c")).await.unwrap();
+        assert!(outbox.claim(60_000, 10, "z").await.unwrap().is_empty());
+        // X, late, forgets nothing; Y does.
+        assert!(!outbox.done(1, "x").await.unwrap());
+        assert!(outbox.load(1).await.unwrap().is_some());
+        assert!(outbox.done(1, "y").await.unwrap());
+        // Now the next alarm goes (it was put off a second), to Z, and
+        // only Z forgets it.
+        let mut claimed = Vec::new();
+        for _ in 0..100 {
+            claimed = outbox.claim(60_000, 10, "z").await.unwrap();
+            if !claimed.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(claimed, [1]);
+        let next = outbox.load(1).await.unwrap().unwrap();
+        assert_eq!((next.trigger_id.as_str(), next.failures), ("1-c", 1));
+        assert!(!outbox.done(1, "y").await.unwrap());
+        assert!(outbox.done(1, "z").await.unwrap());
     }
 }

@@ -1,6 +1,7 @@
 //! Cleaning trigger logs by hand (XXL-JOB's 清理, with its nine presets):
 //! a job's or a group's (its operators), or every group's (admins), older
-//! than an age, beyond the newest so many, or all. Audited.
+//! than an age, beyond the newest so many, or all; a trigger still running
+//! stays. Audited as it starts.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -149,16 +150,21 @@ pub(super) async fn clean_logs(
         }
     };
     let (rule, words) = spec.rule(clock::now_ms())?;
-    let deleted = s.history.clean_logs(&scope, rule).await?;
     let target = match &scope {
         CleanScope::Job(id) => format!("job:{id}"),
         CleanScope::Group(app) => format!("group:{app}"),
         CleanScope::All => "all".into(),
     };
-    let detail = format!("{words}: {deleted} deleted");
+    // Audited before it starts: a clean cut short is on record too.
     s.events
-        .publish(&[caller.audit("logs.clean", target.clone(), group.as_deref(), Some(detail))])
+        .publish(&[caller.audit(
+            "logs.clean",
+            target.clone(),
+            group.as_deref(),
+            Some(words.clone()),
+        )])
         .await?;
+    let deleted = s.history.clean_logs(&scope, rule).await?;
     tracing::info!(scope = %target, rule = %words, deleted, "logs cleaned");
     Ok(Json(Cleaned {
         scope: target,

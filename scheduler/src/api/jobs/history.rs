@@ -133,9 +133,23 @@ pub(crate) async fn restore_job(
         let msg = format!("its group {} is gone: create it first", job.group);
         return Err(Error::new(ErrorKind::Conflict, msg).into());
     }
+    // Checked as a new job is: today's rules, its children and channels.
+    let now = rondo_core::clock::now_ms();
+    job = job
+        .to_spec()
+        .validate(id, now, Some(job.created_ms))
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Conflict,
+                format!("its last state is not a valid job today: {}", e.message),
+            )
+        })?
+        .versioned_after(Some(&job));
+    super::check_children(&s, &caller, &job).await?;
+    crate::api::channels::check_job_channels(&s, &job.alarm_channels).await?;
     job.enabled = false;
     job.run_until_ms = 0;
-    job.updated_ms = rondo_core::clock::now_ms();
+    job.updated_ms = now;
     let next = first_fire(&job)?;
     save_and_announce(&s, &caller, "job.restore", &job, next, None).await?;
     Ok((StatusCode::CREATED, Json(JobView::new(job, next))))
