@@ -253,6 +253,12 @@ impl Names {
         format!("{}:{{alarm}}:sending:", self.ns)
     }
 
+    /// `ns:{alarm}:seen:<job>`: the trigger ids folded into the job's
+    /// alarms lately (each counted once); it expires.
+    pub fn alarm_seen(&self, job_id: u64) -> String {
+        format!("{}:{{alarm}}:seen:{job_id}", self.ns)
+    }
+
     /// `ns:{alarm}:due`: job ids with a pending alarm, scored by when it
     /// is due (ms).
     pub fn alarm_due(&self) -> String {

@@ -863,13 +863,13 @@ async fn alarm_statuses(db: &sqlx::MySqlPool, triggers: &[String]) -> Vec<i32> {
 
 /// A flapping job cannot flood a channel: 100 failures within the gather
 /// time make one alarm, which says 100; its trigger reads sent, the 99
-/// others folded into it; no second alarm follows.
+/// others folded into it; the next failure's alarm waits out the throttle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hundred_failures_of_a_job_make_one_alarm_with_their_count() {
     let tune = |c: &mut rondo_core::Config| {
         c.alarm.webhook_allow = vec!["127.0.0.1".into()];
-        c.alarm.gather_ms = 20_000;
-        c.alarm.throttle_ms = 60_000;
+        c.alarm.gather_ms = 10_000;
+        c.alarm.throttle_ms = 15_000;
     };
     let c = cluster("throttle", &["mon-1"], tune).await;
     let (url, bodies) = webhook_receiver().await;
@@ -906,6 +906,19 @@ async fn a_hundred_failures_of_a_job_make_one_alarm_with_their_count() {
     let statuses = alarm_statuses(c.cluster.db(), &triggers).await;
     assert_eq!(statuses.iter().filter(|s| **s == 5).count(), 99);
     assert_eq!(bodies.lock().unwrap().len(), 1, "one alarm for the burst");
+    // One more failure waits out the throttle: its alarm goes no sooner
+    // than 15 s after the first, and says 1.
+    let late = c.api.trigger_now(id).await;
+    let second = eventually("the next alarm", Duration::from_secs(45), || async {
+        bodies.lock().unwrap().get(1).cloned()
+    })
+    .await;
+    assert_eq!(
+        (&second["trigger_id"], &second["failures"]),
+        (&json!(late), &json!(1))
+    );
+    let apart = second["sent_ms"].as_i64().unwrap() - sent["sent_ms"].as_i64().unwrap();
+    assert!(apart >= 14_000, "{apart} ms apart");
     c.cluster.stop().await;
 }
 

@@ -91,16 +91,20 @@ impl Outbox {
     pub async fn fold(&self, job: &Job, failure: &Failure) -> Result<AlarmRecord, Error> {
         let mut conn = self.store.pool().get().await?;
         let json = serde_json::to_string(failure)?;
-        let mut cmd = script_cmd(&self.fold, 3, (9, json.len() + 256));
+        // A trigger is remembered past any window its alarm may wait in.
+        let remember_ms = self.config.gather_ms + self.config.throttle_ms + 600_000;
+        let mut cmd = script_cmd(&self.fold, 4, (11, json.len() + 320));
         cmd.arg(self.names.alarm_pending(job.id))
             .arg(self.names.alarm_due())
             .arg(self.names.alarm_last(job.id))
+            .arg(self.names.alarm_seen(job.id))
             .arg(job.id)
             .arg(&failure.trigger_id)
             .arg(&json)
             .arg(clock::now_ms())
             .arg(self.config.gather_ms)
-            .arg(self.config.throttle_ms);
+            .arg(self.config.throttle_ms)
+            .arg(remember_ms);
         let (failures, lead, due_ms): (u64, String, i64) =
             run_script(&mut conn, &self.fold, &cmd).await?;
         let folded = Folded {
@@ -337,6 +341,9 @@ mod tests {
         assert_eq!(first.status, alarm_status::QUEUED);
         let folded = outbox.fold(&job, &failure("1-b")).await.unwrap();
         assert_eq!(folded.status, alarm_status::FOLDED);
+        // The same result handled again (a redelivery) counts once.
+        let again = outbox.fold(&job, &failure("1-b")).await.unwrap();
+        assert_eq!(again.status, alarm_status::FOLDED);
         // X claims with a lease that lapses at once; Y claims it again.
         assert_eq!(outbox.claim(0, 10, "x").await.unwrap(), [1]);
         tokio::time::sleep(Duration::from_millis(5)).await;
