@@ -1,3 +1,7 @@
+//! The CLI against the API's spec: every field and every call. (Over 500
+//! lines: most of it is the one list of every command line the coverage
+//! test parses.)
+
 use super::*;
 
 /// Every field of the API's job (the shared model) has a flag: a field

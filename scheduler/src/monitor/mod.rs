@@ -1,5 +1,7 @@
 //! The result monitor: reacts to how triggers end (XXL-JOB's fail monitor,
 //! child-job trigger and lose monitor, on a queue instead of a table scan).
+//! (Over 500 lines: one consumer and the reactions that share an ending's
+//! state; the decisions are in `decide`, the alarms in `crate::alarm`.)
 //!
 //! * Every node consumes the `monitor` queue (`result.*` and
 //!   `trigger.failed` events) as a competing consumer. Per ending it applies

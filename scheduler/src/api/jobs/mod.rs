@@ -1,6 +1,9 @@
 //! Jobs: create, read, update, delete, start and stop here, with the
 //! checks every route shares; the list ([`list`]), script versions
-//! ([`scripts`]) and trigger once ([`trigger`]) beside. Every change is
+//! ([`scripts`]), trigger once and kill all ([`trigger`]) and the history
+//! and restore ([`history`]) beside. (Over 500 lines: the routes here share
+//! `save_and_announce`, the access checks and the view, and splitting them
+//! would pass those across files.) Every change is
 //! written to Redis (definition and due entry in one step) and announced as
 //! a `job.*` event.
 
