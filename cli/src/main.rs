@@ -31,6 +31,7 @@ use clap::{Parser, Subcommand};
 use groups::GroupCmd;
 use jobs::{JobCmd, ScheduleCmd};
 use rondo_cli::{Target, credentials};
+use rondo_model::language::Language;
 use serde_json::{Value, json};
 use users::{TokenCmd, UserCmd};
 
@@ -141,8 +142,12 @@ enum Command {
         #[arg(long, requires = "from")]
         to: Option<String>,
     },
-    /// Drops the trigger logs older than the retention now.
+    /// Drops the trigger logs older than the retention now (admins);
+    /// `retention show` only shows the retention configured.
+    #[command(args_conflicts_with_subcommands = true)]
     Retention {
+        #[command(subcommand)]
+        action: Option<RetentionCmd>,
         /// Days to keep (at least 7); default: the node's
         /// `persist.retention_days`.
         #[arg(long)]
@@ -164,6 +169,9 @@ enum Command {
     /// Changes your password (prompted, or `RONDO_PASSWORD` and
     /// `RONDO_NEW_PASSWORD`).
     Password,
+    /// Your own account's settings.
+    #[command(subcommand)]
+    Account(AccountCmd),
     /// Users (admins).
     #[command(subcommand)]
     User(UserCmd),
@@ -186,6 +194,28 @@ enum Command {
         until_ms: Option<i64>,
         #[arg(long, default_value_t = 100)]
         limit: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum RetentionCmd {
+    /// The retention configured (`persist.retention_days`) and the days
+    /// `--days` may ask (admins).
+    Show,
+}
+
+#[derive(Subcommand)]
+enum AccountCmd {
+    /// Sets the web console's language for you (`whoami` shows it).
+    Language {
+        #[arg(
+            required_unless_present = "clear",
+            value_parser = clap::builder::PossibleValuesParser::new(Language::NAMES),
+        )]
+        language: Option<String>,
+        /// No language of your own: the console follows the browser.
+        #[arg(long, conflicts_with = "language")]
+        clear: bool,
     },
 }
 
@@ -311,10 +341,19 @@ fn request(cmd: &Command, secret: Secret<'_>) -> anyhow::Result<Call> {
             };
             (M::GET, format!("/api/v1/reports?{query}"), None)
         }
-        Command::Retention { days } => (
+        Command::Retention {
+            action: Some(RetentionCmd::Show),
+            ..
+        } => (M::GET, "/api/v1/maintenance/retention".into(), None),
+        Command::Retention { action: None, days } => (
             M::POST,
             "/api/v1/maintenance/retention".into(),
             days.map(|days| json!({ "days": days })),
+        ),
+        Command::Account(AccountCmd::Language { language, .. }) => (
+            M::PUT,
+            "/api/v1/auth/language".into(),
+            Some(json!({ "language": language })),
         ),
         Command::Group(g) => groups::request(g),
         Command::Channel(c) => channels::request(c, secret)?,

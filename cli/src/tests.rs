@@ -348,6 +348,9 @@ fn every_call() -> Vec<(String, String, Option<Value>)> {
         &["report", "--days", "3"],
         &["report", "--from", "2026-11-01", "--to", "2026-11-07"],
         &["retention", "--days", "30"],
+        &["retention", "show"],
+        &["account", "language", "zh-CN"],
+        &["account", "language", "--clear"],
         &["whoami"],
         &["user", "list"],
         &["user", "get", "ann"],
@@ -513,4 +516,45 @@ fn the_cli_covers_every_route_field_and_query_parameter_of_the_spec() {
     // The check sees what it should: a known operation and field.
     assert!(fills("/api/v1/jobs/{id}/trigger", "/api/v1/jobs/7/trigger"));
     assert!(!fills("/api/v1/jobs/{id}", "/api/v1/jobs/7/trigger"));
+}
+
+/// `account language` sends a language of the list or null, and
+/// `retention show` only reads.
+#[test]
+fn the_language_is_one_of_the_list_or_cleared_and_retention_show_only_reads() {
+    let call = |argv: &[&str]| {
+        let cli = Cli::try_parse_from(std::iter::once("rondo").chain(argv.iter().copied()))
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        let secret = |_: &str, _: &str| Ok(String::new());
+        let (method, path, body) = request(&cli.command, &secret).expect("one call");
+        (method.to_string(), path, body)
+    };
+    let put = |body: Value| -> (String, String, Option<Value>) {
+        ("PUT".into(), "/api/v1/auth/language".into(), Some(body))
+    };
+    for tag in rondo_model::language::Language::NAMES {
+        assert_eq!(
+            call(&["account", "language", tag]),
+            put(json!({ "language": tag }))
+        );
+    }
+    assert_eq!(
+        call(&["account", "language", "--clear"]),
+        put(json!({ "language": null }))
+    );
+    for refused in [
+        &["account", "language"][..],
+        &["account", "language", "fr"],
+        &["account", "language", "en", "--clear"],
+        &["retention", "--days", "30", "show"],
+    ] {
+        let parsed = Cli::try_parse_from(std::iter::once("rondo").chain(refused.iter().copied()));
+        assert!(parsed.is_err(), "{refused:?} parsed");
+    }
+    let path = "/api/v1/maintenance/retention".to_owned();
+    assert_eq!(
+        call(&["retention", "show"]),
+        ("GET".into(), path.clone(), None)
+    );
+    assert_eq!(call(&["retention"]), ("POST".into(), path, None));
 }

@@ -15,7 +15,7 @@
 //!
 //! * Re-exported from `rondo-model`: `model`, `schedule`, `trigger`,
 //!   `trigger_id`, `event`, `dedupe`, `names`, `error`, `redact`, `clock`,
-//!   `destination`.
+//!   `destination`, `language`.
 //! * The records two processes share, each written once with a round-trip
 //!   test, kept in Redis: [`inflight`] (dispatcher → monitor, reaper),
 //!   [`registry`] (executor → scheduler); the dead-letter headers in
@@ -62,5 +62,6 @@ pub use rondo_model::{
     Routing, Schedule, Trigger, TriggerBatch, TriggerType,
 };
 pub use rondo_model::{
-    clock, dedupe, destination, error, event, model, names, redact, schedule, trigger, trigger_id,
+    clock, dedupe, destination, error, event, language, model, names, redact, schedule, trigger,
+    trigger_id,
 };

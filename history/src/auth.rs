@@ -1,5 +1,5 @@
 //! Users, API tokens and the audit log (migrations `…_auth.sql`,
-//! `…_audit_event_id.sql`; audit rows are written as `Event::Audit` by
+//! `…_audit_event_id.sql`, `…_user_language.sql`; audit rows are written as `Event::Audit` by
 //! `write_events`, read here): the rows
 //! sign-in reads and writes. What they mean (roles, rights, how secrets are
 //! made) is `rondo_core::auth`; only hashes of secrets come here.
@@ -250,6 +250,35 @@ impl History {
                 .bind(username)
                 .execute(self.pool())
                 .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// A user's console language as stored; `None` when not chosen, or
+    /// when there is no such user.
+    pub async fn user_language(&self, username: &str) -> Result<Option<String>, Error> {
+        let language: Option<Option<String>> =
+            sqlx::query_scalar("SELECT language FROM `user` WHERE username = ?")
+                .bind(username)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(language.flatten())
+    }
+
+    /// Sets a user's console language (`None` clears it); false when no
+    /// such user. The value is checked by the caller
+    /// (`rondo_core::language::Language`).
+    pub async fn set_user_language(
+        &self,
+        username: &str,
+        language: Option<&str>,
+        now_ms: i64,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query("UPDATE `user` SET language = ?, updated_ms = ? WHERE username = ?")
+            .bind(language)
+            .bind(now_ms)
+            .bind(username)
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() > 0)
     }
 

@@ -55,6 +55,33 @@ async fn users_are_stored_once_read_back_changed_and_deleted() {
 }
 
 #[tokio::test]
+async fn a_users_language_is_stored_cleared_and_kept_apart_from_other_users() {
+    let (pool, _db) = fresh_database().await;
+    let h = History::from_pool(pool);
+    let hash = auth::hash_password("a long enough password").unwrap();
+    for name in ["ann", "bob"] {
+        assert!(
+            h.create_user(&user(name, Role::Viewer, &[]), &hash)
+                .await
+                .unwrap()
+        );
+    }
+    assert_eq!(h.user_language("ann").await.unwrap(), None, "none chosen");
+    assert!(h.set_user_language("ann", Some("zh-TW"), 2).await.unwrap());
+    assert_eq!(
+        h.user_language("ann").await.unwrap().as_deref(),
+        Some("zh-TW")
+    );
+    assert_eq!(h.user_language("bob").await.unwrap(), None);
+    let (ann, _) = h.user("ann").await.unwrap().unwrap();
+    assert_eq!(ann.updated_ms, 2);
+    assert!(h.set_user_language("ann", None, 3).await.unwrap());
+    assert_eq!(h.user_language("ann").await.unwrap(), None, "cleared");
+    assert!(!h.set_user_language("nobody", Some("en"), 4).await.unwrap());
+    assert_eq!(h.user_language("nobody").await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn a_token_is_found_by_its_hash_only_while_valid() {
     let (pool, _db) = fresh_database().await;
     let h = History::from_pool(pool);

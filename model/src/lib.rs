@@ -24,12 +24,14 @@
 //! * [`destination`]: where outbound HTTP may go (no loopback, private or
 //!   metadata address unless allowed).
 //! * [`clock`]: wall-clock milliseconds.
+//! * [`language`]: the languages of the web console a user may choose.
 
 pub mod clock;
 pub mod dedupe;
 pub mod destination;
 pub mod error;
 pub mod event;
+pub mod language;
 pub mod model;
 mod named;
 pub mod names;

@@ -94,7 +94,7 @@ impl Fixture {
 
     /// The statuses a family's representative requests get from `api`
     /// (acting as `user`; `read_only`: through a read-only token, which
-    /// may not change a password, checked in the token test).
+    /// may not change a password or a language, checked elsewhere).
     async fn probe(
         &self,
         family: &str,
@@ -124,6 +124,8 @@ impl Fixture {
                     // A wrong current password: allowed answers 400.
                     let change = json!({ "current_password": "not it at all", "new_password": "whatever is long" });
                     send(Method::PUT, "/api/v1/auth/password".into(), Some(change)).await;
+                    let language = json!({ "language": "en" });
+                    send(Method::PUT, "/api/v1/auth/language".into(), Some(language)).await;
                 }
             }
             "own tokens" => {
@@ -201,6 +203,7 @@ impl Fixture {
             "maintenance" => {
                 let body = json!({ "days": 30 });
                 let path = "/api/v1/maintenance/retention";
+                send(Method::GET, path.into(), None).await;
                 send(Method::POST, path.into(), Some(body)).await;
                 send(Method::POST, "/api/v1/cluster/stats/reset".into(), None).await;
             }
@@ -1215,6 +1218,89 @@ async fn sessions_need_their_csrf_token_to_write_and_end_idle_old_or_signed_out(
     cluster.stop().await;
 }
 
+/// `PUT /api/v1/auth/language` as `user` through `api`: its status and answer.
+async fn set_language(api: &Api, language: Value) -> (u16, Value) {
+    api.put("/api/v1/auth/language", language).await
+}
+
+/// The `language` of `GET /api/v1/auth/me` and of a new sign-in of `user`.
+async fn languages(api: &Api, anonymous: &Api, user: &str) -> (Value, Value) {
+    let (status, me) = api.get("/api/v1/auth/me").await;
+    assert_eq!(status, 200, "{me}");
+    let login = json!({ "username": user, "password": TEST_PASSWORD });
+    let (status, session) = anonymous.post("/api/v1/auth/login", login).await;
+    assert_eq!(status, 200, "{session}");
+    (me["language"].clone(), session["language"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_sets_their_console_language_and_reads_it_back_at_once() {
+    let world = World::new("language").await;
+    let anonymous = world.in_process_api("language-test").await;
+    let vic = anonymous
+        .clone()
+        .with_token(&world.user("vic", Role::Viewer, &[], false).await);
+    let none = (Value::Null, Value::Null);
+    assert_eq!(languages(&vic, &anonymous, "vic").await, none, "none yet");
+
+    // A viewer sets their own; /me (just read, so cached on this node)
+    // and the next sign-in both show it at once.
+    for tag in ["zh-TW", "zh-CN", "en"] {
+        let (status, answer) = set_language(&vic, json!({ "language": tag })).await;
+        assert_eq!(status, 204, "{tag}: {answer}");
+        let tag = json!(tag);
+        assert_eq!(languages(&vic, &anonymous, "vic").await, (tag.clone(), tag));
+    }
+    // Another user's is their own.
+    let olga = anonymous
+        .clone()
+        .with_token(&world.user("olga", Role::Operator, &[], false).await);
+    assert_eq!(languages(&olga, &anonymous, "olga").await, none);
+
+    // Unknown, missing or extra: 400 naming the field, nothing changed.
+    for (body, field) in [
+        (json!({ "language": "fr" }), "language"),
+        (json!({ "language": "zh" }), "language"),
+        (json!({ "language": 7 }), "language"),
+        (json!({}), "language"),
+        (json!({ "language": "en", "theme": "dark" }), "theme"),
+    ] {
+        let (status, answer) = set_language(&vic, body.clone()).await;
+        assert_eq!(
+            (status, &answer["error"]["field"]),
+            (400, &json!(field)),
+            "{body}: {answer}"
+        );
+    }
+    let en = (json!("en"), json!("en"));
+    assert_eq!(languages(&vic, &anonymous, "vic").await, en);
+
+    // A read-only token may not, and changes nothing.
+    let read_only = rondo_history::testing::users::create_token(&world.db, "vic", true).await;
+    let vic_ro = anonymous.clone().with_token(&read_only);
+    let (status, answer) = set_language(&vic_ro, json!({ "language": "zh-CN" })).await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (403, &json!("authorization")),
+        "{answer}"
+    );
+    assert_eq!(languages(&vic_ro, &anonymous, "vic").await, en);
+    // Without credentials: 401.
+    let (status, _) = set_language(&anonymous, json!({ "language": "en" })).await;
+    assert_eq!(status, 401);
+
+    // null clears it.
+    let (status, answer) = set_language(&vic, json!({ "language": null })).await;
+    assert_eq!(status, 204, "{answer}");
+    assert_eq!(languages(&vic, &anonymous, "vic").await, none, "cleared");
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT language FROM `user` WHERE username = 'vic'")
+            .fetch_one(&world.db)
+            .await
+            .unwrap();
+    assert_eq!(stored, None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sign_in_is_throttled_without_locking_the_right_password_out() {
     let mut world = World::new("throttle").await;
@@ -1416,6 +1502,11 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
         .send(Method::PUT, "/api/v1/auth/password", Some(change), true)
         .await;
     assert_eq!(status, 204);
+    let language = json!({ "language": "zh-CN" });
+    let (status, _) = vic
+        .send(Method::PUT, "/api/v1/auth/language", Some(language), true)
+        .await;
+    assert_eq!(status, 204);
     let (status, _) = vic
         .send(Method::POST, "/api/v1/auth/logout", None, true)
         .await;
@@ -1444,6 +1535,7 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
         ("session.login_failed", ("vic", "user:vic".into())),
         ("session.login", ("vic", "user:vic".into())),
         ("user.password", ("vic", "user:vic".into())),
+        ("user.language", ("vic", "user:vic".into())),
         ("session.logout", ("vic", "user:vic".into())),
     ]);
     let rows = eventually(
@@ -1481,9 +1573,11 @@ async fn every_change_is_in_the_audit_log_with_who_and_where() {
     let times: Vec<i64> = rows.iter().map(|r| r["at_ms"].as_i64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
     let (_, vics) = api.get("/api/v1/audit?user=vic").await;
-    assert_eq!(vics["items"].as_array().unwrap().len(), 4, "{vics}");
+    assert_eq!(vics["items"].as_array().unwrap().len(), 5, "{vics}");
     let (_, one) = api.get("/api/v1/audit?action=job.trigger").await;
     assert_eq!(one["items"][0]["detail"], "params 1 bytes");
+    let (_, one) = api.get("/api/v1/audit?action=user.language").await;
+    assert_eq!(one["items"][0]["detail"], "zh-CN", "{one}");
     let (status, bad) = api.get("/api/v1/audit?since_ms=yesterday").await;
     assert_eq!((status, &bad["error"]["field"]), (400, &json!("since_ms")));
     cluster.stop().await;

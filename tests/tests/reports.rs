@@ -280,3 +280,41 @@ async fn a_users_report_counts_only_the_groups_they_may_read() {
     }
     cluster.stop().await;
 }
+
+/// `GET /api/v1/maintenance/retention` (`rondo retention show`) answers the
+/// configured retention to an admin, a read-only admin token included, and
+/// refuses everyone else; it drops nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_retention_is_shown_to_admins_only() {
+    use rondo_core::auth::Role;
+    let mut world = World::new("retention_show").await;
+    world.config.persist.retention_days = 45;
+    let now = rondo_core::clock::now_ms();
+    insert(
+        &world.db,
+        "1-old",
+        (day_of(now) - 400) * DAY_MS + 1,
+        200,
+        None,
+    )
+    .await;
+    let anonymous = world.in_process_api("retention-show").await;
+    let admin = anonymous.clone().with_token(&world.admin.token);
+    let admin_ro = rondo_history::testing::users::create_token(&world.db, "admin", true).await;
+    let operator = world.user("olga", Role::Operator, &[], false).await;
+    let viewer = world.user("vic", Role::Viewer, &[], false).await;
+    let path = "/api/v1/maintenance/retention";
+
+    let shown = json!({ "days": 45, "min_days": 7, "max_days": 36500 });
+    for api in [admin, anonymous.clone().with_token(&admin_ro)] {
+        let (status, answer) = api.get(path).await;
+        assert_eq!((status, &answer), (200, &shown));
+    }
+    for token in [operator, viewer] {
+        let (status, answer) = anonymous.clone().with_token(&token).get(path).await;
+        assert_eq!(status, 403, "{answer}");
+        assert_eq!(answer["error"]["field"], "retention", "{answer}");
+    }
+    assert_eq!(anonymous.get(path).await.0, 401);
+    assert_eq!(trigger_ids(&world.db, "job_log").await, ["1-old"]);
+}

@@ -16,7 +16,8 @@
 //!   middleware that finds the caller or answers 401/403.
 //! * one file per resource: `channels` (alarm channels), `cluster`, `groups`, `jobs`, `logs` (trigger
 //!   logs and kill), `reports` (the daily report and retention), `session`
-//!   (sign-in, sign-out, password), `tokens`, `users`, `audit`.
+//!   (sign-in, sign-out, password, console language), `tokens`, `users`,
+//!   `audit`.
 
 mod audit;
 pub mod auth;
@@ -59,6 +60,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(session::me))
         .routes(routes!(session::logout))
         .routes(routes!(session::change_password))
+        .routes(routes!(session::change_language))
         .routes(routes!(tokens::list_tokens, tokens::create_token))
         .routes(routes!(tokens::revoke_token))
         .routes(routes!(users::list_users, users::create_user))
@@ -103,7 +105,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(logs::kill_trigger))
         .routes(routes!(clean::clean_logs))
         .routes(routes!(reports::reports))
-        .routes(routes!(reports::retention))
+        .routes(routes!(reports::retention_setting, reports::retention))
 }
 
 /// The routes open to anyone.

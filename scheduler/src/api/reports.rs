@@ -116,6 +116,35 @@ pub(super) struct Totals {
 /// The longest retention asked through the API (a hundred years).
 const MAX_RETENTION_DAYS: u32 = 36_500;
 
+/// The retention this node applies, and the bounds a `POST` takes.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct RetentionSetting {
+    /// Days of logs kept: the node's `persist.retention_days`, what a
+    /// `POST` without `days` applies. Below `min_days`, retention is off.
+    days: u32,
+    /// The fewest days a `POST` may ask.
+    min_days: u32,
+    /// The most days a `POST` may ask.
+    max_days: u32,
+}
+
+/// The log retention configured (`persist.retention_days`) and the days a
+/// `POST` may ask, for a page that shows the setting before applying it.
+/// Admins only (a read-only admin token may read it).
+#[utoipa::path(get, path = "/api/v1/maintenance/retention", tag = "reports",
+    responses((status = 200, description = "The configured retention.", body = RetentionSetting), ApiErrors))]
+pub(super) async fn retention_setting(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Json<RetentionSetting>> {
+    caller.require(Access::ReadAdmin, "retention")?;
+    Ok(Json(RetentionSetting {
+        days: s.retention_days,
+        min_days: rondo_history::maintenance::MIN_RETENTION_DAYS,
+        max_days: MAX_RETENTION_DAYS,
+    }))
+}
+
 #[derive(serde::Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RetentionSpec {

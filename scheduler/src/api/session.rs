@@ -1,6 +1,6 @@
 //! Browser sign-in: log in (a session cookie and its CSRF token), who am
-//! I, log out, and changing one's password. Sign-in is throttled per
-//! username and per client address (`auth.login_*`).
+//! I, log out, and changing one's password and console language. Sign-in
+//! is throttled per username and per client address (`auth.login_*`).
 
 use std::sync::LazyLock;
 
@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use rondo_core::auth;
 use rondo_core::auth::Role;
+use rondo_core::language::Language;
 use rondo_core::{Error, ErrorKind, clock};
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +48,9 @@ pub(super) struct Session {
     idle_s: u64,
     /// ... and at the latest at this time (ms since the epoch).
     expires_ms: i64,
+    /// The console language the user chose; null when none (the console
+    /// follows the browser).
+    language: Option<Language>,
 }
 
 /// How the caller is signed in.
@@ -69,6 +73,9 @@ pub(super) struct Me {
     via: Via,
     /// The session's CSRF token; null for a token.
     csrf_token: Option<String>,
+    /// The console language the user chose; null when none (the console
+    /// follows the browser).
+    language: Option<Language>,
 }
 
 /// Checks a password against a stored hash off the async threads
@@ -179,6 +186,8 @@ pub(super) async fn login(
         .into());
     };
     s.auth.succeeded(&user.username, &address).await?;
+    // Read before the session opens: a failed read leaves no session.
+    let language = stored_language(&s, &user.username).await?;
     let (id, csrf) = s.auth.open_session(&user.username).await?;
     let target = format!("user:{}", user.username);
     let login = audit_event(
@@ -198,6 +207,7 @@ pub(super) async fn login(
         csrf_token: csrf,
         idle_s: s.auth.config.session_idle_s,
         expires_ms: clock::now_ms() + max as i64 * 1000,
+        language,
     };
     let mut response = (StatusCode::OK, Json(body)).into_response();
     response
@@ -206,24 +216,37 @@ pub(super) async fn login(
     Ok(response)
 }
 
+/// The language `username` chose, read from MySQL each time rather than
+/// from the user cache (`Auth::user`), so a page reloaded right after a
+/// change, on any node, shows it. A stored tag the API no longer offers
+/// reads as none.
+async fn stored_language(s: &AppState, username: &str) -> Result<Option<Language>, Error> {
+    let stored = s.history.user_language(username).await?;
+    Ok(stored.and_then(|tag| Language::parse("language", &tag).ok()))
+}
+
 /// `GET /api/v1/auth/me`: who the caller is, with the session's CSRF token
-/// (a reloaded page reads it here).
+/// (a reloaded page reads it here) and the user's console language.
 #[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
     responses((status = 200, description = "The caller.", body = Me), ApiErrors))]
-pub(super) async fn me(Extension(caller): Extension<Caller>) -> Json<Me> {
+pub(super) async fn me(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Json<Me>> {
     let p = &caller.principal;
     let (via, csrf_token) = match &caller.via {
         Signed::Token { .. } => (Via::Token, None),
         Signed::Session { csrf, .. } => (Via::Session, Some(csrf.clone())),
     };
-    Json(Me {
+    Ok(Json(Me {
         username: p.username.clone(),
         role: p.role,
         groups: p.groups.iter().cloned().collect(),
         read_only: p.read_only,
         via,
         csrf_token,
-    })
+        language: stored_language(&s, &p.username).await?,
+    }))
 }
 
 /// `POST /api/v1/auth/logout`: ends the session and clears its cookie.
@@ -318,6 +341,67 @@ pub(super) async fn change_password(
     let target = format!("user:{}", caller.username());
     s.events
         .publish(&[caller.audit("user.password", target, None, None)])
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The caller's console language.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LanguageChange {
+    /// The language the console shows this user; null clears the choice
+    /// (the console then follows the browser). Required: `{}` is refused
+    /// rather than read as a clear.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Language>, required = true)]
+    language: Option<Option<Language>>,
+}
+
+/// A field that is there, `null` or not: `Some(None)` for `null`, so that
+/// a missing field (`None`, by `default`) can be told apart.
+fn present<'de, D, T>(de: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(de).map(Some)
+}
+
+/// `PUT /api/v1/auth/language`: the caller's console language, or none.
+/// Every role may choose its own; a read-only token may not.
+#[utoipa::path(put, path = "/api/v1/auth/language", tag = "auth",
+    request_body = LanguageChange,
+    responses((status = 204, description = "Changed."), ApiErrors))]
+pub(super) async fn change_language(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<StatusCode> {
+    if caller.principal.read_only {
+        return Err(Error::forbidden(
+            "authorization",
+            "a read-only token may not change the language",
+        )
+        .into());
+    }
+    let change = parse_body::<LanguageChange>(&body)?;
+    let Some(language) = change.language else {
+        let expected = Language::NAMES.join(", ");
+        let msg = format!("is required: one of {expected}, or null to clear it");
+        return Err(Error::invalid("language", msg).into());
+    };
+    let tag = language.map(Language::as_str);
+    let found = s
+        .history
+        .set_user_language(caller.username(), tag, clock::now_ms())
+        .await?;
+    if !found {
+        return Err(Error::not_found("user", "the caller's user no longer exists").into());
+    }
+    let target = format!("user:{}", caller.username());
+    let detail = Some(tag.unwrap_or("none").to_owned());
+    s.events
+        .publish(&[caller.audit("user.language", target, None, detail)])
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
