@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The browser side of the test command: Debian's chromium and Node (apt,
-# when missing) and the console's end-to-end test packages
+# The browser side of the test command: Debian's chromium, a CJK font and
+# Node (apt, when missing) and the console's end-to-end test packages
 # (tests/e2e: playwright-core at the version its lockfile pins, from npm;
 # it drives the installed chromium, no browser is downloaded). Idempotent:
 # a second run with the same lockfile does nothing. Prints the chromium
@@ -19,6 +19,8 @@ chromium=$(command -v chromium || command -v chromium-browser || true)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 fc-list 2>/dev/null | grep -qi dejavu || missing+=(fonts-dejavu-core)
+# The console in Chinese (screenshots of zh-CN and zh-TW): a CJK font.
+fc-list :lang=zh 2>/dev/null | grep -q . || missing+=(fonts-wqy-microhei)
 if ((${#missing[@]})); then
   sudo=""
   [[ $(id -u) == 0 ]] || sudo=sudo

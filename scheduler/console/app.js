@@ -3,9 +3,11 @@
 // route table in routes.js; links and the back button work) and the page
 // frame. The screens are in pages.js, what they share in ui.js.
 
-import { session, api, background, h, link, navigate, onNavigate } from './ui.js';
+import { session, api, background, h, link, navigate, onNavigate, errorNodes, languageSwitch } from './ui.js';
 import { ROUTES, pattern } from './routes.js';
 import { screens } from './pages.js';
+import { t, choose, setLanguage } from './i18n.js';
+
 
 function frame(path) {
   const top = document.getElementById('top');
@@ -14,7 +16,7 @@ function frame(path) {
   const current = '/' + (path.split('/')[1] || '');
   const items = ROUTES.filter(([, , label, who]) => label && (who !== 'admin' || session.me.role === 'admin'))
     .map(([href, , label]) => {
-      const a = link(href, label);
+      const a = link(href, t(label));
       if (href === current) a.setAttribute('aria-current', 'page');
       return a;
     });
@@ -25,11 +27,11 @@ function frame(path) {
       session.me = null;
       navigate('/login', true);
     },
-  }, 'Sign out');
-  top.append(h('nav', { 'aria-label': 'Main' },
-    h('span', { class: 'brand' }, 'rondo'), ...items,
-    h('span', { class: 'user' },
-      link('/account', `${session.me.username} (${session.me.role})`), out)));
+  }, t('nav.signOut'));
+  top.append(h('nav', { 'aria-label': t('nav.main') },
+    h('span', { class: 'brand', translate: 'no' }, 'rondo'), ...items,
+    h('span', { class: 'user' }, languageSwitch(),
+      link('/account', h('span', { translate: 'no' }, session.me.username), ` (${t(`choice.ROLES.${session.me.role}`)})`), out)));
 }
 
 let rendering = 0;
@@ -47,11 +49,13 @@ async function render() {
   if (path !== '/login' && !session.me) {
     try {
       session.me = await api('GET', '/api/v1/auth/me');
+      setLanguage(choose(session.me.language));
     } catch (e) {
-      if (e.status !== 401 && current()) main.replaceChildren(h('p', { class: 'error-banner' }, e.message));
+      if (e.status !== 401 && current()) main.replaceChildren(h('p', { class: 'error-banner' }, ...errorNodes(e)));
       return;
     }
   }
+  localizePage();
   if (!current()) return;
   frame(path);
   const view = h('div', { class: 'view' });
@@ -79,13 +83,13 @@ async function render() {
       try {
         await screen(view, m.groups || {}, new URLSearchParams(location.search), ctx);
       } catch (e) {
-        if (e.status !== 401) view.append(h('p', { class: 'error-banner', role: 'alert' }, e.message));
+        if (e.status !== 401) view.append(h('p', { class: 'error-banner', role: 'alert' }, ...errorNodes(e)));
       }
       if (current()) main.focus({ preventScroll: true });
       return;
     }
   }
-  view.append(h('h1', {}, 'Not found'), h('p', {}, link('/', 'Back to the dashboard')));
+  view.append(h('h1', {}, t('nav.notFound')), h('p', {}, link('/', t('nav.backToDashboard'))));
 }
 
 // Timers of the screen shown (live logs, the dashboard's refresh): stopped
@@ -104,4 +108,16 @@ document.addEventListener('click', (e) => {
 });
 onNavigate(render);
 window.addEventListener('popstate', render);
+/** The page's own words (index.html's, in English until this runs) in the
+ *  language shown. */
+function localizePage() {
+  document.title = `rondo · ${t('title.console')}`;
+  const skip = document.querySelector('.skip');
+  if (skip) skip.textContent = t('nav.skip');
+  const loading = document.querySelector('#main > p.muted');
+  if (loading) loading.textContent = t('nav.loading');
+}
+
+setLanguage(choose(null));
+localizePage();
 render();

@@ -1,7 +1,9 @@
-// The dashboard, the trigger logs and one trigger's log.
+// The dashboard, the trigger logs (with kill and clean) and one trigger's
+// log.
 
-import { api, query, h, link, when, field, showError, banner, mayOperate, navigate } from './ui.js';
-import { select, input, statusOf, statusCell, toMs, toLocalInput } from './widgets.js';
+import { api, query, h, link, when, field, showError, showBanner, banner, mayOperate, navigate } from './ui.js';
+import { select, input, statusOf, statusCell, toMs, toLocalInput, datePresets } from './widgets.js';
+import { t } from './i18n.js';
 
 function chart(rows) {
   const w = 640; const hgt = 200; const pad = 28;
@@ -14,7 +16,7 @@ function chart(rows) {
   svg.setAttribute('role', 'img');
   const total = rows.reduce((a, r) => a + r.success_count + r.fail_count, 0);
   const ok = rows.reduce((a, r) => a + r.success_count, 0);
-  svg.setAttribute('aria-label', `Fires per day: ${total} finished, ${ok} succeeded`);
+  svg.setAttribute('aria-label', t('dashboard.chartLabel', { total, ok }));
   const add = (tag, attrs, text) => {
     const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
     for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
@@ -24,6 +26,8 @@ function chart(rows) {
   };
   add('line', { x1: pad, y1: hgt - pad, x2: w - pad, y2: hgt - pad, stroke: '#aab4be' });
   add('text', { x: 2, y: pad }, String(max));
+  // A label under every bar while they fit, else under every n-th.
+  const every = Math.max(1, Math.ceil(rows.length / 16));
   rows.forEach((r, i) => {
     const x = pad + i * bw + 2;
     let base = 0;
@@ -31,25 +35,51 @@ function chart(rows) {
       if (v > 0) {
         const rect = add('rect', { x, y: y(base + v), width: Math.max(1, bw - 4), height: y(base) - y(base + v), fill: color });
         const title = document.createElementNS('http://www.w3.org/2000/svg', 'title');
-        title.textContent = `${r.day}: ${r.success_count} ok, ${r.fail_count} failed, ${r.running_count} running`;
+        title.textContent = t('dashboard.barTitle', { day: r.day, ok: r.success_count, failed: r.fail_count, running: r.running_count });
         rect.append(title);
       }
       base += v;
     }
-    add('text', { x: x, y: hgt - 8 }, String(r.day).slice(5));
+    if (i % every === 0) add('text', { x, y: hgt - 8 }, String(r.day).slice(5));
   });
   return svg;
 }
 
-export async function dashboard(main, _, __, ctx) {
-  main.append(h('h1', {}, 'Dashboard'));
+/** A day in the browser's calendar as YYYY-MM-DD. */
+function isoDay(d) {
+  const pad = (v) => String(v).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+export async function dashboard(main, _, params, ctx) {
+  main.append(h('h1', {}, t('dashboard.title')));
   const cards = h('div', { class: 'cards' });
+  // The report's range: the last 7 days unless the URL names one.
+  const today = new Date();
+  const weekAgo = new Date(); weekAgo.setDate(weekAgo.getDate() - 6);
+  const range = { from: params.get('from') || isoDay(weekAgo), to: params.get('to') || isoDay(today) };
+  const from = input(range.from, { type: 'date', max: isoDay(today) });
+  const to = input(range.to, { type: 'date', max: isoDay(today) });
+  const rangeErr = banner();
+  const rangeForm = h('form', { class: 'toolbar', 'aria-label': t('dashboard.range'), onsubmit: (e) => {
+    e.preventDefault();
+    navigate(`/${query({ from: from.value, to: to.value })}`);
+  } }, field(t('common.from'), 'from', from), field(t('common.until'), 'to', to),
+  h('button', { type: 'submit', class: 'primary' }, t('dashboard.show')),
+  ...[[7, 'dashboard.last7'], [30, 'dashboard.last30'], [90, 'dashboard.last90']].map(([n, key]) => h('button', {
+    type: 'button', dataset: { days: n }, onclick: () => {
+      const start = new Date(); start.setDate(start.getDate() - (n - 1));
+      navigate(`/${query({ from: isoDay(start), to: isoDay(new Date()) })}`);
+    },
+  }, t(key))));
+  const totals = h('div', { class: 'cards', id: 'report-totals' });
   const report = h('section', { 'aria-labelledby': 'rep' });
   const clusterBox = h('section', { 'aria-labelledby': 'cl' });
-  main.append(cards, report, clusterBox);
+  main.append(cards, h('h2', { id: 'rep' }, t('dashboard.report')), rangeForm, rangeErr, totals, report, clusterBox);
   let last = null;
   let rep = null;
   let reportAt = 0;
+  const card = (label, value, id) => h('div', { class: 'card', id }, h('div', { class: 'value' }, value), h('div', { class: 'label' }, label));
   // The counts every 3 s; the report (MySQL, today and yesterday
   // recounted) every 30 s.
   const draw = async () => {
@@ -61,44 +91,49 @@ export async function dashboard(main, _, __, ctx) {
       api('GET', '/api/v1/groups'),
       api('GET', '/api/v1/executors'),
       api('GET', '/api/v1/cluster'),
-      wantReport ? api('GET', '/api/v1/reports?days=7') : Promise.resolve(null),
+      wantReport ? api('GET', `/api/v1/reports${query(range)}`).catch((e) => { showBanner(rangeErr, e); return null; }) : Promise.resolve(null),
     ]);
-    if (fresh) { rep = fresh; reportAt = now; }
+    if (fresh) { rep = fresh; reportAt = now; rangeErr.hidden = true; }
     let rate = '—';
     if (last && now > last.at) rate = ((cluster.firing.fired - last.fired) * 1000 / (now - last.at)).toFixed(1);
     last = { at: now, fired: cluster.firing.fired };
-    const rows = rep.items || [];
-    const done = rows.reduce((a, r) => a + r.success_count + r.fail_count, 0);
-    const ok = rows.reduce((a, r) => a + r.success_count, 0);
-    const card = (label, value) => h('div', { class: 'card' }, h('div', { class: 'value' }, value), h('div', { class: 'label' }, label));
     cards.replaceChildren(
-      card('Jobs', `${jobs.total}${jobs.total_exact ? '' : '+'}`),
-      card('Running triggers', `${running.items.length}${running.next ? '+' : ''}`),
-      card('Groups', groups.length),
-      card('Executors online', executors.filter((e) => e.state === 'live').length),
-      card('Success rate, 7 days', done ? `${(100 * ok / done).toFixed(1)} %` : '—'),
-      card('Fires per second (this node)', rate),
-      card('Publish lateness p99 (this node)', `${cluster.firing.publish_lateness_ms.p99} ms`),
+      card(t('dashboard.jobs'), `${jobs.total}${jobs.total_exact ? '' : '+'}`),
+      card(t('dashboard.running'), `${running.items.length}${running.next ? '+' : ''}`),
+      card(t('dashboard.groups'), groups.length),
+      card(t('dashboard.executorsOnline'), executors.filter((e) => e.state === 'live').length),
+      card(t('dashboard.rate'), rate),
+      card(t('dashboard.lateness'), t('unit.ms', { n: cluster.firing.publish_lateness_ms.p99 })),
     );
     if (fresh) {
+      const sum = rep.total || { success_count: 0, fail_count: 0, running_count: 0 };
+      const done = sum.success_count + sum.fail_count;
+      totals.replaceChildren(
+        card(t('status.success'), String(sum.success_count), 'total-success'),
+        card(t('status.failure'), String(sum.fail_count), 'total-failure'),
+        card(t('status.running'), String(sum.running_count), 'total-running'),
+        card(t('dashboard.successRate'), done ? `${(100 * sum.success_count / done).toFixed(1)} %` : '—', 'total-rate'));
+      const rows = rep.items || [];
       report.replaceChildren(
-        h('h2', { id: 'rep' }, `Fires per day (${rep.zone})`),
+        h('p', { class: 'muted' }, t('dashboard.zone'), ' ', h('span', { translate: 'no' }, rep.zone)),
         h('div', { class: 'legend' },
-          h('span', { class: 'ok' }, '■ success'), h('span', { class: 'bad' }, '■ failure'), h('span', { class: 'run' }, '■ running')),
-        chart(rows));
+          h('span', { class: 'ok' }, `■ ${t('status.success')}`), h('span', { class: 'bad' }, `■ ${t('status.failure')}`), h('span', { class: 'run' }, `■ ${t('status.running')}`)),
+        chart(rows),
+        h('div', { class: 'table-wrap' }, h('table', { id: 'report-days' },
+          h('thead', {}, h('tr', {}, ...['dashboard.day', 'status.success', 'status.failure', 'status.running'].map((k) => h('th', { scope: 'col' }, t(k))))),
+          h('tbody', {}, ...rows.slice().reverse().map((r) => h('tr', { dataset: { day: r.day } },
+            h('td', {}, r.day), h('td', {}, String(r.success_count)), h('td', {}, String(r.fail_count)), h('td', {}, String(r.running_count))))))));
     }
     const leader = cluster.leader;
-    clusterBox.replaceChildren(h('h2', { id: 'cl' }, 'Cluster'),
+    clusterBox.replaceChildren(h('h2', { id: 'cl' }, t('cluster.title')),
       h('dl', { class: 'facts' },
-        h('dt', {}, 'Leader'), h('dd', {}, leader ? `${leader.node} (term ${leader.term})` : 'none'),
-        h('dt', {}, 'Nodes'), h('dd', {}, cluster.nodes.join(', ')),
-        h('dt', {}, 'This node'), h('dd', {}, cluster.node)));
+        h('dt', {}, t('cluster.leader')), h('dd', {}, leader ? [h('span', { translate: 'no' }, leader.node), ` (${t('cluster.term')} ${leader.term})`] : t('cluster.noLeader')),
+        h('dt', {}, t('cluster.nodes')), h('dd', { translate: 'no' }, cluster.nodes.join(', ')),
+        h('dt', {}, t('cluster.answering')), h('dd', { translate: 'no' }, cluster.node)));
   };
   await draw();
   ctx.every(3000, draw);
 }
-
-// ---- jobs --------------------------------------------------------------
 
 export async function logs(main, _, params) {
   const groups = await api('GET', '/api/v1/groups');
@@ -106,95 +141,140 @@ export async function logs(main, _, params) {
     group: params.get('group') || '', job_id: params.get('job_id') || '', status: params.get('status') || '',
     from_ms: params.get('from_ms') || '', until_ms: params.get('until_ms') || '', before: params.get('before') || '',
   };
-  const group = select([['', 'all groups'], ...groups.map((g) => g.app)], f.group);
-  const job = input(f.job_id, { inputmode: 'numeric', placeholder: 'any job' });
-  const status = select([['', 'any status'], 'running', 'success', 'failure'], f.status);
+  // One job's logs show its times in its zone.
+  const job = f.job_id ? await api('GET', `/api/v1/jobs/${encodeURIComponent(f.job_id)}`).catch(() => null) : null;
+  const zone = job ? job.zone : undefined;
+  const group = select([['', t('filter.allGroups')], ...groups.map((g) => g.app)], f.group);
+  const jobInput = input(f.job_id, { inputmode: 'numeric', placeholder: t('filter.anyJob') });
+  const status = select([['', t('filter.anyStatus')], ...['running', 'success', 'failure'].map((s) => [s, t(`status.${s}`)])], f.status);
   const from = input(toLocalInput(f.from_ms), { type: 'datetime-local' });
   const until = input(toLocalInput(f.until_ms), { type: 'datetime-local' });
-  const go = (before) => navigate(`/logs${query({ group: group.value, job_id: job.value.trim(), status: status.value, from_ms: toMs(from.value), until_ms: toMs(until.value), before })}`);
+  const go = (before) => navigate(`/logs${query({ group: group.value, job_id: jobInput.value.trim(), status: status.value, from_ms: toMs(from.value), until_ms: toMs(until.value), before })}`);
   const err = banner();
   const form = h('form', { class: 'toolbar', role: 'search', onsubmit: (e) => { e.preventDefault(); go(); } },
-    field('Group', 'group', group), field('Job id', 'job_id', job), field('Status', 'status', status),
-    field('From', 'from_ms', from), field('Until', 'until_ms', until),
-    h('button', { type: 'submit', class: 'primary' }, 'Filter'));
-  main.append(h('h1', {}, 'Logs'), form, err);
+    field(t('common.group'), 'group', group), field(t('logs.jobId'), 'job_id', jobInput), field(t('logs.status'), 'status', status),
+    field(t('common.from'), 'from_ms', from), field(t('common.until'), 'until_ms', until),
+    h('button', { type: 'submit', class: 'primary' }, t('common.filter')));
+  main.append(h('h1', {}, t('logs.title')), form, datePresets(from, until), err);
+  if (mayOperate(f.group || (job && job.group) || undefined) && (f.group || f.job_id || mayOperate())) {
+    main.append(cleanBox(f, job));
+  }
   let page;
   try {
     page = await api('GET', `/api/v1/logs${query({ ...f, limit: 50 })}`);
   } catch (e) { showError(form, err, e); return; }
-  main.append(h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, ...['Trigger', 'Job', 'Group', 'Fired', 'Executor', 'Status', 'Result'].map((t) => h('th', { scope: 'col' }, t)))),
-    h('tbody', {}, page.items.length ? page.items.map((r) => h('tr', {},
-      h('td', {}, link(`/logs/${encodeURIComponent(r.trigger_id)}`, r.trigger_id)),
+  const rowErr = banner();
+  const killButton = (r) => {
+    if (statusOf(r)[0] !== 'running' || !mayOperate(r.group)) return null;
+    const b = h('button', { type: 'button', class: 'danger small', 'aria-label': t('logs.killTrigger', { id: r.trigger_id }), onclick: async () => {
+      if (!confirm(t('logs.killConfirm', { id: r.trigger_id }))) return;
+      try {
+        await api('POST', `/api/v1/logs/${encodeURIComponent(r.trigger_id)}/kill`);
+        b.disabled = true;
+        b.textContent = t('logs.killSent');
+      } catch (e) { showBanner(rowErr, e); }
+    } }, t('logs.kill'));
+    return b;
+  };
+  main.append(rowErr, h('div', { class: 'table-wrap' }, h('table', {},
+    h('thead', {}, h('tr', {}, ...['logs.trigger', 'logs.job', 'common.group', 'logs.fired', 'logs.executor', 'logs.status', 'logs.result', ''].map((k) => h('th', { scope: 'col' }, k ? t(k) : '')))),
+    h('tbody', {}, page.items.length ? page.items.map((r) => h('tr', { dataset: { trigger: r.trigger_id } },
+      h('td', { translate: 'no' }, link(`/logs/${encodeURIComponent(r.trigger_id)}`, r.trigger_id)),
       h('td', {}, link(`/jobs/${r.job_id}`, String(r.job_id))),
-      h('td', {}, r.group || ''),
-      h('td', {}, when(r.fire_ms)),
-      h('td', {}, r.executor_id || ''),
+      h('td', { translate: 'no' }, r.group || ''),
+      h('td', {}, when(r.fire_ms, zone)),
+      h('td', { translate: 'no' }, r.executor_id || ''),
       h('td', {}, statusCell(r)),
-      h('td', {}, r.handle_msg || r.trigger_msg || ''))) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No trigger matches.'))))));
+      h('td', { translate: 'no' }, r.handle_msg || r.trigger_msg || ''),
+      h('td', {}, killButton(r)))) : h('tr', {}, h('td', { colspan: 8, class: 'muted' }, t('logs.none')))))));
   main.append(h('div', { class: 'pager' },
-    f.before ? h('button', { type: 'button', onclick: () => history.back() }, 'Newer') : null,
-    h('button', { type: 'button', disabled: !page.next, onclick: () => go(page.next) }, 'Older')));
+    f.before ? h('button', { type: 'button', onclick: () => history.back() }, t('common.newer')) : null,
+    h('button', { type: 'button', disabled: !page.next, onclick: () => go(page.next) }, t('common.older'))));
 }
 
-/** XXL-JOB's alarm status of a trigger. */
-const ALARM = { 1: 'not needed', 2: 'sent', 3: 'sending failed', 4: 'queued', 5: 'folded into another alarm' };
+/** Cleaning logs (XXL-JOB's 清理): the filter's job, else its group, else
+ *  every group's (admins), by one of XXL-JOB's nine presets. */
+function cleanBox(f, job) {
+  const scope = f.job_id ? { job_id: Number(f.job_id) } : f.group ? { group: f.group } : {};
+  const scopeText = f.job_id ? t('clean.scopeJob', { id: f.job_id }) : f.group ? t('clean.scopeGroup', { group: f.group }) : t('clean.scopeAll');
+  const preset = select([1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => [String(n), t(`clean.preset${n}`)]), '1');
+  const err = banner();
+  const done = h('p', { role: 'status', id: 'clean-result' });
+  const dialog = h('details', { class: 'clean' }, h('summary', {}, t('clean.title')));
+  const form = h('form', { class: 'toolbar', 'aria-label': t('clean.title'), onsubmit: async (e) => {
+    e.preventDefault();
+    const label = preset.selectedOptions[0].textContent;
+    if (!confirm(t('clean.confirm', { scope: scopeText, rule: label }))) return;
+    try {
+      const r = await api('POST', '/api/v1/logs/clean', { ...scope, preset: Number(preset.value) });
+      done.textContent = t('clean.done', { count: r.deleted });
+    } catch (e2) { showError(form, err, e2); }
+  } }, h('p', { class: 'muted' }, scopeText, job ? [' · ', h('span', { translate: 'no' }, job.description || job.handler || '')] : null),
+  field(t('clean.rule'), 'preset', preset),
+  h('button', { type: 'submit', class: 'danger' }, t('clean.submit')));
+  dialog.append(form, err, done);
+  return dialog;
+}
 
 export async function logDetail(main, { trigger }, _, ctx) {
   const id = decodeURIComponent(trigger);
-  main.append(h('h1', {}, `Trigger ${id}`));
+  main.append(h('h1', {}, t('logs.trigger'), ' ', h('span', { translate: 'no' }, id)));
   const facts = h('dl', { class: 'facts' });
-  const lines = h('pre', { class: 'log', 'aria-live': 'polite', 'aria-label': 'Log lines' });
+  const lines = h('pre', { class: 'log', 'aria-live': 'polite', 'aria-label': t('logs.lines'), translate: 'no' });
   const state = h('p', { class: 'muted', id: 'follow-state' });
   const err = banner();
   const kill = h('button', { type: 'button', class: 'danger', hidden: true, onclick: async () => {
     try {
       await api('POST', `/api/v1/logs/${encodeURIComponent(id)}/kill`);
       kill.disabled = true;
-      state.textContent = 'Kill sent; waiting for the executor’s result…';
-    } catch (e) { err.textContent = e.message; err.hidden = false; }
-  } }, 'Kill');
-  main.append(h('div', { class: 'actions' }, kill), err, facts, h('h2', {}, 'Log'), state, lines);
+      state.textContent = t('logs.killWaiting');
+    } catch (e) { showBanner(err, e); }
+  } }, t('logs.kill'));
+  main.append(h('div', { class: 'actions' }, kill), err, facts, h('h2', {}, t('logs.log')), state, lines);
   // The highest line shown: each poll asks only for the lines after it,
   // and polls never overlap (ctx.every), so no line is drawn twice.
   let lastSeq = null;
   let polledAfterEnd = 0;
+  // The job's zone: its times are shown there.
+  let zone;
   const draw = async () => {
-    let t;
+    let tr;
     try {
-      t = await api('GET', `/api/v1/logs/${encodeURIComponent(id)}${query({ after_seq: lastSeq })}`);
+      tr = await api('GET', `/api/v1/logs/${encodeURIComponent(id)}${query({ after_seq: lastSeq })}`);
     } catch (e) {
-      if (e.status === 404) { state.textContent = 'Waiting for the trigger’s first record…'; return true; }
+      if (e.status === 404) { state.textContent = t('logs.waitingFirst'); return true; }
       throw e;
     }
-    const r = t.log || {};
+    const r = tr.log || {};
+    if (zone === undefined && r.job_id !== undefined) {
+      zone = await api('GET', `/api/v1/jobs/${r.job_id}`).then((j) => j.zone).catch(() => null);
+    }
     const [st] = r.trigger_id ? statusOf(r) : ['running'];
+    const alarm = r.alarm_status ? t(`alarm.status${r.alarm_status}`) : '—';
     facts.replaceChildren(
-      h('dt', {}, 'Job'), h('dd', {}, r.job_id !== undefined ? link(`/jobs/${r.job_id}`, String(r.job_id)) : '—'),
-      h('dt', {}, 'Group'), h('dd', {}, r.group || '—'),
-      h('dt', {}, 'Status'), h('dd', {}, r.trigger_id ? statusCell(r) : 'running'),
-      h('dt', {}, 'Type'), h('dd', {}, r.trigger_type || '—'),
-      h('dt', {}, 'Executor'), h('dd', {}, r.executor_id || '—'),
-      h('dt', {}, 'Params'), h('dd', {}, r.params || '—'),
-      h('dt', {}, 'Fired'), h('dd', {}, when(r.fire_ms)),
-      h('dt', {}, 'Sent'), h('dd', {}, when(r.trigger_ms), r.trigger_msg ? ` ${r.trigger_msg}` : ''),
-      h('dt', {}, 'Started'), h('dd', {}, when(r.handle_start_ms)),
-      h('dt', {}, 'Ended'), h('dd', {}, when(r.handle_ms)),
-      h('dt', {}, 'Result'), h('dd', {}, r.handle_code !== null && r.handle_code !== undefined ? `${r.handle_code} ${r.handle_msg || ''}` : '—'),
-      h('dt', {}, 'Alarm'), h('dd', {}, ALARM[r.alarm_status] || '—', r.alarm_msg ? `: ${r.alarm_msg}` : ''));
-    for (const l of t.lines) {
+      h('dt', {}, t('logs.job')), h('dd', {}, r.job_id !== undefined ? link(`/jobs/${r.job_id}`, String(r.job_id)) : '—'),
+      h('dt', {}, t('common.group')), h('dd', { translate: 'no' }, r.group || '—'),
+      h('dt', {}, t('logs.status')), h('dd', {}, r.trigger_id ? statusCell(r) : t('status.running')),
+      h('dt', {}, t('logs.type')), h('dd', {}, r.trigger_type ? t(`triggerType.${r.trigger_type}`) : '—'),
+      h('dt', {}, t('logs.executor')), h('dd', { translate: 'no' }, r.executor_id || '—'),
+      h('dt', {}, t('logs.params')), h('dd', { translate: 'no' }, r.params || '—'),
+      h('dt', {}, t('logs.fired')), h('dd', {}, when(r.fire_ms, zone)),
+      h('dt', {}, t('logs.sent')), h('dd', {}, when(r.trigger_ms, zone), r.trigger_msg ? h('span', { translate: 'no' }, ` ${r.trigger_msg}`) : ''),
+      h('dt', {}, t('logs.started')), h('dd', {}, when(r.handle_start_ms, zone)),
+      h('dt', {}, t('logs.ended')), h('dd', {}, when(r.handle_ms, zone)),
+      h('dt', {}, t('logs.result')), h('dd', { translate: 'no' }, r.handle_code !== null && r.handle_code !== undefined ? `${r.handle_code} ${r.handle_msg || ''}` : '—'),
+      h('dt', {}, t('logs.alarm')), h('dd', { id: 'alarm-status', dataset: { alarm: r.alarm_status ?? '' } }, alarm, r.alarm_msg ? [': ', h('span', { translate: 'no' }, r.alarm_msg)] : ''));
+    for (const l of tr.lines) {
       if (lastSeq !== null && l.seq <= lastSeq) continue;
       lines.append(`${l.line}\n`);
       lastSeq = l.seq;
     }
     const running = st === 'running';
     kill.hidden = !running || !mayOperate(r.group);
-    state.textContent = running ? 'Running: new lines appear as the executor ships them.' : 'Ended.';
+    state.textContent = running ? t('logs.following') : t('logs.endedState');
     // After the result, two more polls pick up lines stored after it.
     if (!running) polledAfterEnd += 1;
     return running || polledAfterEnd < 3;
   };
   if (await draw()) ctx.every(1000, draw);
 }
-
-// ---- groups, cluster, account, users, audit ------------------------------

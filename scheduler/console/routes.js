@@ -1,5 +1,6 @@
 // The console's one route table: each path, the screen (pages.js) that
-// draws it, and its entry in the main menu (label, and who sees it there).
+// draws it, and its entry in the main menu (its label's catalog key, and who
+// sees it there).
 // The server reads this file too (scheduler/src/api/console.rs): every
 // path listed here answers with the page, so a deep link or a reload opens
 // its screen, and no other path does. A `:name` segment is a parameter
@@ -8,19 +9,23 @@
 
 export const ROUTES = [
   ['/login', 'login'],
-  ['/', 'dashboard', 'Dashboard'],
-  ['/jobs', 'jobs', 'Jobs'],
+  ['/', 'dashboard', 'nav.dashboard'],
+  ['/jobs', 'jobs', 'nav.jobs'],
   ['/jobs/new', 'jobForm'],
   ['/jobs/:id(\\d+)', 'jobForm'],
-  ['/logs', 'logs', 'Logs'],
+  ['/logs', 'logs', 'nav.logs'],
   ['/logs/:trigger', 'logDetail'],
-  ['/groups', 'groupsScreen', 'Groups'],
+  ['/groups', 'groupsScreen', 'nav.groups'],
   ['/groups/:app', 'groupScreen'],
-  ['/cluster', 'clusterScreen', 'Cluster'],
+  ['/cluster', 'clusterScreen', 'nav.cluster'],
   ['/account', 'account'],
-  ['/users', 'users', 'Users', 'admin'],
+  ['/users', 'users', 'nav.users', 'admin'],
   ['/users/:name', 'userScreen'],
-  ['/audit', 'audit', 'Audit', 'admin'],
+  ['/audit', 'audit', 'nav.audit', 'admin'],
+  ['/channels', 'channels', 'nav.channels', 'admin'],
+  ['/channels/:name', 'channelScreen'],
+  ['/retention', 'retention', 'nav.retention', 'admin'],
+  ['/deleted', 'deleted', 'nav.deleted', 'admin'],
 ];
 
 /** The regular expression of a route's path, its parameters as named

@@ -1,7 +1,9 @@
 // What every screen of the console shares: who is signed in, the API
 // client (session cookie + CSRF token), navigation inside the console, and
-// small DOM helpers. Imports nothing of the console: the screens
-// (pages.js) and the router (app.js) build on it.
+// small DOM helpers. Imports nothing of the console but its languages
+// (i18n.js): the screens (pages.js) and the router (app.js) build on it.
+
+import { t, language, setLanguage, LANGUAGES } from './i18n.js';
 
 /** Who is signed in (GET /api/v1/auth/me), or null. */
 export const session = { me: null };
@@ -11,6 +13,8 @@ export class ApiError extends Error {
   constructor(status, body) {
     const error = (body && body.error) || {};
     super(error.message || `request failed (${status})`);
+    /** The API's own text (English), kept as it answered. */
+    this.apiMessage = error.message || null;
     this.status = status;
     this.field = error.field || null;
     this.kind = error.kind || null;
@@ -94,16 +98,49 @@ export function link(href, ...children) {
   return h('a', { href, 'data-link': true }, ...children);
 }
 
-/** An instant in the user's zone, with UTC on hover. */
-export function when(ms) {
+/** An instant in the language's format: in `zone` (a job's IANA zone)
+ *  with the zone's name shown, else in the browser's zone; UTC on hover. */
+export function when(ms, zone) {
   if (ms === null || ms === undefined) return h('span', { class: 'muted' }, '—');
-  const d = new Date(ms);
-  const local = d.toLocaleString(undefined, {
-    year: 'numeric', month: '2-digit', day: '2-digit',
-    hour: '2-digit', minute: '2-digit', second: '2-digit',
-  });
+  const d = new Date(Number(ms));
   const utc = d.toISOString().replace('.000Z', 'Z');
-  return h('time', { datetime: d.toISOString(), title: `UTC ${utc}` }, local);
+  return h('time', { datetime: d.toISOString(), title: `UTC ${utc}` }, formatTime(d, zone));
+}
+
+/** `d` as the language writes a date and time, in `zone` if given. */
+export function formatTime(d, zone) {
+  const options = {
+    year: 'numeric', month: '2-digit', day: '2-digit',
+    hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23',
+  };
+  if (zone) {
+    try {
+      return new Intl.DateTimeFormat(language(), { ...options, timeZone: zone, timeZoneName: 'short' }).format(d);
+    } catch { /* a zone the browser does not know: the browser's own */ }
+  }
+  return new Intl.DateTimeFormat(language(), options).format(d);
+}
+
+/** The sentence for an API error in the language shown (by its kind). */
+export function errorText(error) {
+  const kind = error && error.kind;
+  const key = kind ? `error.${kind}` : 'error.other';
+  const text = t(key);
+  return text === key ? t('error.other') : text;
+}
+
+/** An API error shown: the translated sentence, then the API's own
+ *  English message (its field names are the API's), marked as English. */
+export function errorNodes(error) {
+  const own = error && (error.apiMessage || error.message);
+  return [errorText(error), own ? ' ' : null,
+    own ? h('span', { class: 'api-message', lang: 'en', translate: 'no' }, own) : null];
+}
+
+/** Shows `error` in a banner (role alert). */
+export function showBanner(spot, error) {
+  spot.replaceChildren(...errorNodes(error));
+  spot.hidden = false;
 }
 
 /** A form field: label, control, hint and the line where the API's error
@@ -127,17 +164,36 @@ export function showError(form, banner, error) {
   banner.hidden = true;
   const spot = error.field && form.querySelector(`#err-${CSS.escape(error.field)}`);
   if (spot) {
-    spot.textContent = error.message;
+    spot.replaceChildren(...errorNodes(error));
     const control = form.querySelector(`[name="${CSS.escape(error.field)}"]`);
     if (control) control.focus();
   } else {
-    banner.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
+    banner.replaceChildren(...errorNodes(error));
+    if (error.field) banner.append(' ', h('code', { translate: 'no' }, error.field));
     banner.hidden = false;
   }
 }
 
 export function banner() {
   return h('div', { class: 'error-banner', role: 'alert', hidden: true });
+}
+
+/** The language switch: remembered in this browser, and for a signed-in
+ *  user by the API (so it follows them to another browser). */
+export function languageSwitch() {
+  const pick = h('select', { id: 'language', 'aria-label': t('nav.language') },
+    ...LANGUAGES.map(([tag, name]) => h('option', { value: tag, lang: tag, selected: tag === language() }, name)));
+  pick.addEventListener('change', async () => {
+    setLanguage(pick.value);
+    if (session.me && !session.me.read_only) {
+      try {
+        await api('PUT', '/api/v1/auth/language', { language: pick.value });
+        session.me.language = pick.value;
+      } catch { /* kept in this browser; the next sign-in tries again */ }
+    }
+    drawn();
+  });
+  return pick;
 }
 
 /** The role may change things in `group` (operator of it, or admin), and

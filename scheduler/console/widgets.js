@@ -1,28 +1,30 @@
 // The small pieces the screens share: selects and inputs with their
 // explanations, status cells, times for inputs, the executors' table,
-// group check boxes and the diff of two values.
+// group check boxes, the diff of two values and of a job's fields, and
+// the date presets of the filters.
 
 import { query, h, link, field } from './ui.js';
+import { t } from './i18n.js';
 
-export const values = (choices) => choices.map(([v]) => v);
-
-/** A select of plain values or [value, label] pairs, showing the label. */
+/** A select of [value, label] pairs (the label from the catalogs) or of
+ *  plain values (data, such as group names, shown as they are). */
 export function select(options, value) {
   return h('select', {}, ...options.map((o) => {
     const [v, label] = Array.isArray(o) ? o : [o, o];
-    return h('option', { value: v, selected: v === value }, label);
+    return h('option', { value: v, selected: v === value, translate: Array.isArray(o) ? undefined : 'no' }, label);
   }));
 }
 
-/** A select of the API's values (choices.js), showing each value. */
-export function choice(options, value) {
-  return h('select', {}, ...options.map(([v]) => h('option', { value: v, selected: v === value }, v)));
+/** A select of the API's values (a list of choices.js named `list`), each
+ *  shown by its label in the language shown. */
+export function choice(options, value, list) {
+  return h('select', {}, ...options.map((v) => h('option', { value: v, selected: v === value }, t(`choice.${list}.${v}`))));
 }
 
 /** A field for a `choice`, the chosen value's one-line explanation under
  *  it (its hint, which the control is described by). */
-export function explained(label, name, control, options) {
-  const explain = () => (options.find(([v]) => v === control.value) || [])[1] || '';
+export function explained(label, name, control, list) {
+  const explain = () => t(`choice.${list}.${control.value}.hint`);
   const box = field(label, name, control, explain());
   control.addEventListener('change', () => { box.querySelector(`#hint-${name}`).textContent = explain(); });
   return box;
@@ -41,10 +43,8 @@ export function statusOf(row) {
 
 export function statusCell(row) {
   const [text, cls] = statusOf(row);
-  return h('span', { class: `status ${cls}` }, text);
+  return h('span', { class: `status ${cls}`, dataset: { status: text } }, t(`status.${text}`));
 }
-
-// ---- sign-in -----------------------------------------------------------
 
 export function toMs(local) { return local ? new Date(local).getTime() : ''; }
 
@@ -55,40 +55,40 @@ export function toLocalInput(ms) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
-/** How long ago `ms` was, shortly. */
+/** A duration, shortly. */
 export function age(ms) {
   if (ms === null || ms === undefined) return '—';
-  if (ms < 1000) return `${ms} ms`;
-  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
-  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
-  return `${Math.round(ms / 3_600_000)} h`;
+  if (ms < 1000) return t('unit.ms', { n: ms });
+  if (ms < 120_000) return t('unit.s', { n: (ms / 1000).toFixed(1) });
+  if (ms < 7_200_000) return t('unit.min', { n: Math.round(ms / 60_000) });
+  return t('unit.h', { n: Math.round(ms / 3_600_000) });
 }
 
 export function executorTable(list, withGroup) {
-  const state = (e) => h('span', { class: `status ${e.state === 'live' ? 'ok' : 'muted'}` }, e.state);
-  const heads = ['Executor', ...(withGroup ? ['Group'] : []), 'State', 'Heartbeat', 'Host', 'Handlers', 'Running jobs'];
+  const state = (e) => h('span', { class: `status ${e.state === 'live' ? 'ok' : 'muted'}`, dataset: { state: e.state } }, t(`executor.state.${e.state}`));
+  const heads = ['executor.executor', ...(withGroup ? ['common.group'] : []), 'executor.state', 'executor.heartbeat', 'executor.host', 'executor.handlers', 'executor.runningJobs'];
   return h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, ...heads.map((t) => h('th', { scope: 'col' }, t)))),
+    h('thead', {}, h('tr', {}, ...heads.map((k) => h('th', { scope: 'col' }, t(k))))),
     h('tbody', {}, list.length ? list.map((e) => h('tr', {},
-      h('td', {}, e.id),
-      withGroup ? h('td', {}, link(`/groups/${encodeURIComponent(e.group)}`, e.group)) : null,
+      h('td', { translate: 'no' }, e.id),
+      withGroup ? h('td', { translate: 'no' }, link(`/groups/${encodeURIComponent(e.group)}`, e.group)) : null,
       h('td', {}, state(e)),
-      h('td', {}, e.last_seen_ms ? h('span', { title: new Date(e.last_seen_ms).toISOString() }, `${age(e.age_ms)} ago`) : '—'),
-      h('td', {}, e.host ? `${e.host}${e.pid ? ` (pid ${e.pid})` : ''}` : '—'),
-      h('td', {}, e.handlers.length ? e.handlers.join(', ') : '—'),
+      h('td', {}, e.last_seen_ms ? h('span', { title: new Date(e.last_seen_ms).toISOString() }, t('executor.ago', { age: age(e.age_ms) })) : '—'),
+      h('td', { translate: 'no' }, e.host ? `${e.host}${e.pid ? ` (pid ${e.pid})` : ''}` : '—'),
+      h('td', { translate: 'no' }, e.handlers.length ? e.handlers.join(', ') : '—'),
       h('td', {}, e.running_jobs.length
         ? e.running_jobs.flatMap((j, i) => [i ? ', ' : '', link(`/logs${query({ job_id: j, status: 'running' })}`, String(j))])
-        : 'idle'))) : h('tr', {}, h('td', { colspan: heads.length, class: 'muted' }, 'No executor has registered.')))));
+        : t('executor.idle')))) : h('tr', {}, h('td', { colspan: heads.length, class: 'muted' }, t('executor.none'))))));
 }
 
 /** Checkboxes for the groups a user is granted. */
 export function groupBoxes(all, granted, prefix) {
-  const box = h('fieldset', { class: 'groups' }, h('legend', {}, 'Groups granted'));
+  const box = h('fieldset', { class: 'groups' }, h('legend', {}, t('users.groupsGranted')));
   for (const g of all) {
     const cb = h('input', { type: 'checkbox', value: g, id: `${prefix}-${g}`, checked: granted.includes(g) });
-    box.append(h('label', { for: cb.id }, cb, ` ${g}`));
+    box.append(h('label', { for: cb.id, translate: 'no' }, cb, ` ${g}`));
   }
-  if (!all.length) box.append(h('span', { class: 'muted' }, 'No group yet.'));
+  if (!all.length) box.append(h('span', { class: 'muted' }, t('groups.none')));
   box.granted = () => [...box.querySelectorAll('input:checked')].map((c) => c.value);
   return box;
 }
@@ -97,7 +97,7 @@ export function groupBoxes(all, granted, prefix) {
 export function diff(old, cur) {
   const a = (old || '').split('\n'); const b = (cur || '').split('\n');
   const m = a.length; const n = b.length;
-  if (m * n > 250000) return `(too long to compare here)\n--- version\n${old}\n+++ current\n${cur}`;
+  if (m * n > 250000) return `(${t('script.tooLong')})\n--- ${t('script.version')}\n${old}\n+++ ${t('script.current')}\n${cur}`;
   const dp = Array.from({ length: m + 1 }, () => new Array(n + 1).fill(0));
   for (let i = m - 1; i >= 0; i--) for (let j = n - 1; j >= 0; j--) dp[i][j] = a[i] === b[j] ? dp[i + 1][j + 1] + 1 : Math.max(dp[i + 1][j], dp[i][j + 1]);
   const out = []; let i = 0; let j = 0;
@@ -109,4 +109,43 @@ export function diff(old, cur) {
   return out.join('\n');
 }
 
-// ---- logs --------------------------------------------------------------
+
+/** The date presets of a time filter (XXL-JOB's: today, yesterday, this
+ *  month, last month, the last 7 and 30 days), each filling `from` and
+ *  `until` (datetime-local inputs) in the browser's calendar. */
+export function datePresets(from, until) {
+  const day = (offset) => { const d = new Date(); d.setHours(0, 0, 0, 0); d.setDate(d.getDate() + offset); return d; };
+  const month = (offset) => { const d = day(0); d.setDate(1); d.setMonth(d.getMonth() + offset); return d; };
+  const presets = [
+    ['today', () => [day(0), day(1)]],
+    ['yesterday', () => [day(-1), day(0)]],
+    ['thisMonth', () => [month(0), month(1)]],
+    ['lastMonth', () => [month(-1), month(0)]],
+    ['last7', () => [day(-6), day(1)]],
+    ['last30', () => [day(-29), day(1)]],
+  ];
+  return h('div', { class: 'presets', role: 'group', 'aria-label': t('preset.label') },
+    h('span', { class: 'muted' }, t('preset.label')),
+    ...presets.map(([name, range]) => h('button', { type: 'button', dataset: { preset: name }, onclick: () => {
+      const [a, b] = range();
+      from.value = toLocalInput(a.getTime());
+      until.value = toLocalInput(b.getTime() - 60_000);
+      from.form?.requestSubmit();
+    } }, t(`preset.${name}`))));
+}
+
+/** A job's change as the audit keeps it ({field: [before, after]}): one
+ *  line per field, the values as the API stored them. */
+export function changeList(changes) {
+  const show = (v) => (v === null || v === undefined || v === '' ? '—' : typeof v === 'string' ? v : JSON.stringify(v));
+  // A field that went from nothing to nothing (a new job's empty fields)
+  // says nothing.
+  const entries = Object.entries(changes).filter(([, pair]) =>
+    !(Array.isArray(pair) && pair.length === 2 && show(pair[0]) === show(pair[1])));
+  if (!entries.length) return h('span', { class: 'muted' }, t('history.noFieldChanged'));
+  return h('ul', { class: 'changes' }, ...entries.map(([name, pair]) => {
+    const [before, after] = Array.isArray(pair) && pair.length === 2 ? pair : [undefined, pair];
+    return h('li', {}, h('code', { translate: 'no' }, name), ': ',
+      h('del', { translate: 'no' }, show(before)), ' → ', h('ins', { translate: 'no' }, show(after)));
+  }));
+}

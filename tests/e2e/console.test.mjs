@@ -8,39 +8,14 @@
 // disabled, data that looks like HTML shown as text, the job stopped, a
 // viewer without write controls whom the API refuses, and an ended session
 // that returns to sign-in and back. Screenshots of each screen go to
-// $RONDO_SCREENSHOTS.
+// $RONDO_SCREENSHOTS. In English (the browser's language is en-GB);
+// console-zh.test.mjs goes through the console in Chinese.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { chromium } from 'playwright-core';
-
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (tests/tests/console.rs sets it)`);
-  return v;
-};
-const BASE = env('RONDO_URL');
-const ADMIN = [env('RONDO_ADMIN_USER'), env('RONDO_ADMIN_PASSWORD')];
-const VIEWER = [env('RONDO_VIEWER_USER'), env('RONDO_VIEWER_PASSWORD')];
-const SHOTS = env('RONDO_SCREENSHOTS');
-const APP = env('RONDO_APP');
-mkdirSync(SHOTS, { recursive: true });
+import { BASE, ADMIN, VIEWER, APP, launch, getJson, write, shot, until, served } from './helpers.mjs';
 
 const nav = (page, name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
-/** The JSON of a GET with the page's session. */
-const getJson = async (page, path) => {
-  const r = await page.request.get(`${BASE}${path}`);
-  assert.ok(r.ok(), `GET ${path}: ${r.status()}`);
-  return r.json();
-};
-/** A write with the page's session and its CSRF token. */
-const write = async (page, method, path, data) => {
-  const me = await getJson(page, '/api/v1/auth/me');
-  return page.request.fetch(`${BASE}${path}`, { method, data, headers: { 'X-CSRF-Token': me.csrf_token } });
-};
-const shot = (page, name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
 async function signIn(page, [user, password]) {
   await page.getByLabel('Username', { exact: true }).fill(user);
@@ -48,23 +23,8 @@ async function signIn(page, [user, password]) {
   await page.getByRole('button', { name: 'Sign in' }).click();
 }
 
-/** Polls `check` (reloading the page between tries) until it is true. */
-async function until(page, what, check, { reload = true, timeout = 60_000 } = {}) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await page.waitForTimeout(500);
-    if (reload) await page.reload();
-  }
-}
-
 test('the console, from sign-in to a killed trigger, for an admin and a viewer', { timeout: 300_000 }, async () => {
-  const browser = await chromium.launch({
-    executablePath: env('CHROMIUM'),
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launch();
   try {
     const admin = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Asia/Shanghai', locale: 'en-GB' });
     const page = await admin.newPage();
@@ -86,13 +46,11 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     // block, misfire, schedule or script type the spec does not know could
     // never be sent.
     const spec = await getJson(page, '/api/v1/openapi.json');
-    const served = await (await page.request.get(`${BASE}/assets/choices.js`)).text();
-    const choices = await import(`data:text/javascript;base64,${Buffer.from(served).toString('base64')}`);
+    const choices = await served(page, 'choices.js');
     const enumOf = (name) => spec.components.schemas[name].enum;
-    const valuesOf = (list) => list.map(([v]) => v);
     for (const [list, schema] of [[choices.ROUTING, 'Routing'], [choices.BLOCK, 'BlockStrategy'], [choices.MISFIRE, 'Misfire'],
       [choices.SCHEDULE_TYPES, 'ScheduleType'], [choices.GLUE, 'GlueType'], [choices.ROLES, 'Role']]) {
-      assert.deepEqual([...valuesOf(list)].sort(), [...enumOf(schema)].sort(), `the console's ${schema} choices`);
+      assert.deepEqual([...list].sort(), [...enumOf(schema)].sort(), `the console's ${schema} choices`);
     }
 
     // A group.

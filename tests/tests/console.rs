@@ -1,8 +1,10 @@
-//! The web console end to end: a real cluster (a scheduler node, an
-//! executor that may run `sh` scripts, the persistence worker) and the
-//! browser test `tests/e2e/console.test.mjs`, run by Node's test runner
-//! driving Debian's chromium through playwright-core. Screenshots of every
-//! screen land in `target/console-screenshots/`.
+//! The web console end to end: a real cluster (a scheduler node, two
+//! executors that may run `sh` scripts, the persistence worker) and the
+//! browser tests `tests/e2e/console.test.mjs` (in English) then
+//! `tests/e2e/console-zh.test.mjs` (in Chinese, with the catalogs'
+//! checks), run one after the other by Node's test runner driving
+//! Debian's chromium through playwright-core. Screenshots of every screen
+//! land in `target/console-screenshots/`.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -12,7 +14,8 @@ use rondo_core::auth::Role;
 use rondo_history::testing::users::TEST_PASSWORD;
 use rondo_testkit::{Cluster, World};
 
-/// The browser test's own bound is 300 s; this one only guards a hang.
+/// The browser tests' own bound is 300 s a file; this one only guards a
+/// hang.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(420);
 
 fn workspace_root() -> &'static Path {
@@ -48,6 +51,9 @@ async fn the_console_works_in_a_real_browser() {
     let (admin_user, admin_password) = (world.admin.username.clone(), world.admin.password.clone());
     let mut cluster = Cluster::new(world);
     cluster.spawn_executor("web-1");
+    // A second executor of the group: a trigger on a chosen executor
+    // shows where it ran.
+    cluster.spawn_executor("web-2");
     cluster.start_persist_worker();
     let node = cluster.start_node().await;
     let base = format!("http://{}", cluster.addr(node));
@@ -77,30 +83,42 @@ async fn the_console_works_in_a_real_browser() {
         .unwrap();
     assert_eq!(data.status(), 401);
 
-    let run = tokio::process::Command::new("node")
-        .args(["--test", "--test-reporter=spec", "console.test.mjs"])
-        .current_dir(workspace_root().join("tests/e2e"))
-        .env("RONDO_URL", &base)
-        .env("RONDO_ADMIN_USER", &admin_user)
-        .env("RONDO_ADMIN_PASSWORD", &admin_password)
-        .env("RONDO_VIEWER_USER", "vivian")
-        .env("RONDO_VIEWER_PASSWORD", TEST_PASSWORD)
-        .env("RONDO_APP", "web")
-        .env("RONDO_SCREENSHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(BROWSER_TIMEOUT, run)
-        .await
-        .expect("the browser test ends")
-        .expect("node runs");
+    // One file after the other: the Chinese one works on the group the
+    // English one creates.
+    let mut outcome = Vec::new();
+    for file in ["console.test.mjs", "console-zh.test.mjs"] {
+        let run = tokio::process::Command::new("node")
+            .args(["--test", "--test-reporter=spec", file])
+            .current_dir(workspace_root().join("tests/e2e"))
+            .env("RONDO_URL", &base)
+            .env("RONDO_ADMIN_USER", &admin_user)
+            .env("RONDO_ADMIN_PASSWORD", &admin_password)
+            .env("RONDO_VIEWER_USER", "vivian")
+            .env("RONDO_VIEWER_PASSWORD", TEST_PASSWORD)
+            .env("RONDO_APP", "web")
+            .env("RONDO_SCREENSHOTS", &shots)
+            .env("CHROMIUM", &chromium)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(BROWSER_TIMEOUT, run)
+            .await
+            .expect("the browser test ends")
+            .expect("node runs");
+        let failed = !out.status.success();
+        outcome.push((file, out));
+        if failed {
+            break;
+        }
+    }
     cluster.stop().await;
-    assert!(
-        out.status.success(),
-        "the browser test failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for (file, out) in outcome {
+        assert!(
+            out.status.success(),
+            "the browser test {file} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -39,9 +39,19 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../console/choices.js"),
     ),
     (
+        "editor.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/editor.js"),
+    ),
+    (
         "groups-pages.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/groups-pages.js"),
+    ),
+    (
+        "i18n.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/i18n.js"),
     ),
     (
         "jobs-pages.js",
@@ -52,6 +62,26 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "logs-pages.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/logs-pages.js"),
+    ),
+    (
+        "messages-en.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/messages-en.js"),
+    ),
+    (
+        "messages-zh-CN.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/messages-zh-CN.js"),
+    ),
+    (
+        "messages-zh-TW.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/messages-zh-TW.js"),
+    ),
+    (
+        "ops-pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/ops-pages.js"),
     ),
     (
         "pages.js",
@@ -162,7 +192,7 @@ mod tests {
         ] {
             assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
         }
-        assert_eq!(paths.len(), 14, "{paths:?}");
+        assert_eq!(paths.len(), 18, "{paths:?}");
     }
 
     /// Every file of the console's folder is served: a module added there
