@@ -122,14 +122,14 @@ pub struct Options {
     #[arg(long, default_value_t = 64)]
     pub scaling_partitions: u32,
 
-    /// Failover: kills of the leader (each measured). Defaults to 3 (1
-    /// with `--smoke`).
+    /// Failover: kills of the leader, and then of a follower, per step
+    /// (each measured). Defaults to 3 (1 with `--smoke`).
     #[arg(long)]
     pub failover_runs: Option<usize>,
-    /// Failover: jobs firing every second. Defaults to 500 (50 with
-    /// `--smoke`).
-    #[arg(long)]
-    pub failover_jobs: Option<usize>,
+    /// Failover: jobs firing every second, a step each (comma
+    /// separated). Defaults to 500,2000 (50 with `--smoke`).
+    #[arg(long, value_delimiter = ',')]
+    pub failover_jobs: Vec<usize>,
 
     /// Overload: jobs firing every second throughout. Defaults to 1,000
     /// (20 with `--smoke`).
@@ -182,7 +182,7 @@ impl Options {
             pages_jobs: None,
             pages_logs: None,
             failover_runs: None,
-            failover_jobs: None,
+            failover_jobs: Vec::new(),
             overload_base: None,
             overload_jobs: None,
             overload_window: None,
@@ -288,9 +288,15 @@ impl Options {
         self.overload_after.unwrap_or(default).max(1)
     }
 
-    pub fn failover_jobs(&self) -> usize {
-        let default = if self.smoke { 50 } else { 500 };
-        self.failover_jobs.unwrap_or(default).max(1)
+    pub fn failover_jobs(&self) -> Vec<usize> {
+        if !self.failover_jobs.is_empty() {
+            return self.failover_jobs.iter().map(|j| (*j).max(1)).collect();
+        }
+        if self.smoke {
+            vec![50]
+        } else {
+            vec![500, 2_000]
+        }
     }
 }
 

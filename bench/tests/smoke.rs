@@ -357,35 +357,45 @@ async fn the_scale_scenario_creates_measures_and_claims() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_failover_scenario_measures_a_leader_kill() {
+async fn the_failover_scenario_measures_a_leader_and_a_follower_kill() {
     let (markdown, json, _scratch) = smoke(Scenario::Failover, "failover").await;
-    assert!(markdown.contains("first claim after"), "{markdown}");
+    assert!(markdown.contains("kill → claim"), "{markdown}");
     assert_comparable(&json);
-    let kills = json["kills"].as_array().expect("kills");
-    assert_eq!(kills.len(), 1);
-    let kill = &kills[0];
-    assert!(
-        kill["new_term"].as_u64() > kill["old_term"].as_u64(),
-        "{kill}"
-    );
-    assert_ne!(kill["killed"], kill["new_leader"]);
-    let ms = kill["kill_to_claim_ms"].as_i64().expect("kill_to_claim_ms");
-    assert!((1..60_000).contains(&ms), "{ms}");
-    assert_eq!(json["kill_to_claim_ms_median"], ms);
-    // At the default prefetch, the dead leader's burst of late fires waits
-    // on the executor instead of being refused: nothing lost or doubled.
+    let steps = json["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 1);
+    let kills = steps[0]["kills"].as_array().expect("kills");
+    assert_eq!(kills.len(), 2, "one leader and one follower kill");
+    let (leader, follower) = (&kills[0], &kills[1]);
     assert_eq!(
-        (json["lost"].as_u64(), json["duplicates"].as_u64()),
-        (Some(0), Some(0)),
-        "{json}"
+        (leader["target"].as_str(), follower["target"].as_str()),
+        (Some("leader"), Some("follower"))
     );
     assert!(
-        json["zookeeper_session_timeout_ms"]
-            .as_u64()
-            .expect("session")
-            > 0
+        leader["new_term"].as_u64() > leader["old_term"].as_u64(),
+        "{leader}"
     );
-    assert_removed(json["namespace"].as_str().expect("namespace")).await;
+    assert_ne!(leader["killed"], leader["new_leader"]);
+    let ms = leader["kill_to_claim_ms"]
+        .as_i64()
+        .expect("kill_to_claim_ms");
+    assert!((1..60_000).contains(&ms), "{ms}");
+    assert_eq!(steps[0]["leader"]["kill_to_claim_ms_median"], ms);
+    assert!(follower["kill_to_claim_ms"].is_null(), "{follower}");
+    // The dead nodes' fires run (their standby takes them): nothing lost
+    // or run twice, at the configured misfire threshold.
+    for k in kills {
+        assert_eq!(
+            (k["lost"].as_u64(), k["run_twice"].as_u64()),
+            (Some(0), Some(0)),
+            "{k}"
+        );
+        assert!(k["double_published"].as_u64().is_some(), "{k}");
+    }
+    for key in ["zookeeper_session_timeout_ms", "lease_ms"] {
+        assert!(json[key].as_u64().expect(key) > 0);
+    }
+    assert!(json["target_met"].is_boolean());
+    assert_removed(steps[0]["namespace"].as_str().expect("namespace")).await;
 }
 
 /// A directory of its own under the system's temp dir.

@@ -80,6 +80,27 @@ pub const METRICS: &[(&str, Kind, Process, &str, &str)] = &[
         "broker-confirmed publish minus the scheduled instant, per wheel fire",
     ),
     (
+        "rondo_fire_double_publishes_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "fires this node published whose ring member was gone at its ack: taken by a standby or moved by the leader, which published them too (each trigger id runs once)",
+    ),
+    (
+        "rondo_lease_lapses_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "times this node found its ring lease lapsed (frozen or cut off past scheduler.lease_ms) and dropped what it had loaded",
+    ),
+    (
+        "rondo_lease_taken_fires_total",
+        Kind::Counter,
+        Process::Scheduler,
+        "",
+        "fires this node took, as standby, from nodes whose ring lease lapsed",
+    ),
+    (
         "rondo_claim_tick_seconds",
         Kind::Histogram,
         Process::Scheduler,

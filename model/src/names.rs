@@ -98,6 +98,15 @@ impl Names {
         format!("{}:{{p{p}}}:delays", self.ns)
     }
 
+    /// `ns:{pK}:lease:<node>`: the node's lease on its ring of the
+    /// partition (its token, expiring): while it exists, only the node
+    /// fires that ring; once it lapses, the node's standby takes the ring's
+    /// coming fires (`lua/take_ring.lua`, which checks the lease in the
+    /// same step).
+    pub fn lease(&self, p: u32, node: &str) -> String {
+        format!("{}:{{p{p}}}:lease:{node}", self.ns)
+    }
+
     /// Prefix of every ring key of a partition (for scans).
     pub fn ring_prefix(&self, p: u32) -> String {
         format!("{}:{{p{p}}}:ring:", self.ns)

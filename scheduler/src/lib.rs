@@ -225,6 +225,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         firing,
         monitor,
         dispatcher,
+        view,
         ..
     } = parts;
 
@@ -238,9 +239,10 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let (stop, tracker) = (shutdown.clone(), fires.clone());
     core.spawn(async move { ("leader", leader.run(stop).await) }.instrument(span.clone()));
     let stop = shutdown.clone();
+    let nodes = view.nodes.clone();
     core.spawn(
         async move {
-            firing.run(stop, tracker).await;
+            firing.run(nodes, stop, tracker).await;
             ("firing", Ok(()))
         }
         .instrument(span.clone()),

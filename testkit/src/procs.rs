@@ -168,6 +168,11 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             "RONDO_SCHEDULER_MAX_FIRES_LOADED",
             s.max_fires_loaded.to_string(),
         ),
+        ("RONDO_SCHEDULER_LEASE_MS", s.lease_ms.to_string()),
+        (
+            "RONDO_SCHEDULER_LEASE_RENEW_MS",
+            s.lease_renew_ms.to_string(),
+        ),
         (
             "RONDO_SCHEDULER_SHUTDOWN_GRACE_MS",
             s.shutdown_grace_ms.to_string(),

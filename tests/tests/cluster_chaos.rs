@@ -12,8 +12,11 @@
 //! calls with the trigger id — and its trigger must have gone through the
 //! broker (a queue of the test's own bound to the trigger exchange). No
 //! fire may be lost, none refused, no trigger id may run twice, and every
-//! fire must run within the session timeout plus five seconds of its
-//! instant. A fire may run a second time only under a retry id, after its
+//! fire must run within 1.5 s of its instant (a dead or frozen node's
+//! fires are taken by its standby once its ring lease lapses, without
+//! waiting for its ZooKeeper session), or, if it was first sent to the
+//! executor that is killed, within the time that executor takes to be
+//! found gone. A fire may run a second time only under a retry id, after its
 //! executor died mid-run and the run was reported lost (`retries` is 1);
 //! those are counted and each is checked to have its "lost" result. At the
 //! end MySQL holds a success for every fire.
@@ -34,8 +37,14 @@ use serde_json::{Value, json};
 const JOBS: usize = 500;
 const WINDOW_S: i64 = 60;
 const SESSION_MS: u64 = 2000;
-/// Every fire's first run starts within this of its instant.
-const LATENESS_BOUND_MS: i64 = SESSION_MS as i64 + 5000;
+/// Every fire's first run starts within this of its instant: a dead or
+/// frozen node's fires are taken by its standby once its ring lease
+/// (500 ms) lapses, and a busy two-core machine gets another second.
+const LATENESS_BOUND_MS: i64 = 1500;
+/// … but a fire first sent to the executor that is killed waits until the
+/// executor is found gone and its queue is rerouted: within the test
+/// config's `registry.dead_after_ms`.
+const EXECUTOR_LOSS_BOUND_MS: i64 = 5000;
 const EXECUTORS: [&str; 3] = ["chaos-1", "chaos-2", "chaos-3"];
 
 fn is_leader(status: &Value) -> bool {
@@ -268,8 +277,25 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
     let twice: Vec<_> = runs_per_id.iter().filter(|(_, n)| **n > 1).collect();
     let job_ids: HashSet<u64> = runs_per_fire.keys().map(|(j, _)| *j).collect();
     assert_eq!(job_ids.len(), JOBS, "every job ran");
+    // The executor each fire was first sent to: a fire sent to the killed
+    // executor waits for it to be found dead and its queue rerouted.
+    let mut first_sent: HashMap<(u64, i64), (i64, String)> = HashMap::new();
+    for s in witness.sent() {
+        let e = first_sent
+            .entry((s.job_id, s.fire_ms))
+            .or_insert((s.seen_ms, s.executor.clone()));
+        if s.seen_ms < e.0 {
+            *e = (s.seen_ms, s.executor);
+        }
+    }
+    let to_dead_executor = |job: u64, fire: i64| {
+        first_sent
+            .get(&(job, fire))
+            .is_some_and(|(_, e)| e.ends_with(EXECUTORS[0]))
+    };
     let mut lost = Vec::new();
     let mut lateness = Vec::new();
+    let mut lateness_dead_executor = Vec::new();
     let mut late = Vec::new();
     for &job in &job_ids {
         for fire in (w0..=w1).step_by(1000) {
@@ -277,8 +303,13 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
                 None => lost.push((job, fire)),
                 Some(runs) => {
                     let first = runs.iter().map(|r| r.1).min().unwrap_or(fire) - fire;
-                    lateness.push(first);
-                    if first > LATENESS_BOUND_MS {
+                    let (list, bound) = if to_dead_executor(job, fire) {
+                        (&mut lateness_dead_executor, EXECUTOR_LOSS_BOUND_MS)
+                    } else {
+                        (&mut lateness, LATENESS_BOUND_MS)
+                    };
+                    list.push(first);
+                    if first > bound {
                         late.push(((job, fire), first));
                     }
                 }
@@ -342,6 +373,11 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
         late.len()
     );
     eprintln!("  first-run lateness: p50 {p50} ms, p99 {p99} ms, max {max} ms");
+    let (d50, d99, dmax) = stats::summary(&lateness_dead_executor);
+    eprintln!(
+        "  first-run lateness of the {} fires first sent to the killed executor: p50 {d50} ms, p99 {d99} ms, max {dmax} ms",
+        lateness_dead_executor.len()
+    );
     moved_on.expect("the schedule moved past the window");
 
     assert!(
@@ -367,7 +403,7 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
     );
     assert!(
         late.is_empty(),
-        "fires later than the session timeout plus 5 s: {:?}",
+        "fires later than their bound: {:?}",
         &late[..late.len().min(10)]
     );
     assert_eq!(witness.undecodable(), 0);

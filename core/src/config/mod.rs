@@ -184,6 +184,13 @@ impl Config {
                 "scheduler.preread_ms must be ≥ 1000 and claim_interval_ms > 0".into(),
             ));
         }
+        let (lease, renew) = (self.scheduler.lease_ms, self.scheduler.lease_renew_ms);
+        if lease != 0 && (renew == 0 || lease < renew.saturating_mul(3) || lease > 60_000) {
+            return Err(ConfigError::Invalid(format!(
+                "scheduler.lease_renew_ms must be > 0, and scheduler.lease_ms 0 (off) or at least \
+                 three times it and at most 60000 (got {renew} and {lease})"
+            )));
+        }
         for (name, value) in [
             ("max_fires_in_flight", self.scheduler.max_fires_in_flight),
             ("max_fires_loaded", self.scheduler.max_fires_loaded),

@@ -67,6 +67,16 @@ pub struct SchedulerConfig {
     /// the rest of a backlog waits in Redis: an overloaded node's memory
     /// stays bounded.
     pub max_fires_loaded: usize,
+    /// A node's lease on its rings lapses this long after its last
+    /// renewal: then its standby (the next live node in rendezvous order)
+    /// takes the rings' coming fires, without waiting for ZooKeeper to end
+    /// the node's session. A node fires only while it holds its lease.
+    /// 0 turns leases off: a dead node's fires wait for the leader's
+    /// failover (the benchmark's comparison of their cost).
+    pub lease_ms: u64,
+    /// A node renews its leases (and a standby looks at the leases of the
+    /// nodes it stands by for) this often; at most a third of `lease_ms`.
+    pub lease_renew_ms: u64,
     /// On SIGTERM, in-flight work gets this long.
     pub shutdown_grace_ms: u64,
     /// `/metrics` without credentials (otherwise any signed-in user's
@@ -88,6 +98,8 @@ impl Default for SchedulerConfig {
             load_ahead_ms: 1500,
             max_fires_in_flight: 4096,
             max_fires_loaded: 65_536,
+            lease_ms: 500,
+            lease_renew_ms: 100,
             shutdown_grace_ms: 10_000,
             metrics_public: false,
         }

@@ -238,3 +238,23 @@ fn zookeeper_off_loopback_needs_an_identity() {
         assert!(zk.check().unwrap_err().contains("user:password"), "{bad}");
     }
 }
+
+#[test]
+fn a_lease_is_off_or_at_least_three_renewals_long() {
+    let load = |lease: &str, renew: &str| {
+        Config::load(
+            &format!("[scheduler]\nlease_ms = {lease}\nlease_renew_ms = {renew}\n"),
+            env(&[]),
+        )
+    };
+    let c = load("500", "100").unwrap();
+    assert_eq!(
+        (c.scheduler.lease_ms, c.scheduler.lease_renew_ms),
+        (500, 100)
+    );
+    assert_eq!(load("0", "100").unwrap().scheduler.lease_ms, 0, "off");
+    for (lease, renew) in [("200", "100"), ("500", "0"), ("70000", "100")] {
+        let e = load(lease, renew).unwrap_err().to_string();
+        assert!(e.contains("scheduler.lease_ms"), "{lease}/{renew}: {e}");
+    }
+}

@@ -55,6 +55,13 @@ pub(super) struct NodeRole {
 pub(super) struct Firing {
     fired: u64,
     retried: u64,
+    /// Fires this node took from nodes whose ring lease lapsed, as their
+    /// standby.
+    taken: u64,
+    /// Fires this node published whose ring member was gone at its ack
+    /// (taken by a standby or moved by the leader, which published them
+    /// too; each trigger id runs once).
+    double_published: u64,
     publish_lateness_ms: Summary,
 }
 
@@ -105,6 +112,8 @@ pub(super) async fn cluster_status(
         firing: Firing {
             fired: s.firing.stats.fired.load(Relaxed),
             retried: s.firing.stats.retried.load(Relaxed),
+            taken: s.firing.stats.taken.load(Relaxed),
+            double_published: s.firing.stats.double_published.load(Relaxed),
             publish_lateness_ms: s.firing.stats.publish_lateness.summary(),
         },
         last_claim_ms: *s.claimer.last_claim_ms.borrow(),

@@ -16,6 +16,18 @@ pub fn pick_node(job_id: u64, nodes: &[String]) -> usize {
         .unwrap_or(0)
 }
 
+/// The standby of `node`'s rings among `live` (the node itself left out):
+/// the same rendezvous rule as a job's node, keyed by the node's name, so
+/// every node agrees on it from the same live list.
+pub fn standby_of<'a>(node: &str, live: &'a [String]) -> Option<&'a String> {
+    let others: Vec<String> = live.iter().filter(|n| *n != node).cloned().collect();
+    if others.is_empty() {
+        return None;
+    }
+    let chosen = &others[pick_node(fnv1a(node.as_bytes(), 0), &others)];
+    live.iter().find(|n| *n == chosen)
+}
+
 /// FNV-1a over the node name then the job id: stable across processes and
 /// Rust versions, unlike `DefaultHasher`.
 fn fnv1a(bytes: &[u8], job_id: u64) -> u64 {

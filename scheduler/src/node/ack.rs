@@ -2,6 +2,9 @@
 //! confirmed. Acks of one partition that are ready together share one
 //! `ZREM` (group commit); each fire waits for its own.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rondo_core::batcher::{Batcher, Limits};
 
 use crate::store::Store;
@@ -16,10 +19,29 @@ const LIMITS: Limits = Limits {
     linger: std::time::Duration::from_millis(25),
 };
 
-/// The node's ack batcher: partition → members.
-pub(super) fn batcher(store: Store, node: String) -> Batcher<u32, String, ()> {
+/// The node's ack batcher: partition → members. A member already gone
+/// from the ring was taken by a standby or moved by the leader, which
+/// publish it too: counted in `double_published`.
+pub(super) fn batcher(
+    store: Store,
+    node: String,
+    double_published: Arc<AtomicU64>,
+) -> Batcher<u32, String, ()> {
     Batcher::spawn("ring ack", LIMITS, move |p: u32, members: Vec<String>| {
-        let (store, node) = (store.clone(), node.clone());
-        async move { store.node().ack_many(p, &node, &members).await }
+        let (store, node, doubles) = (store.clone(), node.clone(), double_published.clone());
+        async move {
+            let removed = store.node().ack_many(p, &node, &members).await?;
+            let gone = (members.len() as u64).saturating_sub(removed);
+            if gone > 0 {
+                doubles.fetch_add(gone, Ordering::Relaxed);
+                metrics::counter!("rondo_fire_double_publishes_total").increment(gone);
+                tracing::warn!(
+                    partition = p,
+                    gone,
+                    "fired members already gone from the ring: published by another node too"
+                );
+            }
+            Ok(())
+        }
     })
 }

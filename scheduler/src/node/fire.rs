@@ -33,6 +33,16 @@ impl Firing {
                 _ = self.wake.notified() => continue,
                 _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
             }
+            // Without the lease, nothing leaves the wheel (a standby may be
+            // firing these rings): wait for the renewal.
+            if !self.lease_held() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(self.config.lease_renew_ms.max(1))) => {}
+                }
+                continue;
+            }
             // Admission: as many due fires as there are free slots; the
             // others stay on the wheel, in order, and go out late.
             let free = self.in_flight.available_permits();
@@ -63,6 +73,15 @@ impl Firing {
     /// Dispatches one fire and acks it; `_slot` is its place among the fires
     /// in flight, freed when it is settled (or back on the wheel).
     async fn fire_one(self: Arc<Self>, entry: Entry, _slot: OwnedSemaphorePermit) {
+        if !self.lease_held() {
+            // The lease ran out since the wheel released it: back on the
+            // wheel (a lapse clears the wheel; a late renewal keeps it).
+            self.wheel
+                .lock()
+                .expect("wheel lock")
+                .insert(entry.fire_ms, entry);
+            return;
+        }
         let fire = if entry.misfire {
             Fire::misfire(entry.job.clone(), entry.fire_ms)
         } else {

@@ -43,6 +43,11 @@ impl Firing {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
+                _ = self.load_now.notified() => {}
+            }
+            if !self.lease_held() {
+                // Loaded now, it might be taken before the lease is.
+                continue;
             }
             if let Err(e) = self.load_once().await {
                 // The next load reads everything again.
@@ -66,6 +71,10 @@ impl Firing {
         };
         let read_at = clock::now_ms();
         let until = read_at + self.config.load_ahead_ms;
+        let generation = self
+            .lease
+            .generation
+            .load(std::sync::atomic::Ordering::Acquire);
         let after = {
             let mut loads = self.loads.lock().expect("loads lock");
             if room == 0 || (loads.behind && room < bound / 4) {
@@ -94,6 +103,15 @@ impl Firing {
             .node()
             .read_rings(&self.node, after, until, &limits)
             .await?;
+        if self
+            .lease
+            .generation
+            .load(std::sync::atomic::Ordering::Acquire)
+            != generation
+        {
+            // The lease lapsed during the read: what it listed may be taken.
+            return Ok(());
+        }
         let chosen = {
             let mut loaded = self.loaded.lock().expect("loaded lock");
             let chosen = choose(reads, |m| loaded.contains(m), room);
@@ -140,6 +158,15 @@ impl Firing {
                 self.store.ack(partition, &self.node, &member).await?;
                 continue;
             };
+            if self
+                .lease
+                .generation
+                .load(std::sync::atomic::Ordering::Acquire)
+                != generation
+            {
+                // The lease lapsed meanwhile: the reload after it reads again.
+                return Ok(());
+            }
             self.loaded
                 .lock()
                 .expect("loaded lock")

@@ -1,7 +1,8 @@
 //! What every node does with the fires assigned to it: **load** its rings
 //! into the wheel, release each fire at its millisecond and **fire** it
 //! (dispatch), and **ack** it (remove it from the ring) once the broker
-//! confirmed it.
+//! confirmed it; all of it only while it holds its **lease** on its rings,
+//! and standing by for another node's.
 //!
 //! A fire whose dispatch fails (broker or Redis unavailable) stays in the
 //! ring and goes back on the wheel with a backoff, so a claimed fire is
@@ -17,21 +18,25 @@
 //! * `load`: reading the rings into the wheel, incrementally.
 //! * `fire`: releasing due fires, dispatching, retrying with backoff.
 //! * `ack`: ring acks of one partition, batched (group commit).
+//! * `lease`: holding the lease on this node's rings, and taking a lapsed
+//!   one's fires as its standby.
 
 mod ack;
 mod fire;
+mod lease;
 mod load;
 pub mod wheel;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use rondo_core::Job;
 use rondo_core::batcher::Batcher;
 use rondo_core::config::SchedulerConfig;
 use rondo_core::histogram::Histogram;
 use rondo_dispatcher::Dispatcher;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -123,11 +128,29 @@ struct Loads {
     behind: bool,
 }
 
+/// This node's lease on its rings.
+#[derive(Debug)]
+struct Lease {
+    /// The value of its lease keys: this process's own.
+    token: String,
+    /// The node fires only before this instant (ms): its last answered
+    /// renewal's sending plus `lease_ms - lease_renew_ms`.
+    held_until: AtomicI64,
+    /// Counts the lapses: a load read under an earlier one is dropped.
+    generation: AtomicU64,
+}
+
 /// Counters the API reports.
 #[derive(Debug, Default)]
 pub struct FiringStats {
     pub fired: std::sync::atomic::AtomicU64,
     pub retried: std::sync::atomic::AtomicU64,
+    /// Fires taken from nodes whose lease lapsed, as their standby.
+    pub taken: AtomicU64,
+    /// Fires this node published whose ring member was gone at the ack:
+    /// taken by a standby, or moved by the leader, which publish them too
+    /// (the executor runs a trigger id once).
+    pub double_published: Arc<AtomicU64>,
     /// Broker-confirmed publish minus the scheduled instant, per fire.
     pub publish_lateness: Histogram,
 }
@@ -141,6 +164,9 @@ pub struct Firing {
     /// Members a reload skips.
     loaded: std::sync::Mutex<Loaded>,
     wake: Notify,
+    /// Asks the loader for a load now (a take, a lease taken again).
+    load_now: Notify,
+    lease: Lease,
     /// Ring acks of one partition, batched (group commit).
     acks: Batcher<u32, String, ()>,
     /// A slot per fire handed to the dispatcher and not yet settled
@@ -158,8 +184,9 @@ impl Firing {
         node: String,
         config: SchedulerConfig,
     ) -> Arc<Self> {
+        let stats = FiringStats::default();
         Arc::new(Firing {
-            acks: ack::batcher(store.clone(), node.clone()),
+            acks: ack::batcher(store.clone(), node.clone(), stats.double_published.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_fires_in_flight.max(1))),
             loads: std::sync::Mutex::new(Loads::default()),
             store,
@@ -169,7 +196,13 @@ impl Firing {
             wheel: std::sync::Mutex::new(Wheel::default()),
             loaded: std::sync::Mutex::new(Loaded::default()),
             wake: Notify::new(),
-            stats: FiringStats::default(),
+            load_now: Notify::new(),
+            lease: Lease {
+                token: rondo_core::auth::new_secret(),
+                held_until: AtomicI64::new(0),
+                generation: AtomicU64::new(0),
+            },
+            stats,
         })
     }
 
@@ -189,9 +222,22 @@ impl Firing {
         self.config.max_fires_in_flight.max(1) - self.in_flight.available_permits()
     }
 
-    /// Runs the loader and the firing loop until `shutdown`; fires already
-    /// handed to the dispatcher are tracked by `tracker`.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken, tracker: TaskTracker) {
+    /// Runs the lease (standing by for the node `nodes` make this one the
+    /// standby of), the loader and the firing loop until `shutdown`; fires
+    /// already handed to the dispatcher are tracked by `tracker`. The
+    /// leases are given up once the firing loop has stopped.
+    pub async fn run(
+        self: Arc<Self>,
+        nodes: watch::Receiver<Vec<String>>,
+        shutdown: CancellationToken,
+        tracker: TaskTracker,
+    ) {
+        let leases = CancellationToken::new();
+        let lease = tokio::spawn(
+            self.clone()
+                .lease_loop(nodes, leases.clone())
+                .instrument(tracing::info_span!("lease", node = %self.node)),
+        );
         let loader = tokio::spawn(
             self.clone()
                 .load_loop(shutdown.clone())
@@ -202,6 +248,9 @@ impl Firing {
             .instrument(tracing::info_span!("wheel", node = %self.node))
             .await;
         let _ = loader.await;
+        leases.cancel();
+        let _ = lease.await;
+        self.release_leases().await;
     }
 }
 

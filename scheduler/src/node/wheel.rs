@@ -75,6 +75,12 @@ impl<T> Wheel<T> {
         self.len
     }
 
+    /// Drops every fire.
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.len = 0;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -19,6 +19,7 @@ pub struct Store {
     pub(super) rearm: Arc<Script>,
     pub(super) raise_term: Arc<Script>,
     pub(super) reassign: Arc<Script>,
+    pub(super) take_ring: Arc<Script>,
     /// Definitions decoded once per version of their bytes, shared by the
     /// clones of this store (one node's readers).
     parsed: Arc<ParsedJobs>,
@@ -41,6 +42,7 @@ impl Store {
                 include_str!("../../lua/missed.lua"),
                 include_str!("../../lua/reassign.lua")
             ))),
+            take_ring: Arc::new(Script::new(include_str!("../../lua/take_ring.lua"))),
             parsed: Arc::default(),
         }
     }

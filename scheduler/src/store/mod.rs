@@ -6,7 +6,8 @@
 //!   next fire its score in the partition's due set, so the claim script
 //!   never touches a key outside the partition's hash tag); `due` (the
 //!   leader's claim); `rings` (every node's reads and acks, the leader's
-//!   reassignment). `defs` reads many definitions at once, `parsed` keeps
+//!   reassignment); `lease` (every node's leases on its rings, and a
+//!   standby's take of a lapsed one). `defs` reads many definitions at once, `parsed` keeps
 //!   them decoded.
 //! * [`LeaderStore`], [`NodeStore`], [`ApiStore`] (`views`): each role's
 //!   part, reached as `store.leader()`, `store.node()`, `store.api()`;
@@ -27,6 +28,7 @@ mod groups;
 mod handle;
 pub(crate) mod index;
 mod jobs;
+mod lease;
 pub(crate) mod parsed;
 mod rings;
 pub mod triggers;
@@ -35,5 +37,6 @@ mod views;
 pub use due::ClaimItem;
 pub use handle::Store;
 pub use jobs::Due;
+pub use lease::Renewal;
 pub use rings::{Move, RingRead};
 pub use views::{ApiStore, LeaderStore, NodeStore};

@@ -82,23 +82,23 @@ impl NodeStore<'_> {
     }
 
     /// Removes many fired members of one partition from the node's ring in
-    /// one command (see [`Store::ack`]).
+    /// one command (see [`Store::ack`]); how many were still there.
     pub async fn ack_many(
         &self,
         partition: u32,
         node: &str,
         members: &[String],
-    ) -> Result<(), Error> {
+    ) -> Result<u64, Error> {
         if members.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
-        let _: u64 = self
+        let removed: u64 = self
             .0
             .conn()
             .await?
             .zrem(self.0.names.ring(partition, node), members)
             .await?;
-        Ok(())
+        Ok(removed)
     }
 }
 
