@@ -127,6 +127,7 @@ export async function jobForm(main, { id }, params, ctx) {
         const spot = errOf('schedule_conf');
         if (spot) spot.textContent = '';
         preview.replaceChildren(...next.fires.map((f) => h('li', { title: `UTC ${f.utc}` }, formatTime(new Date(f.at_ms), next.zone))));
+        preview.classList.toggle('none', !next.fires.length);
         if (!next.fires.length) preview.replaceChildren(h('li', { class: 'muted' }, t('job.onlyTriggered')));
       } catch (e) {
         preview.replaceChildren();
@@ -264,6 +265,9 @@ function jobActions(job) {
     if (!list.some((e) => e.state === 'live')) executors.append(h('span', { class: 'muted' }, t('job.noLiveExecutor')));
     executors.hidden = false;
   }, undefined, { 'aria-controls': 'run-executors' });
+  const logs = link(`/logs${query({ job_id: job.id })}`, t('nav.logs'));
+  // A viewer is shown no write control (the API would refuse it anyway).
+  if (!can) return h('div', {}, h('div', { class: 'actions' }, logs));
   return h('div', {},
     h('div', { class: 'actions' },
       job.enabled
@@ -287,7 +291,7 @@ function jobActions(job) {
         done.textContent = t('job.killAllDone', { killed: k.killed.length, failed: k.failed.length });
       }, 'danger', { id: 'kill-all' }),
       link(`/jobs/new${query({ copy: job.id })}`, t('job.copy')),
-      link(`/logs${query({ job_id: job.id })}`, t('nav.logs')),
+      logs,
       act(t('job.delete'), async () => {
         if (!confirm(t('job.deleteConfirm', { id: job.id, name: job.description || job.handler || '' }))) return;
         await api('DELETE', `/api/v1/jobs/${job.id}`);
@@ -321,7 +325,7 @@ async function scriptVersions(job, ctx, edit) {
             edit && v.version !== job.glue_version ? h('button', { type: 'button', onclick: () => edit(v) }, t('script.edit')) : null,
             mayOperate(job.group) && v.version !== job.glue_version ? h('button', { type: 'button', onclick: async () => {
               try {
-                await api('POST', `/api/v1/jobs/${job.id}/scripts/${v.version}/restore`, { remark: `restored version ${v.version}` });
+                await api('POST', `/api/v1/jobs/${job.id}/scripts/${v.version}/restore`, { remark: t('script.restoredRemark', { version: v.version }) });
                 navigate(location.pathname, true);
               } catch (e) { showBanner(err, e); }
             } }, t('script.restore')) : null)))))), shown);
@@ -349,6 +353,9 @@ async function missedFires(job) {
   return box;
 }
 
+/** Audit actions on a job that run it rather than change it. */
+const RUNS = new Set(['trigger', 'kill']);
+
 /** Every change of the job, newest first, field by field. */
 async function changeHistory(job) {
   const box = h('section', { 'aria-labelledby': 'history', id: 'job-history' });
@@ -356,7 +363,7 @@ async function changeHistory(job) {
   box.append(h('h2', { id: 'history' }, t('history.title')),
     list.items.length ? h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, ...['audit.when', 'users.user', 'audit.action', 'history.changes'].map((k) => h('th', { scope: 'col' }, t(k))))),
-      h('tbody', {}, ...list.items.map((r) => h('tr', {},
+      h('tbody', {}, ...list.items.filter((r) => !RUNS.has(r.action.split('.').pop())).map((r) => h('tr', {},
         h('td', {}, when(r.at_ms, job.zone)), h('td', { translate: 'no' }, r.username),
         h('td', { translate: 'no' }, r.action),
         h('td', {}, r.changes ? changeList(r.changes) : '—')))))) : h('p', { class: 'muted' }, t('history.none')));

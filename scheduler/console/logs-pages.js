@@ -1,7 +1,7 @@
 // The dashboard, the trigger logs (with kill and clean) and one trigger's
 // log.
 
-import { api, query, h, link, when, field, showError, showBanner, banner, mayOperate, navigate } from './ui.js';
+import { api, query, h, link, when, field, showError, showBanner, banner, mayOperate, isAdmin, navigate } from './ui.js';
 import { select, input, statusOf, statusCell, toMs, toLocalInput, datePresets } from './widgets.js';
 import { t } from './i18n.js';
 
@@ -45,21 +45,35 @@ function chart(rows) {
   return svg;
 }
 
-/** A day in the browser's calendar as YYYY-MM-DD. */
-function isoDay(d) {
-  const pad = (v) => String(v).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+/** The day `back` days before today, as YYYY-MM-DD, in `zone` (the
+ *  report's: the API refuses a day after its today), else in the
+ *  browser's calendar. */
+function dayIn(zone, back = 0) {
+  const now = new Date();
+  let parts = [now.getFullYear(), now.getMonth() + 1, now.getDate()];
+  if (zone) {
+    try {
+      const p = Object.fromEntries(new Intl.DateTimeFormat('en-US', { timeZone: zone, year: 'numeric', month: 'numeric', day: 'numeric' })
+        .formatToParts(now).map(({ type, value }) => [type, Number(value)]));
+      parts = [p.year, p.month, p.day];
+    } catch { /* a zone the browser does not know: its own calendar */ }
+  }
+  const d = new Date(Date.UTC(parts[0], parts[1] - 1, parts[2] - back));
+  return d.toISOString().slice(0, 10);
 }
 
 export async function dashboard(main, _, params, ctx) {
   main.append(h('h1', {}, t('dashboard.title')));
   const cards = h('div', { class: 'cards' });
-  // The report's range: the last 7 days unless the URL names one.
-  const today = new Date();
-  const weekAgo = new Date(); weekAgo.setDate(weekAgo.getDate() - 6);
-  const range = { from: params.get('from') || isoDay(weekAgo), to: params.get('to') || isoDay(today) };
-  const from = input(range.from, { type: 'date', max: isoDay(today) });
-  const to = input(range.to, { type: 'date', max: isoDay(today) });
+  let last = null;
+  let rep = null;
+  let reportAt = 0;
+  // The report's range: the URL's, else the last 7 days as the API counts
+  // them (in the report's zone, which may be ahead of or behind the
+  // browser's).
+  const range = params.get('from') ? { from: params.get('from'), to: params.get('to') || undefined } : { days: 7 };
+  const from = input(params.get('from') || '', { type: 'date' });
+  const to = input(params.get('to') || '', { type: 'date' });
   const rangeErr = banner();
   const rangeForm = h('form', { class: 'toolbar', 'aria-label': t('dashboard.range'), onsubmit: (e) => {
     e.preventDefault();
@@ -68,17 +82,14 @@ export async function dashboard(main, _, params, ctx) {
   h('button', { type: 'submit', class: 'primary' }, t('dashboard.show')),
   ...[[7, 'dashboard.last7'], [30, 'dashboard.last30'], [90, 'dashboard.last90']].map(([n, key]) => h('button', {
     type: 'button', dataset: { days: n }, onclick: () => {
-      const start = new Date(); start.setDate(start.getDate() - (n - 1));
-      navigate(`/${query({ from: isoDay(start), to: isoDay(new Date()) })}`);
+      const zone = rep ? rep.zone : undefined;
+      navigate(`/${query({ from: dayIn(zone, n - 1), to: dayIn(zone) })}`);
     },
   }, t(key))));
   const totals = h('div', { class: 'cards', id: 'report-totals' });
   const report = h('section', { 'aria-labelledby': 'rep' });
   const clusterBox = h('section', { 'aria-labelledby': 'cl' });
   main.append(cards, h('h2', { id: 'rep' }, t('dashboard.report')), rangeForm, rangeErr, totals, report, clusterBox);
-  let last = null;
-  let rep = null;
-  let reportAt = 0;
   const card = (label, value, id) => h('div', { class: 'card', id }, h('div', { class: 'value' }, value), h('div', { class: 'label' }, label));
   // The counts every 3 s; the report (MySQL, today and yesterday
   // recounted) every 30 s.
@@ -93,7 +104,15 @@ export async function dashboard(main, _, params, ctx) {
       api('GET', '/api/v1/cluster'),
       wantReport ? api('GET', `/api/v1/reports${query(range)}`).catch((e) => { showBanner(rangeErr, e); return null; }) : Promise.resolve(null),
     ]);
-    if (fresh) { rep = fresh; reportAt = now; rangeErr.hidden = true; }
+    if (fresh) {
+      rep = fresh; reportAt = now; rangeErr.hidden = true;
+      // The range shown is the report's, its days in the report's zone.
+      const days = rep.items || [];
+      if (!from.value && days.length) from.value = days[0].day;
+      if (!to.value && days.length) to.value = days[days.length - 1].day;
+      from.max = dayIn(rep.zone);
+      to.max = from.max;
+    }
     let rate = '—';
     if (last && now > last.at) rate = ((cluster.firing.fired - last.fired) * 1000 / (now - last.at)).toFixed(1);
     last = { at: now, fired: cluster.firing.fired };
@@ -156,9 +175,11 @@ export async function logs(main, _, params) {
     field(t('common.from'), 'from_ms', from), field(t('common.until'), 'until_ms', until),
     h('button', { type: 'submit', class: 'primary' }, t('common.filter')));
   main.append(h('h1', {}, t('logs.title')), form, datePresets(from, until), err);
-  if (mayOperate(f.group || (job && job.group) || undefined) && (f.group || f.job_id || mayOperate())) {
-    main.append(cleanBox(f, job));
-  }
+  // Who may clean (as the API decides): a job's logs, its group's
+  // operators (a deleted job's: admins); a group's, its operators; every
+  // group's, admins.
+  const mayClean = f.job_id ? (job ? mayOperate(job.group) : isAdmin()) : f.group ? mayOperate(f.group) : isAdmin();
+  if (mayClean) main.append(cleanBox(f, job));
   let page;
   try {
     page = await api('GET', `/api/v1/logs${query({ ...f, limit: 50 })}`);

@@ -30,6 +30,7 @@ export default {
   'error.stale_term': 'The cluster changed leader meanwhile; try again.',
   'error.unavailable': 'A service the scheduler needs did not answer; try again.',
   'error.internal': 'The request failed on the server.',
+  'error.not_sent': 'The trigger could not be sent to an executor.',
   'error.other': 'The request failed.',
   'error.apiSays': 'The API says:',
   'title.console': 'console',
@@ -136,6 +137,7 @@ export default {
   'history.title': 'Change history',
   'history.changes': 'Changes',
   'history.none': 'No change recorded.',
+  'history.fields': '{count} fields',
   'history.noFieldChanged': 'no field changed',
 
   // ---- groups, executors, cluster ----
@@ -342,6 +344,7 @@ export default {
   'script.diff': 'Diff with current',
   'script.edit': 'Edit this version',
   'script.editedFrom': 'edited from version {version}',
+  'script.restoredRemark': 'restored version {version}',
   'script.restore': 'Restore',
   'script.difference': 'Difference',
   'script.tooLong': 'too long to compare here',

@@ -98,8 +98,8 @@ export function link(href, ...children) {
   return h('a', { href, 'data-link': true }, ...children);
 }
 
-/** An instant in the language's format: in `zone` (a job's IANA zone)
- *  with the zone's name shown, else in the browser's zone; UTC on hover. */
+/** An instant in the language's format with its zone's name: in `zone`
+ *  (a job's IANA zone), else in the browser's zone; UTC on hover. */
 export function when(ms, zone) {
   if (ms === null || ms === undefined) return h('span', { class: 'muted' }, '—');
   const d = new Date(Number(ms));
@@ -111,11 +111,11 @@ export function when(ms, zone) {
 export function formatTime(d, zone) {
   const options = {
     year: 'numeric', month: '2-digit', day: '2-digit',
-    hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23',
+    hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23', timeZoneName: 'short',
   };
   if (zone) {
     try {
-      return new Intl.DateTimeFormat(language(), { ...options, timeZone: zone, timeZoneName: 'short' }).format(d);
+      return new Intl.DateTimeFormat(language(), { ...options, timeZone: zone }).format(d);
     } catch { /* a zone the browser does not know: the browser's own */ }
   }
   return new Intl.DateTimeFormat(language(), options).format(d);

@@ -112,7 +112,9 @@ export function diff(old, cur) {
 
 /** The date presets of a time filter (XXL-JOB's: today, yesterday, this
  *  month, last month, the last 7 and 30 days), each filling `from` and
- *  `until` (datetime-local inputs) in the browser's calendar. */
+ *  `until` (datetime-local inputs) in the browser's calendar. The API's
+ *  `until_ms` is exclusive, so `until` is the first minute after the
+ *  range (a day's end at 23:59 would leave out its last minute). */
 export function datePresets(from, until) {
   const day = (offset) => { const d = new Date(); d.setHours(0, 0, 0, 0); d.setDate(d.getDate() + offset); return d; };
   const month = (offset) => { const d = day(0); d.setDate(1); d.setMonth(d.getMonth() + offset); return d; };
@@ -129,23 +131,41 @@ export function datePresets(from, until) {
     ...presets.map(([name, range]) => h('button', { type: 'button', dataset: { preset: name }, onclick: () => {
       const [a, b] = range();
       from.value = toLocalInput(a.getTime());
-      until.value = toLocalInput(b.getTime() - 60_000);
+      until.value = toLocalInput(b.getTime());
       from.form?.requestSubmit();
     } }, t(`preset.${name}`))));
 }
 
+/** The form's label of each field of a job, for its change history. */
+const FIELD_LABELS = {
+  group: 'common.group', description: 'jobs.description', owner: 'jobs.owner',
+  schedule_type: 'job.scheduleType', schedule_conf: 'jobs.schedule', zone: 'job.zone',
+  handler: 'jobs.handler', params: 'logs.params', routing: 'job.routing', block: 'job.block',
+  misfire: 'job.misfire', misfire_threshold_ms: 'job.misfireThreshold', timeout_s: 'job.timeout',
+  retries: 'job.retries', retry_backoff_s: 'job.retryBackoff', child_jobs: 'job.childJobs',
+  alarm_email: 'job.alarmEmail', alarm_webhook: 'job.alarmWebhook', alarm_channels: 'job.alarmChannels',
+  glue_type: 'job.scriptType', glue_source: 'job.script', glue_remark: 'job.remark',
+  enabled: 'job.enabled', secrets: 'job.secrets',
+};
+
 /** A job's change as the audit keeps it ({field: [before, after]}): one
- *  line per field, the values as the API stored them. */
+ *  line per field, its label and its name, the values as the API stored
+ *  them. A long record (a new or restored job) is folded. */
 export function changeList(changes) {
-  const show = (v) => (v === null || v === undefined || v === '' ? '—' : typeof v === 'string' ? v : JSON.stringify(v));
+  const empty = (v) => v === null || v === undefined || v === '' || (Array.isArray(v) && !v.length)
+    || (typeof v === 'object' && !Array.isArray(v) && v !== null && !Object.keys(v).length);
+  const show = (v) => (empty(v) ? '—' : typeof v === 'string' ? v : JSON.stringify(v));
   // A field that went from nothing to nothing (a new job's empty fields)
   // says nothing.
   const entries = Object.entries(changes).filter(([, pair]) =>
     !(Array.isArray(pair) && pair.length === 2 && show(pair[0]) === show(pair[1])));
   if (!entries.length) return h('span', { class: 'muted' }, t('history.noFieldChanged'));
-  return h('ul', { class: 'changes' }, ...entries.map(([name, pair]) => {
+  const list = h('ul', { class: 'changes' }, ...entries.map(([name, pair]) => {
     const [before, after] = Array.isArray(pair) && pair.length === 2 ? pair : [undefined, pair];
-    return h('li', {}, h('code', { translate: 'no' }, name), ': ',
+    return h('li', { dataset: { field: name } }, FIELD_LABELS[name] ? `${t(FIELD_LABELS[name])} ` : '',
+      h('code', { translate: 'no' }, name), ': ',
       h('del', { translate: 'no' }, show(before)), ' → ', h('ins', { translate: 'no' }, show(after)));
   }));
+  if (entries.length <= 6) return list;
+  return h('details', { class: 'fields' }, h('summary', {}, t('history.fields', { count: entries.length })), list);
 }
