@@ -17,12 +17,16 @@
 //! * `lost` / `duplicates`: expected fires inside the window (from each
 //!   job's first fire) that never ran / ran more than once;
 //! * publish lateness from the nodes' histograms, handler lateness from the
-//!   runs: the recorder's, or with real executors the history's rows (each
-//!   row's handler start; a trigger id run twice would be one row there,
-//!   the executors' dedupe is what prevents it);
+//!   runs: the recorder's, or with real executors their results as the
+//!   broker carried them (a queue of the bench's own on the events
+//!   exchange: each result's handler start), never the history, which may
+//!   lag behind;
 //! * CPU per process over the window, and per fire: each process's and
 //!   service's CPU time ÷ the fires of the window;
-//! * the history: `job_log` rows of the window's fires with both sides.
+//! * the history, apart: `job_log` rows of the window's fires with both
+//!   sides (`stored`), the fires run but not stored yet when the wait ended
+//!   (`stored_missing`), and how long the wait for them took
+//!   (`store_wait_s`).
 //!
 //! The ceiling is the broker scenario's one-trigger-per-message publish
 //! rate, measured at the start of the same run.
@@ -350,9 +354,17 @@ async fn measure(
     ceiling: f64,
 ) -> anyhow::Result<Step> {
     let spec = job_spec_for("FIX_RATE", "1", &params.routing, params.executor);
+    // With real executors, the runs are counted from their results as the
+    // broker carries them (bound before the jobs exist), not from the
+    // history, which may lag behind: the history's own lag is reported
+    // apart (`stored`, `stored_missing`, `store_wait_s`).
+    let results = match params.executor {
+        ExecutorKind::Real => Some(rondo_testkit::witness::Results::bind(&sandbox.config).await),
+        _ => None,
+    };
     let runs = Runs {
         cluster,
-        pool: &sandbox.pool,
+        results: results.as_ref(),
         executor: params.executor,
     };
     let creation = create_jobs(
@@ -543,67 +555,45 @@ async fn measure(
 /// Where a window's runs are read from.
 struct Runs<'a> {
     cluster: &'a Cluster,
-    pool: &'a MySqlPool,
+    /// Real executors: every result the broker carried.
+    results: Option<&'a rondo_testkit::witness::Results>,
     executor: ExecutorKind,
 }
 
 impl Runs<'_> {
     /// Runs of fires scheduled in `[from_ms, to_ms)`.
     async fn between(&self, from_ms: i64, to_ms: i64) -> anyhow::Result<Vec<Run>> {
-        match self.executor {
-            ExecutorKind::Bench => Ok(self.cluster.recorder.runs_between(from_ms, to_ms)),
-            ExecutorKind::Real => started_rows_between(self.pool, from_ms, to_ms).await,
+        match (self.executor, self.results) {
+            (ExecutorKind::Real, Some(results)) => Ok(results
+                .results()
+                .into_iter()
+                .filter(|r| (from_ms..to_ms).contains(&r.fire_ms) && r.start_ms > 0)
+                .map(|r| Run {
+                    trigger_id: r.trigger_id,
+                    job_id: r.job_id,
+                    fire_ms: r.fire_ms,
+                    start_ms: r.start_ms,
+                    executor: r.executor_id,
+                })
+                .collect()),
             // What the executors themselves saw start (a run twice would
             // show here, where MySQL keeps one row per trigger id).
-            ExecutorKind::Xxl => Ok(self.cluster.standin_runs_between(from_ms, to_ms)),
+            (ExecutorKind::Xxl, _) => Ok(self.cluster.standin_runs_between(from_ms, to_ms)),
+            _ => Ok(self.cluster.recorder.runs_between(from_ms, to_ms)),
         }
     }
 
     async fn count_between(&self, from_ms: i64, to_ms: i64) -> anyhow::Result<u64> {
-        match self.executor {
-            ExecutorKind::Bench => Ok(self.cluster.recorder.count_between(from_ms, to_ms) as u64),
-            ExecutorKind::Xxl => Ok(self.cluster.standin_runs_between(from_ms, to_ms).len() as u64),
-            ExecutorKind::Real => {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM job_log WHERE fire_ms >= ? AND fire_ms < ? \
-                     AND handle_start IS NOT NULL",
-                )
-                .bind(from_ms)
-                .bind(to_ms)
-                .fetch_one(self.pool)
-                .await?;
-                Ok(n as u64)
+        match (self.executor, self.results) {
+            (ExecutorKind::Real, Some(results)) => Ok(results
+                .count(|r| (from_ms..to_ms).contains(&r.fire_ms) && r.start_ms > 0)
+                as u64),
+            (ExecutorKind::Xxl, _) => {
+                Ok(self.cluster.standin_runs_between(from_ms, to_ms).len() as u64)
             }
+            _ => Ok(self.cluster.recorder.count_between(from_ms, to_ms) as u64),
         }
     }
-}
-
-/// The history's rows of fires in `[from_ms, to_ms)` whose handler
-/// started, as runs (`handle_start` is stored in UTC).
-async fn started_rows_between(
-    pool: &MySqlPool,
-    from_ms: i64,
-    to_ms: i64,
-) -> anyhow::Result<Vec<Run>> {
-    let rows: Vec<(String, u64, i64, i64)> = sqlx::query_as(
-        "SELECT trigger_id, job_id, fire_ms, \
-         CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', handle_start) DIV 1000 AS SIGNED) \
-         FROM job_log WHERE fire_ms >= ? AND fire_ms < ? AND handle_start IS NOT NULL",
-    )
-    .bind(from_ms)
-    .bind(to_ms)
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(trigger_id, job_id, fire_ms, start_ms)| Run {
-            trigger_id,
-            job_id,
-            fire_ms,
-            start_ms,
-            executor: String::new(),
-        })
-        .collect())
 }
 
 /// Rows holding a result (index-only on `handle_code`).

@@ -126,6 +126,16 @@ impl Results {
     pub fn results(&self) -> Vec<ExecResult> {
         self.seen.lock().expect("witness lock").clone()
     }
+
+    /// How many results so far `keep` keeps (without copying them).
+    pub fn count(&self, keep: impl Fn(&ExecResult) -> bool) -> usize {
+        self.seen
+            .lock()
+            .expect("witness lock")
+            .iter()
+            .filter(|r| keep(r))
+            .count()
+    }
 }
 
 impl Drop for Results {
