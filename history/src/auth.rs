@@ -2,7 +2,9 @@
 //! `…_audit_event_id.sql`, `…_user_language.sql`; audit rows are written as `Event::Audit` by
 //! `write_events`, read here): the rows
 //! sign-in reads and writes. What they mean (roles, rights, how secrets are
-//! made) is `rondo_core::auth`; only hashes of secrets come here.
+//! made) is `rondo_core::auth`; only hashes of secrets come here. (Over
+//! 500 lines: users, tokens and the audit share the rows' decoding and
+//! the one user table; each family is a short run of queries.)
 
 use rondo_core::auth::Role;
 use rondo_core::event::AuditRecord;

@@ -1,6 +1,8 @@
 // The console's messages in English. One object: key → text, `{name}`
 // for a value filled in. Every key here is in messages-zh-CN.js and
 // messages-zh-TW.js too (the browser test fails otherwise).
+// (Over 500 lines on purpose: one catalog per language, as the browser
+// test checks them key by key.)
 
 export default {
   // ---- frame, navigation ----

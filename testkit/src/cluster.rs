@@ -375,3 +375,38 @@ impl Drop for Cluster {
         // Processes are killed when their `Child` drops (`kill_on_drop`).
     }
 }
+
+/// Waits until the wall clock reaches `ms`: a test's disruptions follow the
+/// schedule of the fires, not any state of the system.
+pub async fn at(ms: i64) {
+    let wait = ms - rondo_core::clock::now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+}
+
+/// Index of a live node that is not the leader; waits for one to answer
+/// (a busy machine may be slow to).
+pub async fn a_follower(nodes: &[Node]) -> usize {
+    crate::eventually("a live follower", Duration::from_secs(20), || async {
+        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.is_running()) {
+            if n.status()
+                .await
+                .is_some_and(|s| s["role"]["leader"] == false)
+            {
+                return Some(i);
+            }
+        }
+        None
+    })
+    .await
+}
+
+/// The (job, fire) a run's trigger id belongs to: a scheduled fire's id is
+/// `<job>-<fire_ms>-<shard>`, its retry's the same with `-retry<n>`.
+pub fn fire_of(id: &str) -> Option<(u64, i64)> {
+    let mut parts = rondo_core::trigger_id::base(id).split('-');
+    let job = parts.next()?.parse().ok()?;
+    let fire = parts.next()?.parse().ok()?;
+    Some((job, fire))
+}

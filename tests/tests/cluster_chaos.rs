@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use rondo_core::{clock, trigger_id};
-use rondo_testkit::cluster::Node;
+use rondo_testkit::cluster::{Node, a_follower, at, fire_of};
 use rondo_testkit::receiver::Receiver;
 use rondo_testkit::witness::{Results, Witness};
 use rondo_testkit::{Cluster, World, eventually, stats};
@@ -71,41 +71,6 @@ async fn next_claim(nodes: &[Node], old_term: u64, since_ms: i64) -> (usize, u64
         None
     })
     .await
-}
-
-/// Waits until the wall clock reaches `ms`: the disruptions follow the
-/// schedule of the fires, not any state of the system.
-async fn at(ms: i64) {
-    let wait = ms - clock::now_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
-    }
-}
-
-/// Index of a live node that is not the leader; waits for one to answer (a
-/// busy machine may be slow to).
-async fn a_follower(nodes: &[Node]) -> usize {
-    eventually("a live follower", Duration::from_secs(20), || async {
-        for (i, n) in live(nodes) {
-            if n.status()
-                .await
-                .is_some_and(|s| s["role"]["leader"] == false)
-            {
-                return Some(i);
-            }
-        }
-        None
-    })
-    .await
-}
-
-/// The (job, fire) a run's trigger id belongs to: a scheduled fire's id is
-/// `<job>-<fire_ms>-<shard>`, its retry's the same with `-retry<n>`.
-fn fire_of(id: &str) -> Option<(u64, i64)> {
-    let mut parts = trigger_id::base(id).split('-');
-    let job = parts.next()?.parse().ok()?;
-    let fire = parts.next()?.parse().ok()?;
-    Some((job, fire))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -21,8 +21,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use rondo_core::{clock, trigger_id};
-use rondo_testkit::cluster::Node;
+use rondo_core::clock;
+use rondo_testkit::cluster::{Node, a_follower, at, fire_of};
 use rondo_testkit::receiver::Receiver;
 use rondo_testkit::witness::Witness;
 use rondo_testkit::{Cluster, World, eventually, stats};
@@ -30,35 +30,6 @@ use serde_json::{Value, json};
 
 const JOBS: usize = 300;
 const EXECUTORS: [&str; 2] = ["lease-1", "lease-2"];
-
-/// The (job, fire) of a scheduled trigger id `<job>-<fire_ms>-<shard>`.
-fn fire_of(id: &str) -> Option<(u64, i64)> {
-    let mut parts = trigger_id::base(id).split('-');
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-}
-
-async fn at(ms: i64) {
-    let wait = ms - clock::now_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
-    }
-}
-
-/// A live node that is not the leader.
-async fn a_follower(nodes: &[Node]) -> usize {
-    eventually("a live follower", Duration::from_secs(20), || async {
-        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.is_running()) {
-            if n.status()
-                .await
-                .is_some_and(|s| s["role"]["leader"] == false)
-            {
-                return Some(i);
-            }
-        }
-        None
-    })
-    .await
-}
 
 /// A cluster of three node processes at the default settings, JOBS jobs
 /// firing every second through the `http` handler to `receiver`; returns

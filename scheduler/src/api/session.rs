@@ -270,6 +270,17 @@ pub(super) async fn logout(
     Ok(response)
 }
 
+/// Refuses a read-only token the change of one's own `what`.
+fn refuse_read_only(caller: &Caller, what: &str) -> Result<(), Error> {
+    if caller.principal.read_only {
+        return Err(Error::forbidden(
+            "authorization",
+            format!("a read-only token may not change {what}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A password change.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -291,13 +302,7 @@ pub(super) async fn change_password(
     Extension(caller): Extension<Caller>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
-    if caller.principal.read_only {
-        return Err(Error::forbidden(
-            "authorization",
-            "a read-only token may not change a password",
-        )
-        .into());
-    }
+    refuse_read_only(&caller, "a password")?;
     let change = parse_body::<PasswordChange>(&body)?;
     auth::check_new_password("new_password", &change.new_password)?;
     // Guessing the current password is throttled like signing in.
@@ -377,13 +382,7 @@ pub(super) async fn change_language(
     Extension(caller): Extension<Caller>,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
-    if caller.principal.read_only {
-        return Err(Error::forbidden(
-            "authorization",
-            "a read-only token may not change the language",
-        )
-        .into());
-    }
+    refuse_read_only(&caller, "the language")?;
     let change = parse_body::<LanguageChange>(&body)?;
     let Some(language) = change.language else {
         let expected = Language::NAMES.join(", ");

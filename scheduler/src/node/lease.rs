@@ -44,6 +44,12 @@ impl Firing {
         self.config.lease_ms == 0 || clock::now_ms() < self.lease.held_until.load(Ordering::Acquire)
     }
 
+    /// How many times the lease has lapsed: a load that read under an
+    /// earlier count drops what it read.
+    pub(super) fn lease_generation(&self) -> u64 {
+        self.lease.generation.load(Ordering::Acquire)
+    }
+
     /// Renews the leases (and stands by) until `shutdown`; then gives them
     /// up, so the standby takes what is left at once.
     pub(super) async fn lease_loop(

@@ -71,10 +71,7 @@ impl Firing {
         };
         let read_at = clock::now_ms();
         let until = read_at + self.config.load_ahead_ms;
-        let generation = self
-            .lease
-            .generation
-            .load(std::sync::atomic::Ordering::Acquire);
+        let generation = self.lease_generation();
         let after = {
             let mut loads = self.loads.lock().expect("loads lock");
             if room == 0 || (loads.behind && room < bound / 4) {
@@ -103,12 +100,7 @@ impl Firing {
             .node()
             .read_rings(&self.node, after, until, &limits)
             .await?;
-        if self
-            .lease
-            .generation
-            .load(std::sync::atomic::Ordering::Acquire)
-            != generation
-        {
+        if self.lease_generation() != generation {
             // The lease lapsed during the read: what it listed may be taken.
             return Ok(());
         }
@@ -158,12 +150,7 @@ impl Firing {
                 self.store.ack(partition, &self.node, &member).await?;
                 continue;
             };
-            if self
-                .lease
-                .generation
-                .load(std::sync::atomic::Ordering::Acquire)
-                != generation
-            {
+            if self.lease_generation() != generation {
                 // The lease lapsed meanwhile: the reload after it reads again.
                 return Ok(());
             }
