@@ -6,7 +6,9 @@
 // range, the owner filter and "my jobs", missed fires, a job's change
 // history (on the job and in the audit), a trigger on a chosen executor,
 // a kill from the log list and a kill of every run, a log clean with a
-// preset, and a deleted job restored. Runs after console.test.mjs, on the
+// preset, a deleted job restored, times in the job's zone, the log
+// filter's date presets, retention applied, and the script editor
+// (highlighting, an old version edited, the starter templates). Runs after console.test.mjs, on the
 // group it created.
 
 import { test } from 'node:test';
@@ -77,7 +79,8 @@ test('the console in zh-CN: every screen translated, and the daily tools', { tim
     const page = await context.newPage();
     const scriptErrors = [];
     page.on('pageerror', (e) => scriptErrors.push(e));
-    page.on('dialog', (d) => d.accept());
+    const dialogs = [];
+    page.on('dialog', (d) => { dialogs.push(d.message()); d.accept(); });
     await page.goto(`${BASE}/login`);
     const cats = await catalogs(page);
     const zh = cats['zh-CN'];
@@ -108,6 +111,11 @@ test('the console in zh-CN: every screen translated, and the daily tools', { tim
     await writeOk(page, 'POST', `/api/v1/jobs/${late.id}/start`, { from_ms: now - 3_600_000 });
     const sleeper = await job({ description: '长时间脚本', glue_type: 'GLUE_SHELL', glue_source: 'sleep 300\n', handler: undefined });
     const doomed = await job({ description: '将被删除的任务' });
+    const tokyo = await job({ description: '东京时间的任务', schedule_type: 'CRON', schedule_conf: '0 0 9 * * ?', zone: 'Asia/Tokyo' });
+    const firstScript = 'echo first\n';
+    const scripted = await job({ description: '脚本编辑器', glue_type: 'GLUE_SHELL', glue_source: firstScript, handler: undefined });
+    const secondScript = '# second version\necho "hello $HOME"\nexit 3\n';
+    await writeOk(page, 'PUT', `/api/v1/jobs/${scripted.id}`, { glue_source: secondScript, glue_remark: 'v2' });
     await writeOk(page, 'POST', '/api/v1/alarm-channels', { name: 'ding-ops', kind: 'dingtalk', url: 'https://oapi.dingtalk.com/robot/send?access_token=abc', secret: 'SECabc' });
 
     // The dashboard: a range chosen by its preset, its totals and days as
@@ -241,6 +249,116 @@ test('the console in zh-CN: every screen translated, and the daily tools', { tim
     await page.getByRole('link', { name: T('ops.deleted.open', { id: doomed.id }) }).waitFor();
     const back = await getJson(page, `/api/v1/jobs/${doomed.id}`);
     assert.deepEqual([back.description, back.enabled], ['将被删除的任务', false]);
+
+    // Times in the job's zone, written as the language writes them: the
+    // browser is in Shanghai (UTC+8), the job at 09:00 in Tokyo (UTC+9).
+    await page.goto(`${BASE}/jobs/${tokyo.id}`);
+    const nextShown = page.locator('p.muted', { hasText: T('job.nextFire') }).locator('time').first();
+    await nextShown.waitFor();
+    const next = (await getJson(page, `/api/v1/jobs/${tokyo.id}`)).next_fire_ms;
+    assert.equal(await nextShown.getAttribute('datetime'), new Date(next).toISOString());
+    const inTokyo = new Date(next + 9 * 3_600_000);
+    const pad = (n) => String(n).padStart(2, '0');
+    const tokyoDate = `${inTokyo.getUTCFullYear()}/${pad(inTokyo.getUTCMonth() + 1)}/${pad(inTokyo.getUTCDate())}`;
+    const nextText = await nextShown.textContent();
+    for (const part of [tokyoDate, '09:00:00', 'GMT+9']) assert.ok(nextText.includes(part), `${part}: Tokyo's, as zh-CN writes it: ${nextText}`);
+    assert.ok(!nextText.includes('08:00:00'), `not the browser's zone: ${nextText}`);
+
+    // The log filter's date presets, in the browser's calendar (Shanghai
+    // has no daylight saving): today's range holds the trigger run above,
+    // yesterday's does not.
+    const DAY = 86_400_000;
+    const EAST8 = 8 * 3_600_000;
+    const firedAt = (await getJson(page, `/api/v1/logs/${encodeURIComponent(triggerId)}`)).log.fire_ms;
+    const presetRange = async (key) => {
+      await page.goto(`${BASE}/logs?job_id=${mine.id}`);
+      await page.getByRole('group', { name: T('preset.label') }).getByRole('button', { name: T(key), exact: true }).click();
+      await page.waitForURL(/[?&]until_ms=\d+/);
+      const q = new URL(page.url()).searchParams;
+      assert.equal(q.get('job_id'), String(mine.id), 'the other filters kept');
+      const range = [Number(q.get('from_ms')), Number(q.get('until_ms'))];
+      const row = page.locator(`tr[data-trigger="${triggerId}"]`);
+      if (firedAt >= range[0] && firedAt < range[1]) await row.waitFor();
+      else {
+        await page.getByText(T('logs.none'), { exact: true }).waitFor();
+        assert.equal(await row.count(), 0);
+      }
+      return range;
+    };
+    const midnight = Math.floor((Date.now() + EAST8) / DAY) * DAY - EAST8;
+    assert.deepEqual(await presetRange('preset.today'), [midnight, midnight + DAY]);
+    await shot(page, 'zh-CN-24-logs-today');
+    assert.deepEqual(await presetRange('preset.yesterday'), [midnight - DAY, midnight]);
+    const local = new Date(Date.now() + EAST8);
+    const monthStart = (offset) => Date.UTC(local.getUTCFullYear(), local.getUTCMonth() + offset, 1) - EAST8;
+    assert.deepEqual(await presetRange('preset.thisMonth'), [monthStart(0), monthStart(1)]);
+    assert.deepEqual(await presetRange('preset.lastMonth'), [monthStart(-1), monthStart(0)]);
+    assert.deepEqual(await presetRange('preset.last7'), [midnight - 6 * DAY, midnight + DAY]);
+
+    // Retention on its admin page: the configured days as the API reads
+    // them, applied now after a confirmation, and what it dropped.
+    const conf = await getJson(page, '/api/v1/maintenance/retention');
+    await page.goto(`${BASE}/retention`);
+    const on = conf.days >= conf.min_days;
+    await page.getByText(on ? T('ops.retention.configured', { days: conf.days }) : T('ops.retention.configuredOff', { min: conf.min_days }), { exact: true }).waitFor();
+    const keep = page.getByLabel(T('ops.retention.days'), { exact: true });
+    assert.equal(await keep.inputValue(), on ? String(conf.days) : '');
+    await keep.fill('3650');
+    dialogs.length = 0;
+    await page.getByRole('button', { name: T('ops.retention.apply'), exact: true }).click();
+    const doneText = fill(T('ops.retention.done', { days: 3650 }).split('{cutoff}')[0], {});
+    const done = page.locator('p', { hasText: doneText });
+    await done.waitFor();
+    assert.deepEqual(dialogs, [T('ops.retention.confirm', { days: 3650 })], 'asked first');
+    const cutoff = (Math.floor(Date.now() / DAY) - 3650) * DAY;
+    assert.equal(await done.locator('time').getAttribute('datetime'), new Date(cutoff).toISOString(), 'the cutoff: 3650 UTC days back');
+    // Nothing in this database is ten years old.
+    await page.getByText(T('ops.retention.none'), { exact: true }).waitFor();
+    await until(page, 'the retention audited', async () =>
+      (await getJson(page, '/api/v1/audit?action=retention.apply')).items.some((a) => a.detail === '3650 days'), { reload: false });
+    await shot(page, 'zh-CN-25-retention-applied');
+
+    // The script editor: the script highlighted by type, an old version
+    // edited and saved as the newest, and each type's starter template.
+    await until(page, 'both versions kept', async () =>
+      (await getJson(page, `/api/v1/jobs/${scripted.id}/scripts`)).items.length === 2, { reload: false });
+    await page.goto(`${BASE}/jobs/${scripted.id}`);
+    const source = page.getByLabel(T('job.script'), { exact: true });
+    await source.waitFor();
+    const tokens = async (cls) => page.locator(`.editor code .tok-${cls}`).allTextContents();
+    await until(page, 'the script highlighted', async () => (await tokens('comment')).includes('# second version'), { reload: false });
+    assert.deepEqual(await tokens('keyword'), ['echo', 'exit']);
+    assert.ok((await tokens('string')).some((s) => s.startsWith('"hello')), 'a string');
+    assert.deepEqual(await tokens('var'), ['$HOME']);
+    assert.deepEqual(await tokens('number'), ['3']);
+    await shot(page, 'zh-CN-26-script-highlighted');
+    await page.locator('tr[data-version="1"]').getByRole('button', { name: T('script.edit'), exact: true }).click();
+    assert.equal(await source.inputValue(), firstScript);
+    assert.equal(await page.getByLabel(T('job.remark'), { exact: true }).inputValue(), T('script.editedFrom', { version: 1 }));
+    await until(page, 'the old version highlighted', async () => (await tokens('comment')).length === 0, { reload: false });
+    const edited = `${firstScript}echo edited\n`;
+    await source.fill(edited);
+    await page.getByRole('button', { name: T('common.save') }).click();
+    await until(page, 'the edit saved as the newest version', async () => {
+      const versions = (await getJson(page, `/api/v1/jobs/${scripted.id}/scripts`)).items;
+      const newest = versions.find((v) => v.version === 3);
+      return newest && newest.glue_source === edited && newest.glue_remark === T('script.editedFrom', { version: 1 });
+    }, { reload: false });
+    assert.equal((await getJson(page, `/api/v1/jobs/${scripted.id}`)).glue_source, edited);
+    // The starter templates, as the console serves them.
+    const templates = await page.evaluate(async () => {
+      const m = await import('/assets/editor.js');
+      return { shell: m.templateFor('GLUE_SHELL'), python: m.templateFor('GLUE_PYTHON') };
+    });
+    await page.goto(`${BASE}/jobs/${scripted.id}`);
+    await source.waitFor();
+    dialogs.length = 0;
+    await page.getByRole('button', { name: T('script.insertTemplate'), exact: true }).click();
+    assert.deepEqual(dialogs, [T('script.replaceConfirm')], 'asked before replacing a script');
+    assert.equal(await source.inputValue(), templates.shell);
+    await page.getByLabel(T('job.scriptType'), { exact: true }).selectOption('GLUE_PYTHON');
+    assert.equal(await source.inputValue(), templates.python, 'a new type starts from its template');
+    await until(page, 'Python highlighted', async () => (await tokens('keyword')).includes('import'), { reload: false });
 
     // Every other screen, translated.
     for (const [path, name, ready] of [
