@@ -50,6 +50,8 @@ pub struct Params {
     pub routing: String,
     pub concurrency: usize,
     pub executor_prefetch: Option<u16>,
+    /// The nodes' ZooKeeper session (`None`: the sandbox's).
+    pub session_ms: Option<u64>,
     pub ceiling_seconds: f64,
     pub in_flight: usize,
     pub smoke: bool,
@@ -65,6 +67,7 @@ impl Params {
             routing: options.routing.clone(),
             concurrency: options.concurrency.max(1),
             executor_prefetch: options.executor_prefetch(),
+            session_ms: options.failover_session_ms(),
             ceiling_seconds: options.broker_seconds(),
             in_flight: options.in_flight.max(1),
             smoke: options.smoke,
@@ -180,6 +183,9 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<FailoverRep
     let mut config = config.clone();
     if let Some(prefetch) = params.executor_prefetch {
         config.executor.prefetch = prefetch;
+    }
+    if let Some(session) = params.session_ms {
+        config.zookeeper.session_timeout_ms = session;
     }
     let mut steps = Vec::new();
     let mut binaries = None;

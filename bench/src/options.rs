@@ -80,9 +80,14 @@ pub struct Options {
     /// Which executors run the throughput scenario's jobs: `bench`, recording
     /// executors inside the bench process (handler `record`, returns at
     /// once), or `real`, `rondo-executor` processes (the product's path:
-    /// handler `demo`, two log lines a run), counted from MySQL's history.
+    /// handler `demo`, two log lines a run), counted from their results
+    /// as the broker carries them (the history's lag is reported apart).
     #[arg(long, value_enum, default_value_t = ExecutorKind::Bench)]
     pub executor: ExecutorKind,
+    /// Throughput: no persistence worker. The scheduling path alone: the
+    /// runs are counted as always, the history stays empty (`stored` 0).
+    #[arg(long)]
+    pub no_history: bool,
 
     /// Scale: jobs not due soon. Defaults to 1,000,000 (2,000 with
     /// `--smoke`).
@@ -130,6 +135,10 @@ pub struct Options {
     /// separated). Defaults to 500,2000 (50 with `--smoke`).
     #[arg(long, value_delimiter = ',')]
     pub failover_jobs: Vec<usize>,
+    /// Failover: the nodes' ZooKeeper session timeout (ms). Defaults to
+    /// the production default, 6000 (with `--smoke`, the sandbox's 4000).
+    #[arg(long)]
+    pub failover_session_ms: Option<u64>,
 
     /// Overload: jobs firing every second throughout. Defaults to 1,000
     /// (20 with `--smoke`).
@@ -176,6 +185,7 @@ impl Options {
             executor_prefetch: None,
             concurrency: 64,
             executor: ExecutorKind::Bench,
+            no_history: false,
             scale_jobs: None,
             scale_due: None,
             scale_api_seconds: None,
@@ -183,6 +193,7 @@ impl Options {
             pages_logs: None,
             failover_runs: None,
             failover_jobs: Vec::new(),
+            failover_session_ms: None,
             overload_base: None,
             overload_jobs: None,
             overload_window: None,
@@ -253,6 +264,13 @@ impl Options {
     pub fn failover_runs(&self) -> usize {
         let default = if self.smoke { 1 } else { 3 };
         self.failover_runs.unwrap_or(default).max(1)
+    }
+
+    /// `None`: the sandbox's session.
+    pub fn failover_session_ms(&self) -> Option<u64> {
+        let default = rondo_core::Config::default().zookeeper.session_timeout_ms;
+        self.failover_session_ms
+            .or((!self.smoke).then_some(default))
     }
 
     pub fn scaling_jobs(&self) -> usize {

@@ -243,7 +243,7 @@ async fn measure(
 
     // 3. The due jobs, at one instant T far enough ahead for them all to
     // exist before the tick that claims T (at T − pre-read).
-    let preread = config.scheduler.preread_ms;
+    let preread = config.claim_ahead_ms();
     let rate = if api.jobs.is_empty() {
         500.0
     } else {

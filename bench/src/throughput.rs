@@ -69,6 +69,8 @@ pub struct Params {
     pub in_flight: usize,
     pub smoke: bool,
     pub executor: ExecutorKind,
+    /// Without the persistence worker (`--no-history`).
+    pub no_history: bool,
 }
 
 impl Params {
@@ -86,6 +88,7 @@ impl Params {
             in_flight: options.in_flight.max(1),
             smoke: options.smoke,
             executor: options.executor,
+            no_history: options.no_history,
         }
     }
 }
@@ -193,6 +196,8 @@ pub struct ThroughputReport {
     /// `bench` (recording executors in the bench) or `real`
     /// (`rondo-executor` processes).
     pub executor: ExecutorKind,
+    /// Whether the persistence worker ran (`--no-history`: not).
+    pub history: bool,
     pub window_s: f64,
     pub warmup_s: f64,
     pub routing: String,
@@ -278,6 +283,7 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<ThroughputR
         nodes: params.nodes,
         executors: params.executors,
         executor: params.executor,
+        history: !params.no_history,
         window_s: params.window.as_secs_f64(),
         warmup_s: params.warmup.as_secs_f64(),
         routing: params.routing.clone(),
@@ -325,7 +331,7 @@ pub(crate) async fn run_step(
             nodes: params.nodes,
             executors: params.executors,
             node_log: "info",
-            persist_worker: true,
+            persist_worker: !params.no_history,
             executor: params.executor,
         };
         let result = match Cluster::start(&sandbox.config, &spec).await {
@@ -474,7 +480,7 @@ async fn measure(
     let store_started = Instant::now();
     let mut stored = 0;
     let mut last = (u64::MAX, Instant::now());
-    while store_started.elapsed() < Duration::from_secs(60) {
+    while !params.no_history && store_started.elapsed() < Duration::from_secs(60) {
         stored = complete_rows_between(&sandbox.pool, w0, w1)
             .await
             .unwrap_or(0);

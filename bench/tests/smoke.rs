@@ -251,6 +251,27 @@ async fn the_throughput_scenario_runs_real_executor_processes() {
     assert_removed(step["namespace"].as_str().expect("namespace")).await;
 }
 
+/// Runs are counted from the results the broker carried, not from the
+/// history: with no persistence worker, no row is ever stored, and no
+/// fire is counted lost for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_executor_runs_are_counted_from_their_results_not_the_history() {
+    let (_markdown, json, _scratch) = smoke_with(Scenario::Throughput, "throughput", |o| {
+        o.executor = rondo_bench::ExecutorKind::Real;
+        o.no_history = true;
+    })
+    .await;
+    assert_eq!(json["history"], false, "{json}");
+    let step = &json["steps"][0];
+    let fires = every_expected_fire_ran_once(step, 100);
+    assert_eq!(step["stored"], 0, "nothing stored: {step}");
+    assert_eq!(
+        step["stored_missing"], fires,
+        "the history's lag, apart: {step}"
+    );
+    assert_removed(step["namespace"].as_str().expect("namespace")).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_xxl_scenario_runs_the_same_load_through_the_gateway_and_rondo_executor() {
     let (markdown, json, _scratch) = smoke(Scenario::Xxl, "xxl").await;

@@ -388,11 +388,25 @@ pub async fn at(ms: i64) {
 /// Index of a live node that is not the leader; waits for one to answer
 /// (a busy machine may be slow to).
 pub async fn a_follower(nodes: &[Node]) -> usize {
-    crate::eventually("a live follower", Duration::from_secs(20), || async {
+    in_role(nodes, false).await
+}
+
+/// Index of the live node that is the leader; waits for it to answer.
+pub async fn the_leader(nodes: &[Node]) -> usize {
+    in_role(nodes, true).await
+}
+
+async fn in_role(nodes: &[Node], leader: bool) -> usize {
+    let what = if leader {
+        "the leader"
+    } else {
+        "a live follower"
+    };
+    crate::eventually(what, Duration::from_secs(20), || async {
         for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.is_running()) {
             if n.status()
                 .await
-                .is_some_and(|s| s["role"]["leader"] == false)
+                .is_some_and(|s| s["role"]["leader"] == leader)
             {
                 return Some(i);
             }

@@ -216,7 +216,7 @@ async fn a_flushed_redis_is_rebuilt_from_mysql_and_fires_again() {
     );
     // At most one period ahead, plus the pre-read: a fire due within it is
     // claimed at once and the score moves to the one after.
-    let ahead = 60_000 + config.scheduler.preread_ms;
+    let ahead = 60_000 + config.claim_ahead_ms();
     assert!(cron_next <= clock::now_ms() + ahead, "{cron_next}");
 
     // The FIX_RATE job fires again; the FIRE_ONCE_NOW one fires once now.

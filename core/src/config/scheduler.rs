@@ -43,7 +43,10 @@ pub struct SchedulerConfig {
     pub node_id: String,
     /// Where the admin HTTP API listens.
     pub api_addr: String,
-    /// How far ahead the leader claims (XXL-JOB's 5 s pre-read).
+    /// How far ahead the leader claims (XXL-JOB's 5 s pre-read); the
+    /// leader claims at least the ZooKeeper session plus three claim
+    /// intervals ahead, so a dead leader's successor comes before the
+    /// claimed fires run out ([`crate::Config::claim_ahead_ms`]).
     pub preread_ms: i64,
     /// A fire later than this is a misfire.
     pub misfire_threshold_ms: i64,

@@ -258,3 +258,19 @@ fn a_lease_is_off_or_at_least_three_renewals_long() {
         assert!(e.contains("scheduler.lease_ms"), "{lease}/{renew}: {e}");
     }
 }
+
+#[test]
+fn the_claim_runs_at_least_a_session_and_three_intervals_ahead() {
+    let load = |text: &str| Config::load(text, env(&[])).unwrap().claim_ahead_ms();
+    // The defaults: a 6 s session outlasts the 5 s pre-read.
+    assert_eq!(load(""), 9_000);
+    assert_eq!(load("[zookeeper]\nsession_timeout_ms = 2000\n"), 5_000);
+    assert_eq!(
+        load("[zookeeper]\nsession_timeout_ms = 2000\n[scheduler]\npreread_ms = 15000\n"),
+        15_000
+    );
+    assert_eq!(
+        load("[zookeeper]\nsession_timeout_ms = 4000\n[scheduler]\nclaim_interval_ms = 500\n"),
+        5_500
+    );
+}

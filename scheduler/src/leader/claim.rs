@@ -60,6 +60,8 @@ const CLAIM_CONCURRENCY: usize = 8;
 pub struct Claimer {
     store: Store,
     config: SchedulerConfig,
+    /// How far ahead it claims ([`rondo_core::Config::claim_ahead_ms`]).
+    ahead_ms: i64,
     view: ClusterView,
     node: String,
     /// MySQL, read only to rebuild an empty Redis.
@@ -80,6 +82,7 @@ impl Claimer {
     pub fn new(
         store: Store,
         config: SchedulerConfig,
+        ahead_ms: i64,
         view: ClusterView,
         node: String,
         history: History,
@@ -87,6 +90,7 @@ impl Claimer {
         Arc::new(Claimer {
             store,
             config,
+            ahead_ms,
             view,
             node,
             history,
@@ -245,7 +249,7 @@ impl Claimer {
             let now = clock::now_ms();
             let window = ClaimWindow {
                 now_ms: now,
-                horizon_ms: now + self.config.preread_ms,
+                horizon_ms: now + self.ahead_ms,
                 misfire_threshold_ms: self.config.misfire_threshold_ms,
                 max_fires: self.config.max_fires_per_claim,
             };
