@@ -373,6 +373,7 @@ test('the console in zh-CN: every screen translated, and the daily tools', { tim
       ['/channels', '21-channels', 'tbody tr'],
       ['/retention', '22-retention', 'form'],
       [`/logs/${encodeURIComponent(triggerId)}`, '23-trigger-log', 'dl.facts dd'],
+      ['/channels/ding-ops', '27-channel-edit', 'form'],
     ]) {
       await page.goto(`${BASE}${path}`);
       await page.locator(ready).first().waitFor();
