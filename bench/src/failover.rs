@@ -147,6 +147,8 @@ pub struct FailoverReport {
     /// The first step's jobs (every step's are in `steps`).
     pub jobs: usize,
     pub zookeeper_session_timeout_ms: u64,
+    /// How far ahead the leader claims under that session.
+    pub claim_ahead_ms: i64,
     pub misfire_threshold_ms: i64,
     pub lease_ms: u64,
     /// The recording executor's `executor.prefetch`.
@@ -218,6 +220,7 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<FailoverRep
         nodes: NODES,
         jobs: params.jobs.first().copied().unwrap_or(0),
         zookeeper_session_timeout_ms: config.zookeeper.session_timeout_ms,
+        claim_ahead_ms: config.claim_ahead_ms(),
         misfire_threshold_ms: config.scheduler.misfire_threshold_ms,
         lease_ms: config.scheduler.lease_ms,
         executor_prefetch: config.executor.prefetch,

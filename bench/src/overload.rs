@@ -290,9 +290,12 @@ async fn measure(
         |_| base_spec.clone(),
     )
     .await?;
-    // Room to create the overload jobs (about 3,000 a second here) and to
+    // Room to create the overload jobs (about 3,000 a second here) before
+    // the leader claims the window (its claim runs this far ahead), and to
     // see the base jobs on time before the window.
-    let lead_ms = (params.overload_jobs as i64 / 2).max(3_000) + BEFORE_S * 1000;
+    let ahead_ms = cluster.config.claim_ahead_ms();
+    let lead_ms =
+        (params.overload_jobs as i64 / 2).max(3_000) + (BEFORE_S * 1000).max(ahead_ms + 1000);
     let from = window_start(clock::now_ms(), lead_ms, params.window_s);
     let to = from + params.window_s * 1000;
     let cron = window_cron(from, params.window_s);
@@ -308,7 +311,7 @@ async fn measure(
     )
     .await?;
     anyhow::ensure!(
-        clock::now_ms() < from - 5_000,
+        clock::now_ms() < from - ahead_ms,
         "creating the overload jobs took past the window's claim"
     );
     let overload: Vec<Created> = overload

@@ -412,7 +412,7 @@ async fn the_failover_scenario_measures_a_leader_and_a_follower_kill() {
         );
         assert!(k["double_published"].as_u64().is_some(), "{k}");
     }
-    for key in ["zookeeper_session_timeout_ms", "lease_ms"] {
+    for key in ["zookeeper_session_timeout_ms", "claim_ahead_ms", "lease_ms"] {
         assert!(json[key].as_u64().expect(key) > 0);
     }
     assert!(json["target_met"].is_boolean());

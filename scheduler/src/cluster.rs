@@ -57,12 +57,18 @@ pub struct ClusterView {
     /// The claimer reports a term Redis refused; a leader holding that term
     /// resigns.
     pub refused_term: Arc<watch::Sender<u64>>,
+    /// The session timeout ZooKeeper granted (ms; 0 before the first
+    /// session). A server clamps the one asked for to its own
+    /// `minSessionTimeout`..`maxSessionTimeout`: a dead leader is found
+    /// after this one, so the claim runs ahead of it.
+    pub session_ms: watch::Receiver<u64>,
 }
 
 struct Channels {
     role: watch::Sender<Role>,
     nodes: watch::Sender<Vec<String>>,
     leader: watch::Sender<Option<LeaderInfo>>,
+    session_ms: watch::Sender<u64>,
 }
 
 pub struct Cluster {
@@ -108,11 +114,13 @@ impl Cluster {
         let (nodes, nodes_rx) = watch::channel(Vec::new());
         let (leader, leader_rx) = watch::channel(None);
         let (refused_tx, refused_term) = watch::channel(0);
+        let (session_ms, session_rx) = watch::channel(0);
         let view = ClusterView {
             role: role_rx,
             nodes: nodes_rx,
             leader: leader_rx,
             refused_term: Arc::new(refused_tx),
+            session_ms: session_rx,
         };
         (
             Cluster {
@@ -125,6 +133,7 @@ impl Cluster {
                     role,
                     nodes,
                     leader,
+                    session_ms,
                 },
                 refused_term,
             },
@@ -174,6 +183,17 @@ impl Cluster {
             .connect(&self.config.connect)
             .await
             .map_err(|e| zk_err("connect", e))?;
+        let granted = u64::try_from(root.session_timeout().as_millis()).unwrap_or(u64::MAX);
+        if granted > self.config.session_timeout_ms {
+            tracing::warn!(
+                asked_ms = self.config.session_timeout_ms,
+                granted_ms = granted,
+                "ZooKeeper granted a longer session than zookeeper.session_timeout_ms \
+                 (its minSessionTimeout, twice its tickTime by default): a dead node is \
+                 found that much later; the claim runs ahead of the granted one"
+            );
+        }
+        self.tx.session_ms.send_replace(granted);
         match root.mkdir(&self.names.zk_root(), &persistent).await {
             Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
             Err(e) => return Err(zk_err("mkdir root", e)),

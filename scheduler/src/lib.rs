@@ -134,7 +134,7 @@ impl Parts {
         let claimer = Claimer::new(
             store.clone(),
             scheduler.clone(),
-            config.claim_ahead_ms(),
+            config.zookeeper.session_timeout_ms,
             view.clone(),
             node_id.clone(),
             history.clone(),

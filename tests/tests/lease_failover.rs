@@ -232,10 +232,12 @@ async fn a_frozen_node_thawed_after_its_standby_fired_runs_nothing_twice() {
     let (mut cluster, witness, w0) = every_second(&receiver, None).await;
     let w1 = w0 + 15_000;
     let frozen = a_follower(&cluster.nodes).await;
-    // Frozen a few milliseconds after its fires of a second left the
-    // wheel: published, or about to be, and not yet acknowledged, so the
-    // standby takes and publishes them too.
-    at(w0 + 4_000 + 4).await;
+    // Frozen 25 ms after its fires of a second were due: they left the
+    // wheel (a few ms late at most) and are published or about to be, and
+    // their ring acks, which wait for the confirm and then linger 25 ms to
+    // batch, are not sent yet. So the standby takes and publishes them
+    // too.
+    at(w0 + 4_000 + 25).await;
     let frozen_at = clock::now_ms();
     cluster.node_proc(frozen).signal("STOP");
     // Past its lease (500 ms) and the standby's take, within its session.

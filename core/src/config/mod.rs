@@ -139,23 +139,12 @@ impl Config {
         }
     }
 
-    /// How far ahead the leader claims: `scheduler.preread_ms`, and never
-    /// less than the ZooKeeper session plus three claim intervals. A dead
-    /// leader is replaced about a session after it died, and the new one
-    /// claims at once; until then, the fires its predecessor claimed keep
-    /// coming from the rings. A horizon shorter than that gap leaves the
-    /// jobs due in it unclaimed until the new leader comes, late, and
-    /// per-second jobs lose fires to the misfire rule (late by less than
-    /// the threshold: the first missed fire runs, the rest are skipped).
-    /// The three intervals cover the old leader's last claim (up to an
-    /// interval before it died), ZooKeeper's expiry in tick-sized buckets
-    /// and the new leader's election and failover pass.
+    /// How far ahead the leader claims under the configured ZooKeeper
+    /// session ([`SchedulerConfig::claim_ahead_ms`]; a running leader uses
+    /// the session ZooKeeper granted, if longer).
     pub fn claim_ahead_ms(&self) -> i64 {
-        let session = i64::try_from(self.zookeeper.session_timeout_ms).unwrap_or(i64::MAX / 4);
-        let interval = i64::try_from(self.scheduler.claim_interval_ms).unwrap_or(i64::MAX / 4);
         self.scheduler
-            .preread_ms
-            .max(session.saturating_add(interval.saturating_mul(3)))
+            .claim_ahead_ms(self.zookeeper.session_timeout_ms)
     }
 
     fn check(&self) -> Result<(), ConfigError> {

@@ -46,7 +46,7 @@ pub struct SchedulerConfig {
     /// How far ahead the leader claims (XXL-JOB's 5 s pre-read); the
     /// leader claims at least the ZooKeeper session plus three claim
     /// intervals ahead, so a dead leader's successor comes before the
-    /// claimed fires run out ([`crate::Config::claim_ahead_ms`]).
+    /// claimed fires run out ([`SchedulerConfig::claim_ahead_ms`]).
     pub preread_ms: i64,
     /// A fire later than this is a misfire.
     pub misfire_threshold_ms: i64,
@@ -85,6 +85,28 @@ pub struct SchedulerConfig {
     /// `/metrics` without credentials (otherwise any signed-in user's
     /// token: Prometheus sends it as `authorization`).
     pub metrics_public: bool,
+}
+
+impl SchedulerConfig {
+    /// How far ahead the leader claims under a ZooKeeper session of
+    /// `session_ms`: `preread_ms`, and never less than the session plus a
+    /// margin of three claim intervals, at least 3 s. A dead leader is
+    /// replaced about a session after it died, and the new one claims at
+    /// once; until then, the fires its predecessor claimed keep coming from
+    /// the rings. A horizon shorter than that gap leaves the jobs due in it
+    /// unclaimed until the new leader comes, late, and per-second jobs lose
+    /// fires to the misfire rule (late by less than the threshold: the
+    /// first missed fire runs, the rest are skipped). The margin covers the
+    /// old leader's last claim (up to an interval before it died),
+    /// ZooKeeper's expiry in tick-sized buckets (a tickTime of at most 1 s
+    /// keeps it within the margin), and the new leader's election and
+    /// failover pass.
+    pub fn claim_ahead_ms(&self, session_ms: u64) -> i64 {
+        let session = i64::try_from(session_ms).unwrap_or(i64::MAX / 4);
+        let interval = i64::try_from(self.claim_interval_ms).unwrap_or(i64::MAX / 4);
+        let margin = interval.saturating_mul(3).max(3_000);
+        self.preread_ms.max(session.saturating_add(margin))
+    }
 }
 
 impl Default for SchedulerConfig {

@@ -260,7 +260,7 @@ fn a_lease_is_off_or_at_least_three_renewals_long() {
 }
 
 #[test]
-fn the_claim_runs_at_least_a_session_and_three_intervals_ahead() {
+fn the_claim_runs_at_least_a_session_and_a_margin_ahead() {
     let load = |text: &str| Config::load(text, env(&[])).unwrap().claim_ahead_ms();
     // The defaults: a 6 s session outlasts the 5 s pre-read.
     assert_eq!(load(""), 9_000);
@@ -269,8 +269,16 @@ fn the_claim_runs_at_least_a_session_and_three_intervals_ahead() {
         load("[zookeeper]\nsession_timeout_ms = 2000\n[scheduler]\npreread_ms = 15000\n"),
         15_000
     );
+    // The margin: three claim intervals, at least 3 s.
     assert_eq!(
         load("[zookeeper]\nsession_timeout_ms = 4000\n[scheduler]\nclaim_interval_ms = 500\n"),
-        5_500
+        7_000
     );
+    assert_eq!(
+        load("[zookeeper]\nsession_timeout_ms = 4000\n[scheduler]\nclaim_interval_ms = 2000\n"),
+        10_000
+    );
+    // A session ZooKeeper granted longer than the one asked for.
+    let c = Config::load("", env(&[])).unwrap();
+    assert_eq!(c.scheduler.claim_ahead_ms(12_000), 15_000);
 }

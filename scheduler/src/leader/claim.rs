@@ -60,8 +60,10 @@ const CLAIM_CONCURRENCY: usize = 8;
 pub struct Claimer {
     store: Store,
     config: SchedulerConfig,
-    /// How far ahead it claims ([`rondo_core::Config::claim_ahead_ms`]).
-    ahead_ms: i64,
+    /// The ZooKeeper session asked for (ms): the claim runs ahead of it,
+    /// or of the one granted if longer
+    /// ([`SchedulerConfig::claim_ahead_ms`]).
+    session_ms: u64,
     view: ClusterView,
     node: String,
     /// MySQL, read only to rebuild an empty Redis.
@@ -82,7 +84,7 @@ impl Claimer {
     pub fn new(
         store: Store,
         config: SchedulerConfig,
-        ahead_ms: i64,
+        session_ms: u64,
         view: ClusterView,
         node: String,
         history: History,
@@ -90,7 +92,7 @@ impl Claimer {
         Arc::new(Claimer {
             store,
             config,
-            ahead_ms,
+            session_ms,
             view,
             node,
             history,
@@ -245,11 +247,13 @@ impl Claimer {
         nodes: &[String],
     ) -> Result<TickReport, Error> {
         let mut report = TickReport::default();
+        let session = self.session_ms.max(*self.view.session_ms.borrow());
+        let ahead_ms = self.config.claim_ahead_ms(session);
         loop {
             let now = clock::now_ms();
             let window = ClaimWindow {
                 now_ms: now,
-                horizon_ms: now + self.ahead_ms,
+                horizon_ms: now + ahead_ms,
                 misfire_threshold_ms: self.config.misfire_threshold_ms,
                 max_fires: self.config.max_fires_per_claim,
             };

@@ -39,8 +39,10 @@ use rondo_core::model::secrets;
 pub(super) struct JobView {
     #[serde(flatten)]
     job: Job,
-    /// The next scheduled fire (ms since the epoch, UTC); null when the
-    /// job is stopped or its schedule has no more fires.
+    /// The job's first fire not claimed yet (ms since the epoch, UTC), as
+    /// XXL-JOB's `trigger_next_time`: the fires the leader claimed ahead
+    /// (up to its claim horizon, 9 s at the defaults) run before it. Null
+    /// when the job is stopped or its schedule has no more fires.
     next_fire_ms: Option<i64>,
     /// In the answer to a stop: the job's first scheduled fire this stop
     /// leaves unmade (every earlier one runs, none from it on), where
