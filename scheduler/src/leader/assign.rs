@@ -20,12 +20,11 @@ pub fn pick_node(job_id: u64, nodes: &[String]) -> usize {
 /// the same rendezvous rule as a job's node, keyed by the node's name, so
 /// every node agrees on it from the same live list.
 pub fn standby_of<'a>(node: &str, live: &'a [String]) -> Option<&'a String> {
-    let others: Vec<String> = live.iter().filter(|n| *n != node).cloned().collect();
-    if others.is_empty() {
-        return None;
-    }
-    let chosen = &others[pick_node(fnv1a(node.as_bytes(), 0), &others)];
-    live.iter().find(|n| *n == chosen)
+    // `pick_node` over the others, without copying them.
+    let key = fnv1a(node.as_bytes(), 0);
+    live.iter()
+        .filter(|n| *n != node)
+        .max_by_key(|n| fnv1a(n.as_bytes(), key))
 }
 
 /// FNV-1a over the node name then the job id: stable across processes and

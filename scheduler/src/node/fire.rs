@@ -61,7 +61,7 @@ impl Firing {
             for (due_ms, entry) in due {
                 let Ok(slot) = self.in_flight.clone().try_acquire_owned() else {
                     // Only this loop takes slots: cannot happen; keep the fire.
-                    self.wheel.lock().expect("wheel lock").insert(due_ms, entry);
+                    self.requeue(due_ms, entry);
                     continue;
                 };
                 let span = tracing::info_span!("fire", job_id = entry.job.id, fire_ms = entry.fire_ms, node = %self.node);
@@ -73,13 +73,11 @@ impl Firing {
     /// Dispatches one fire and acks it; `_slot` is its place among the fires
     /// in flight, freed when it is settled (or back on the wheel).
     async fn fire_one(self: Arc<Self>, entry: Entry, _slot: OwnedSemaphorePermit) {
-        if !self.lease_held() {
+        if !self.lease_held() || entry.generation != self.lease_generation() {
             // The lease ran out since the wheel released it: back on the
-            // wheel (a lapse clears the wheel; a late renewal keeps it).
-            self.wheel
-                .lock()
-                .expect("wheel lock")
-                .insert(entry.fire_ms, entry);
+            // wheel for the renewal, or, if it lapsed since this was
+            // loaded, dropped (never fire what a standby may have taken).
+            self.requeue(entry.fire_ms, entry);
             return;
         }
         let fire = if entry.misfire {
@@ -123,10 +121,7 @@ impl Firing {
         self.stats
             .retried
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.wheel
-            .lock()
-            .expect("wheel lock")
-            .insert(clock::now_ms() + backoff, entry);
+        self.requeue(clock::now_ms() + backoff, entry);
         self.wake.notify_one();
     }
 }

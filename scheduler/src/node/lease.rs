@@ -30,7 +30,7 @@ use rondo_core::clock;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Firing, Loaded, Loads};
+use super::{Entry, Firing, Loaded, Loads};
 use crate::leader::assign::standby_of;
 use crate::store::Renewal;
 
@@ -48,6 +48,17 @@ impl Firing {
     /// earlier count drops what it read.
     pub(super) fn lease_generation(&self) -> u64 {
         self.lease.generation.load(Ordering::Acquire)
+    }
+
+    /// Puts `entry` back on the wheel at `due_ms`, unless the lease lapsed
+    /// since it was loaded: then it is dropped (the lapse cleared the wheel,
+    /// a standby may have taken it, and the reload reads the ring again).
+    /// Checked under the wheel's lock, which a lapse holds.
+    pub(super) fn requeue(&self, due_ms: i64, entry: Entry) {
+        let mut wheel = self.wheel.lock().expect("wheel lock");
+        if entry.generation == self.lease_generation() {
+            wheel.insert(due_ms, entry);
+        }
     }
 
     /// Renews the leases (and stands by) until `shutdown`; then gives them
@@ -106,10 +117,15 @@ impl Firing {
         // Lapsed: a standby may have taken fires. Stop, forget what was
         // loaded, and take the lease again on the next tick.
         self.lease.held_until.store(0, Ordering::Release);
-        self.lease.generation.fetch_add(1, Ordering::AcqRel);
-        self.wheel.lock().expect("wheel lock").clear();
-        *self.loaded.lock().expect("loaded lock") = Loaded::default();
-        *self.loads.lock().expect("loads lock") = Loads::default();
+        {
+            // All under the wheel's lock: a load or a fire that checks the
+            // generation under it sees the lapse, or finishes before it.
+            let mut wheel = self.wheel.lock().expect("wheel lock");
+            self.lease.generation.fetch_add(1, Ordering::AcqRel);
+            wheel.clear();
+            *self.loaded.lock().expect("loaded lock") = Loaded::default();
+            *self.loads.lock().expect("loads lock") = Loads::default();
+        }
         metrics::counter!("rondo_lease_lapses_total").increment(1);
         tracing::warn!(
             "this node's ring lease lapsed: dropped what it had loaded; taking it again"

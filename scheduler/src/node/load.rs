@@ -113,6 +113,12 @@ impl Firing {
             chosen
         };
         {
+            // Under the wheel's lock, which a lapse holds while it resets
+            // the loads: a load that read before a lapse sets nothing.
+            let _wheel = self.wheel.lock().expect("wheel lock");
+            if self.lease_generation() != generation {
+                return Ok(());
+            }
             let mut loads = self.loads.lock().expect("loads lock");
             loads.behind = chosen.cut;
             if !chosen.cut {
@@ -139,7 +145,7 @@ impl Firing {
         ids.sort_unstable();
         ids.dedup();
         let jobs = self.store.get_jobs(&ids).await?;
-        let mut earliest = i64::MAX;
+        let mut entries = Vec::with_capacity(fresh.len());
         for (partition, member, job_id, fire_ms) in fresh {
             let Some(job) = jobs.get(&job_id).filter(|j| j.makes_claimed_fire(fire_ms)) else {
                 tracing::info!(
@@ -150,27 +156,31 @@ impl Firing {
                 self.store.ack(partition, &self.node, &member).await?;
                 continue;
             };
-            if self.lease_generation() != generation {
-                // The lease lapsed meanwhile: the reload after it reads again.
-                return Ok(());
-            }
-            self.loaded
-                .lock()
-                .expect("loaded lock")
-                .insert(member.clone(), partition);
-            let entry = Entry {
+            entries.push(Entry {
                 partition,
                 misfire: rondo_core::names::is_misfire_member(&member),
                 member,
                 job: job.clone(),
                 fire_ms,
                 attempt: 0,
-            };
-            self.wheel
-                .lock()
-                .expect("wheel lock")
-                .insert(fire_ms, entry);
-            earliest = earliest.min(fire_ms);
+                generation,
+            });
+        }
+        // On the wheel at once, under its lock, which a lapse holds while
+        // it clears the wheel: if the lease lapsed since the read, nothing
+        // goes on (the reload after it reads again).
+        let mut earliest = i64::MAX;
+        {
+            let mut wheel = self.wheel.lock().expect("wheel lock");
+            if self.lease_generation() != generation {
+                return Ok(());
+            }
+            let mut loaded = self.loaded.lock().expect("loaded lock");
+            for entry in entries {
+                loaded.insert(entry.member.clone(), entry.partition);
+                earliest = earliest.min(entry.fire_ms);
+                wheel.insert(entry.fire_ms, entry);
+            }
         }
         if earliest != i64::MAX {
             self.wake.notify_one();

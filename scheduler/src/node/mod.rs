@@ -54,6 +54,10 @@ struct Entry {
     /// A misfire fired now (trigger type `MISFIRE`), not a scheduled fire.
     misfire: bool,
     attempt: u32,
+    /// The lease generation it was loaded under: once the lease lapsed
+    /// since, it is dropped rather than fired or put back (a standby may
+    /// have taken it; the reload reads the ring again).
+    generation: u64,
 }
 
 /// The members a reload must skip: those on the wheel or being dispatched

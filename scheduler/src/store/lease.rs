@@ -73,15 +73,6 @@ impl NodeStore<'_> {
         Ok(pipe.query_async(&mut self.0.conn().await?).await?)
     }
 
-    /// Whether `node` has a ring in each partition (the owners sets).
-    pub async fn has_rings(&self, node: &str) -> Result<Vec<bool>, Error> {
-        let mut pipe = redis::pipe();
-        for p in 0..self.0.names.partitions() {
-            pipe.sismember(self.0.names.ring_owners(p), node);
-        }
-        Ok(pipe.query_async(&mut self.0.conn().await?).await?)
-    }
-
     /// Moves the fires of `from`'s ring in `partition` due by `until_ms`
     /// (at most `limit`) to `to`'s ring, if `from`'s lease there has
     /// lapsed. `None`: the lease is held, nothing moved.
