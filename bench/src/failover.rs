@@ -450,36 +450,36 @@ async fn measure(cluster: &mut Cluster, params: &Params, jobs: usize) -> anyhow:
 
 /// The slot, id and term of a live node that does not lead.
 async fn follower(cluster: &Cluster) -> anyhow::Result<(usize, String, u64)> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        for (slot, status) in cluster.statuses().await {
-            let Some(s) = status else { continue };
-            if s["role"]["leader"] == false {
-                let id = s["node"].as_str().unwrap_or_default().to_owned();
-                let term = s["leader"]["term"].as_u64().unwrap_or(0);
-                return Ok((slot, id, term));
-            }
-        }
-        if Instant::now() > deadline {
-            bail!("no node reports itself a follower");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    in_role(cluster, false).await
 }
 
 /// The slot, id and term of the node that leads (waits for one).
 async fn leader(cluster: &Cluster) -> anyhow::Result<(usize, String, u64)> {
+    in_role(cluster, true).await
+}
+
+/// The first live node whose role is `leader`: its slot, id, and the term
+/// it leads in (a follower: the term of the leader it follows).
+async fn in_role(cluster: &Cluster, leader: bool) -> anyhow::Result<(usize, String, u64)> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         for (slot, status) in cluster.statuses().await {
             let Some(s) = status else { continue };
-            if s["role"]["leader"] == true {
+            if s["role"]["leader"] == leader {
                 let id = s["node"].as_str().unwrap_or_default().to_owned();
-                return Ok((slot, id, s["role"]["term"].as_u64().unwrap_or(0)));
+                let term = if leader {
+                    &s["role"]["term"]
+                } else {
+                    &s["leader"]["term"]
+                };
+                return Ok((slot, id, term.as_u64().unwrap_or(0)));
             }
         }
         if Instant::now() > deadline {
-            bail!("no node reports itself leader");
+            bail!(
+                "no node reports itself {}",
+                if leader { "leader" } else { "a follower" }
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -359,8 +359,8 @@ let editors = 0;
  *  document). The textarea stays the form control, with its id, name and
  *  attributes. Tab indents (two spaces, or every selected line);
  *  Shift+Tab, or Escape then Tab, leaves the field. `wrapper.setType(t)`
- *  switches the language; `wrapper.refresh()` re-highlights (setting
- *  `textarea.value` does so too). */
+ *  switches the language; the copy follows the typing, and a value set
+ *  from code (`textarea.value = …`) too. */
 export function scriptEditor(textarea, glueType) {
   const wrapper = document.createElement('div');
   wrapper.className = 'editor';
@@ -455,7 +455,6 @@ export function scriptEditor(textarea, glueType) {
   });
 
   wrapper.setType = (g) => { type = g; paint(); };
-  wrapper.refresh = paint;
   paint();
   return wrapper;
 }

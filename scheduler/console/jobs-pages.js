@@ -105,7 +105,7 @@ export async function jobForm(main, { id }, params, ctx) {
   const channelBox = h('fieldset', { class: 'groups', id: 'f-alarm_channels' }, h('legend', {}, t('job.alarmChannels')),
     ...(channels || []).map((ch) => {
       const cb = h('input', { type: 'checkbox', value: ch.name, id: `ch-${ch.name}`, checked: chosen.has(ch.name), disabled: !canWrite });
-      return h('label', { for: cb.id }, cb, ' ', h('span', { translate: 'no' }, ch.name), h('span', { class: 'muted' }, ` (${t(`channel.kind.${ch.kind}`)})`));
+      return h('label', { for: cb.id }, cb, ' ', h('span', { translate: 'no' }, ch.name), h('span', { class: 'muted' }, ` (${t(`ops.kind.${ch.kind}`)})`));
     }),
     channels && !channels.length ? h('span', { class: 'muted' }, t('job.noChannels')) : null);
   if (!canWrite) for (const el of Object.values(c)) el.disabled = true;
@@ -164,7 +164,6 @@ export async function jobForm(main, { id }, params, ctx) {
   const template = h('button', { type: 'button', id: 'insert-template', onclick: () => {
     if (c.glue_source.value.trim() && !confirm(t('script.replaceConfirm'))) return;
     c.glue_source.value = templateFor(c.glue_type.value);
-    c.glue_source.dispatchEvent(new Event('input'));
   } }, t('script.insertTemplate'));
   const form = h('form', {
     class: 'form',
@@ -225,7 +224,6 @@ export async function jobForm(main, { id }, params, ctx) {
     const src = c.glue_source.value;
     if (!bean && canWrite && (!src.trim() || src === templateFor(lastType))) {
       c.glue_source.value = templateFor(c.glue_type.value);
-      c.glue_source.dispatchEvent(new Event('input'));
     }
     lastType = c.glue_type.value;
   };
@@ -235,7 +233,6 @@ export async function jobForm(main, { id }, params, ctx) {
   if (editing) {
     const edit = (v) => {
       c.glue_source.value = v.glue_source;
-      c.glue_source.dispatchEvent(new Event('input'));
       c.glue_remark.value = t('script.editedFrom', { version: v.version });
       c.glue_source.focus();
     };

@@ -34,7 +34,6 @@ export default {
   'error.internal': 'The request failed on the server.',
   'error.not_sent': 'The trigger could not be sent to an executor.',
   'error.other': 'The request failed.',
-  'error.apiSays': 'The API says:',
   'title.console': 'console',
 
   // ---- common ----
@@ -369,11 +368,6 @@ export default {
   'missed.cause.NODE_LOST': 'node lost',
   'missed.cause.NODE_LOST.hint': 'claimed to a node that died before firing it',
   'missed.fired': 'Run instead',
-  'channel.kind.json': 'JSON webhook',
-  'channel.kind.slack': 'Slack-style webhook',
-  'channel.kind.dingtalk': 'DingTalk robot',
-  'channel.kind.wecom': 'WeCom robot',
-  'channel.kind.feishu': 'Feishu bot',
 
   // ---- the choices of the job form ----
   'choice.SCHEDULE_TYPES.CRON': 'CRON',
@@ -462,7 +456,6 @@ export default {
   'ops.channels.confirmDelete': 'Delete alarm channel {name}? Jobs that still name it can no longer send their alarms there.',
   'ops.channels.new': 'New alarm channel',
   'ops.channels.create': 'Create channel',
-  'ops.channels.save': 'Save',
   'ops.channels.editLabel': 'Edit alarm channel',
   'ops.channels.heading': 'Alarm channel {name}',
   'ops.channels.changedAt': 'Changed {when}',

@@ -31,7 +31,6 @@ export default {
   'error.internal': '请求在服务器上失败。',
   'error.not_sent': '调度未能发送到执行器。',
   'error.other': '请求失败。',
-  'error.apiSays': 'API 返回：',
   'title.console': '控制台',
 
   // ---- common ----
@@ -366,11 +365,6 @@ export default {
   'missed.cause.NODE_LOST': '节点丢失',
   'missed.cause.NODE_LOST.hint': '分配给的节点在触发前宕机',
   'missed.fired': '补偿运行',
-  'channel.kind.json': 'JSON Webhook',
-  'channel.kind.slack': 'Slack 风格 Webhook',
-  'channel.kind.dingtalk': '钉钉机器人',
-  'channel.kind.wecom': '企业微信机器人',
-  'channel.kind.feishu': '飞书机器人',
 
   // ---- the choices of the job form ----
   'choice.SCHEDULE_TYPES.CRON': 'CRON',
@@ -459,7 +453,6 @@ export default {
   'ops.channels.confirmDelete': '确定删除告警渠道 {name}？仍选用它的任务将无法再向其发送告警。',
   'ops.channels.new': '新增告警渠道',
   'ops.channels.create': '新增渠道',
-  'ops.channels.save': '保存',
   'ops.channels.editLabel': '编辑告警渠道',
   'ops.channels.heading': '告警渠道 {name}',
   'ops.channels.changedAt': '更新于 {when}',

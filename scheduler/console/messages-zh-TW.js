@@ -31,7 +31,6 @@ export default {
   'error.internal': '請求在伺服器上失敗。',
   'error.not_sent': '排程未能送達執行器。',
   'error.other': '請求失敗。',
-  'error.apiSays': 'API 回傳：',
   'title.console': '控制台',
 
   // ---- common ----
@@ -366,11 +365,6 @@ export default {
   'missed.cause.NODE_LOST': '節點遺失',
   'missed.cause.NODE_LOST.hint': '分配給的節點在觸發前當機',
   'missed.fired': '補償執行',
-  'channel.kind.json': 'JSON Webhook',
-  'channel.kind.slack': 'Slack 風格 Webhook',
-  'channel.kind.dingtalk': '釘釘機器人',
-  'channel.kind.wecom': '企業微信機器人',
-  'channel.kind.feishu': '飛書機器人',
 
   // ---- the choices of the job form ----
   'choice.SCHEDULE_TYPES.CRON': 'CRON',
@@ -459,7 +453,6 @@ export default {
   'ops.channels.confirmDelete': '確定刪除告警管道 {name}？仍選用它的任務將無法再向其傳送告警。',
   'ops.channels.new': '新增告警管道',
   'ops.channels.create': '新增管道',
-  'ops.channels.save': '儲存',
   'ops.channels.editLabel': '編輯告警管道',
   'ops.channels.heading': '告警管道 {name}',
   'ops.channels.changedAt': '更新於 {when}',

@@ -130,7 +130,7 @@ function channelForm(c) {
     return out;
   };
   const buttons = admin ? h('div', { class: 'actions' },
-    h('button', { type: 'submit', class: 'primary' }, c ? t('ops.channels.save') : t('ops.channels.create')),
+    h('button', { type: 'submit', class: 'primary' }, c ? t('common.save') : t('ops.channels.create')),
     c ? h('button', { type: 'button', class: 'danger', onclick: async () => {
       if (!confirm(t('ops.channels.confirmDelete', { name: c.name }))) return;
       try {
@@ -244,13 +244,16 @@ export async function deleted(main) {
     a.jobId = m[1];
     return true;
   });
-  // Whether each is back: a job restored since answers.
-  const back = await Promise.all(items.map(async (a) => {
-    try { await api('GET', `/api/v1/jobs/${a.jobId}`); return true; } catch (e) {
-      if (e.status === 401) throw e;
-      return e.status === 404 ? false : null;
-    }
-  }));
+  // Whether each is back: restored since its deletion, as the audit says
+  // (one read for every row; the action is the API's name, not a catalog
+  // key, hence not quoted as one).
+  const oldest = items.reduce((m, a) => Math.min(m, a.at_ms), Infinity);
+  const restores = items.length
+    ? (await api('GET', `/api/v1/audit${query({ action: `job.restore`, since_ms: oldest, limit: 1000 })}`)).items
+    : [];
+  const restoredAt = new Map();
+  for (const r of restores) restoredAt.set(r.target, Math.max(restoredAt.get(r.target) ?? -Infinity, r.at_ms));
+  const back = items.map((a) => (restoredAt.get(a.target) ?? -Infinity) >= a.at_ms);
   const admin = isAdmin();
   const err = banner();
   const restored = (id) => h('span', { class: 'actions' },

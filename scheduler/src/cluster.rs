@@ -10,10 +10,11 @@
 //! * When the session is lost (disconnected) the node stops leading at once;
 //!   when it expires the node joins again with a new session.
 //!
-//! The outcome is published on watch channels: the node's [`Role`] and the
-//! live node list, read by the claim loop and the API.
+//! The outcome is published on watch channels: the node's [`Role`], the
+//! live node list and the session timeout ZooKeeper granted, read by the
+//! claim loop and the API.
 //!
-//! Why one file of ~500 lines: membership, election and the term are one
+//! Why one file of over 500 lines: membership, election and the term are one
 //! ZooKeeper session's work, and a session event changes all three at once.
 
 use std::time::Duration;

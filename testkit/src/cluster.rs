@@ -154,6 +154,40 @@ impl Cluster {
         self.nodes.len() - 1
     }
 
+    /// The chaos tests' cluster, all processes: the `rondo-executor`s
+    /// `executors` (of `executor.app`), the persistence worker and `nodes`
+    /// scheduler nodes `n1`, `n2`, …; waits for every node and a leader,
+    /// creates the group and waits until its executors are live.
+    pub async fn spawn_processes(&mut self, executors: &[&str], nodes: usize) {
+        for id in executors {
+            self.spawn_executor(id);
+        }
+        self.spawn_persist_worker();
+        for i in 1..=nodes {
+            self.spawn_node(&format!("n{i}"));
+        }
+        let first = &self.nodes[0];
+        crate::eventually(
+            "every node and a leader",
+            Duration::from_secs(30),
+            || async {
+                let s = first.status().await?;
+                (s["nodes"].as_array()?.len() == nodes && s["leader"]["term"].as_u64().is_some())
+                    .then_some(())
+            },
+        )
+        .await;
+        let app = self.world.config.executor.app.clone();
+        let api = self.api(0);
+        let (status, group) = api
+            .post("/api/v1/groups", serde_json::json!({ "app": app }))
+            .await;
+        assert_eq!(status, 201, "{group}");
+        let mut ids = executors.to_vec();
+        ids.sort_unstable();
+        api.until_executors(&app, &ids).await;
+    }
+
     /// Starts a `rondo-scheduler` process with node id `id`; its index.
     pub fn spawn_node(&mut self, id: &str) -> usize {
         let node = NodeProc::spawn(
@@ -402,7 +436,7 @@ async fn in_role(nodes: &[Node], leader: bool) -> usize {
     } else {
         "a live follower"
     };
-    crate::eventually(what, Duration::from_secs(20), || async {
+    crate::eventually(what, Duration::from_secs(30), || async {
         for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.is_running()) {
             if n.status()
                 .await

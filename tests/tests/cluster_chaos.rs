@@ -84,34 +84,9 @@ async fn kills_stops_and_restarts_lose_no_fire_and_double_none() {
     world.config.executor.http_allow = vec!["127.0.0.1".into()];
     let mut cluster = Cluster::new(world);
     let receiver = Receiver::start().await;
-    cluster.spawn_executor(EXECUTORS[0]);
-    cluster.spawn_executor(EXECUTORS[1]);
-    cluster.spawn_persist_worker();
-    for id in ["n1", "n2", "n3"] {
-        cluster.spawn_node(id);
-    }
+    // The third executor starts later, in place of a killed one.
+    cluster.spawn_processes(&EXECUTORS[..2], 3).await;
     let api = cluster.api(0);
-    eventually(
-        "three nodes and a leader",
-        Duration::from_secs(30),
-        || async {
-            let s = cluster.nodes[0].status().await?;
-            (s["nodes"].as_array()?.len() == 3 && s["leader"]["term"].as_u64().is_some())
-                .then_some(())
-        },
-    )
-    .await;
-    assert_eq!(
-        api.post("/api/v1/groups", json!({ "app": "chaos" }))
-            .await
-            .0,
-        201
-    );
-    eventually("two executors", Duration::from_secs(20), || async {
-        let (_, live) = api.get("/api/v1/groups/chaos/executors").await;
-        (live.as_array()?.len() == 2).then_some(())
-    })
-    .await;
     let witness = Witness::bind(cluster.config(), &EXECUTORS).await;
     let results = Results::bind(cluster.config()).await;
     let params = json!({ "url": receiver.url, "timeout_s": 5 }).to_string();

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use rondo_core::clock;
-use rondo_testkit::cluster::Node;
+use rondo_testkit::cluster::the_leader;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::topology::{self, MemberLock};
 use rondo_testkit::{Cluster, World, eventually};
@@ -37,22 +37,6 @@ const LATENESS_BOUND_MS: i64 = 15_000;
 async fn restore() {
     tokio::task::block_in_place(topology::up);
     topology::until_redis_whole().await;
-}
-
-/// The index of the node that leads now.
-async fn leader(nodes: &[Node]) -> usize {
-    eventually("a leader", Duration::from_secs(30), || async {
-        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.is_running()) {
-            if n.status()
-                .await
-                .is_some_and(|s| s["role"]["leader"] == true)
-            {
-                return Some(i);
-            }
-        }
-        None
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -122,7 +106,7 @@ async fn every_member_of_each_cluster_dies_in_turn_and_no_fire_is_lost_or_double
     .await;
 
     // 4. The leading scheduler.
-    let leading = leader(&cluster.nodes).await;
+    let leading = the_leader(&cluster.nodes).await;
     cluster.node_proc(leading).kill9().await;
     to = fires_on(clock::now_ms());
     recorder.until_every_job_ran(JOBS, to, FIRES_ON).await;
