@@ -263,6 +263,7 @@ async fn run_step(
                     node_log: "info",
                     persist_worker: false,
                     executor: crate::options::ExecutorKind::Bench,
+                    legacy_gateway: None,
                 };
                 let mut cluster = Cluster::start(&sandbox.config, &spec).await?;
                 let binaries = cluster.binaries.clone();

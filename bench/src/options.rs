@@ -88,6 +88,11 @@ pub struct Options {
     /// runs are counted as always, the history stays empty (`stored` 0).
     #[arg(long)]
     pub no_history: bool,
+    /// Scenario `xxl`: an earlier build of `rondo-xxl-gateway` (one shared
+    /// `xxl.access_token`, no destination rule) run as a third step on the
+    /// same load, so the report holds before and after from one run.
+    #[arg(long)]
+    pub xxl_baseline_gateway: Option<PathBuf>,
 
     /// Scale: jobs not due soon. Defaults to 1,000,000 (2,000 with
     /// `--smoke`).
@@ -186,6 +191,7 @@ impl Options {
             concurrency: 64,
             executor: ExecutorKind::Bench,
             no_history: false,
+            xxl_baseline_gateway: None,
             scale_jobs: None,
             scale_due: None,
             scale_api_seconds: None,

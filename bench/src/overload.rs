@@ -169,6 +169,7 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<OverloadRep
                 node_log: "info",
                 persist_worker: false,
                 executor: ExecutorKind::Bench,
+                legacy_gateway: None,
             };
             let mut cluster = Cluster::start(&sandbox.config, &spec).await?;
             let binaries = cluster.binaries.clone();

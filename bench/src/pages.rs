@@ -118,6 +118,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<PagesRepor
         node_log: "warn",
         persist_worker: false,
         executor: crate::options::ExecutorKind::Bench,
+        legacy_gateway: None,
     };
     let rebuild = Instant::now();
     let cluster = Cluster::start(&sandbox.config, &spec).await?;

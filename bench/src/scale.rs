@@ -167,6 +167,7 @@ async fn run_in(sandbox: &Sandbox, params: &Params) -> anyhow::Result<ScaleRepor
         node_log: "warn",
         persist_worker: true,
         executor: crate::options::ExecutorKind::Bench,
+        legacy_gateway: None,
     };
     let cluster = Cluster::start(config, &spec).await?;
     let measured = measure(sandbox, &cluster, params, started_at, machine).await;

@@ -71,6 +71,9 @@ pub struct Params {
     pub executor: ExecutorKind,
     /// Without the persistence worker (`--no-history`).
     pub no_history: bool,
+    /// `--executor xxl`: an earlier gateway build instead of the one built
+    /// beside the bench (`--xxl-baseline-gateway`).
+    pub legacy_gateway: Option<std::path::PathBuf>,
 }
 
 impl Params {
@@ -89,6 +92,7 @@ impl Params {
             smoke: options.smoke,
             executor: options.executor,
             no_history: options.no_history,
+            legacy_gateway: None,
         }
     }
 }
@@ -333,6 +337,7 @@ pub(crate) async fn run_step(
             node_log: "info",
             persist_worker: !params.no_history,
             executor: params.executor,
+            legacy_gateway: params.legacy_gateway.clone(),
         };
         let result = match Cluster::start(&sandbox.config, &spec).await {
             Ok(cluster) => {

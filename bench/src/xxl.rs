@@ -44,6 +44,8 @@ pub const TARGET_GATEWAY_CPU_US_PER_FIRE: f64 = 150.0;
 pub struct Params {
     pub throughput: throughput::Params,
     pub jobs: usize,
+    /// An earlier gateway build, run as a third step (`--xxl-baseline-gateway`).
+    pub baseline: Option<std::path::PathBuf>,
 }
 
 impl Params {
@@ -58,7 +60,11 @@ impl Params {
                 .and_then(|j| j.first().copied())
                 .unwrap_or(1_000)
         };
-        Params { throughput, jobs }
+        Params {
+            throughput,
+            jobs,
+            baseline: options.xxl_baseline_gateway.clone(),
+        }
     }
 }
 
@@ -87,9 +93,25 @@ pub struct XxlReport {
     pub gateway_to_executor_cpu: f64,
     /// One HTTP exchange with an executor's server, measured in this run.
     pub exchange: Exchange,
+    /// The same load through an earlier gateway build, in this run
+    /// (`--xxl-baseline-gateway`): the before of a change to the gateway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
     pub added_p99_met: bool,
     pub gateway_cpu_met: bool,
     pub machine: Machine,
+}
+
+/// The gateway step of an earlier build, beside this build's.
+#[derive(Debug, Clone, Serialize)]
+pub struct Baseline {
+    /// The earlier build's binary.
+    pub gateway: std::path::PathBuf,
+    pub step: Step,
+    /// Its handler-start lateness p99 minus `rondo-executor`'s (ms).
+    pub added_handler_p99_ms: i64,
+    /// Its CPU ÷ the window's fires (µs).
+    pub gateway_cpu_us_per_fire: f64,
 }
 
 /// The cost of one HTTP exchange with a stand-in executor's server.
@@ -193,8 +215,32 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<XxlReport> 
         machine.get_or_insert(described);
         steps.push(step);
     }
+    let baseline = match &params.baseline {
+        Some(path) => {
+            let step_params = throughput::Params {
+                executor: ExecutorKind::Xxl,
+                legacy_gateway: Some(path.clone()),
+                ..tp.clone()
+            };
+            tracing::info!(jobs = params.jobs, gateway = %path.display(), "xxl: the earlier gateway's step");
+            let (step, _, _) =
+                throughput::run_step(config, &step_params, params.jobs, ceiling.msgs_per_s).await?;
+            Some((path.clone(), step))
+        }
+        None => None,
+    };
     let gateway = steps.pop().expect("the gateway's step");
     let rondo = steps.pop().expect("rondo-executor's step");
+    let baseline = baseline.map(|(gateway, step)| Baseline {
+        gateway,
+        added_handler_p99_ms: step.handler_lateness_ms.p99 - rondo.handler_lateness_ms.p99,
+        gateway_cpu_us_per_fire: step
+            .cpu_us_per_fire
+            .get(XXL_GATEWAY)
+            .copied()
+            .unwrap_or_default(),
+        step,
+    });
     let added_handler_p99_ms = gateway.handler_lateness_ms.p99 - rondo.handler_lateness_ms.p99;
     let added_publish_p99_ms = gateway.lateness_ms.p99 - rondo.lateness_ms.p99;
     let gateway_cpu_us_per_fire = gateway
@@ -224,6 +270,7 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<XxlReport> 
                 .sum::<f64>()
                 .max(1e-9),
         exchange,
+        baseline,
         rondo,
         gateway,
         machine: machine.expect("a step ran"),
@@ -260,6 +307,22 @@ impl Report for XxlReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let baseline = self.baseline.as_ref().map_or(String::new(), |b| {
+            format!(
+                "\nThe earlier gateway build `{path}` on the same load, in this run:\n\n\
+                 | path | fires/s | executed/s | lost | dup | publish lateness p50 / p99 / max ms | handler start lateness p50 / p99 / max ms | CPU µs per fire, all processes |\n\
+                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n\
+                 {row}\n\n\
+                 It added {added} ms to the handler-start p99 and cost {cpu:.0} µs of its own CPU \
+                 per fire (this build: {now_added} ms, {now_cpu:.0} µs).\n",
+                path = b.gateway.display(),
+                row = row("earlier gateway + stand-ins", &b.step),
+                added = b.added_handler_p99_ms,
+                cpu = b.gateway_cpu_us_per_fire,
+                now_added = self.added_handler_p99_ms,
+                now_cpu = self.gateway_cpu_us_per_fire,
+            )
+        });
         format!(
             "## xxl, {started}{smoke}\n\n\
              {jobs} jobs firing every second, one scheduler node, {execs} executor(s), the \
@@ -280,7 +343,7 @@ impl Report for XxlReport {
              (`/run`, `/log`) and one as the server (the callback): {floor:.0} µs of its CPU a fire \
              before anything else.\n\n\
              CPU µs per fire, through `rondo-executor`: {rondo_cpu}.\n\n\
-             CPU µs per fire, through the gateway: {gateway_cpu}.\n",
+             CPU µs per fire, through the gateway: {gateway_cpu}.\n{baseline}",
             started = self.started_at.format("%Y-%m-%d %H:%M:%S UTC"),
             smoke = if self.smoke {
                 " (smoke: figures meaningless)"

@@ -355,7 +355,7 @@ fn request(cmd: &Command, secret: Secret<'_>) -> anyhow::Result<Call> {
             "/api/v1/auth/language".into(),
             Some(json!({ "language": language })),
         ),
-        Command::Group(g) => groups::request(g),
+        Command::Group(g) => groups::request(g, secret)?,
         Command::Channel(c) => channels::request(c, secret)?,
         Command::Job(j) => jobs::request(j),
         Command::Schedule(cmd) => jobs::preview(cmd)?,

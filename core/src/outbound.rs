@@ -85,6 +85,39 @@ fn redirect(rule: &Destinations, attempt: Attempt<'_>) -> reqwest::redirect::Act
     }
 }
 
+/// The addresses `host` (a name or an address) resolves to that `rule`
+/// allows, with `port`; `Err(Refused)` when it resolves to none of them
+/// (naming the first refused address and why). A client that connects by
+/// itself (the XXL-JOB gateway's) connects only to these.
+pub async fn resolve(
+    rule: &Destinations,
+    host: &str,
+    port: u16,
+) -> std::io::Result<Result<Vec<SocketAddr>, Refused>> {
+    // An IPv6 address comes bracketed (`[::1]`).
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    let found: Vec<SocketAddr> = match literal.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((literal, port)).await?.collect(),
+    };
+    let mut why = None;
+    let allowed: Vec<SocketAddr> = found
+        .into_iter()
+        .filter(|a| match rule.check(a.ip()) {
+            Ok(()) => true,
+            Err(reason) => {
+                why.get_or_insert(reason);
+                false
+            }
+        })
+        .collect();
+    if allowed.is_empty() {
+        let why = why.unwrap_or_else(|| "resolves to no address".to_owned());
+        return Ok(Err(Refused(format!("{host}: {why}"))));
+    }
+    Ok(Ok(allowed))
+}
+
 /// Resolves with the system's resolver, keeping only allowed addresses.
 struct Resolver(Arc<Destinations>);
 
@@ -92,28 +125,16 @@ impl Resolve for Resolver {
     fn resolve(&self, name: Name) -> Resolving {
         let rule = self.0.clone();
         Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut why = None;
-            let allowed: Vec<SocketAddr> = found
-                .into_iter()
-                .filter(|a| match rule.check(a.ip()) {
-                    Ok(()) => true,
-                    Err(reason) => {
-                        why.get_or_insert(reason);
-                        false
-                    }
-                })
-                .collect();
-            if allowed.is_empty() {
-                let why = why.unwrap_or_else(|| "resolves to no address".to_owned());
-                let refused: Box<dyn StdError + Send + Sync> =
-                    Box::new(Refused(format!("{host}: {why}")));
-                return Err(refused);
+            match resolve(&rule, name.as_str(), 0).await? {
+                Ok(allowed) => {
+                    let addrs: Addrs = Box::new(allowed.into_iter());
+                    Ok(addrs)
+                }
+                Err(refused) => {
+                    let refused: Box<dyn StdError + Send + Sync> = Box::new(refused);
+                    Err(refused)
+                }
             }
-            let addrs: Addrs = Box::new(allowed.into_iter());
-            Ok(addrs)
         })
     }
 }
@@ -141,5 +162,17 @@ mod tests {
             panic!("localhost resolved to an allowed address");
         };
         assert!(refused(e.as_ref()).is_some(), "{e}");
+    }
+
+    #[tokio::test]
+    async fn resolve_keeps_only_allowed_addresses_of_a_name_or_a_literal() {
+        let strict = Destinations::default();
+        let refused = resolve(&strict, "127.0.0.1", 9).await.unwrap().unwrap_err();
+        assert!(refused.0.contains("127.0.0.1"), "{}", refused.0);
+        assert!(resolve(&strict, "localhost", 9).await.unwrap().is_err());
+        assert!(resolve(&strict, "[::1]", 9).await.unwrap().is_err());
+        let loopback = Destinations::parse("k", &["127.0.0.0/8".into()]).unwrap();
+        let ok = resolve(&loopback, "127.0.0.1", 9).await.unwrap().unwrap();
+        assert_eq!(ok, vec!["127.0.0.1:9".parse::<SocketAddr>().unwrap()]);
     }
 }

@@ -37,7 +37,14 @@ pub mod field {
     /// Ids of the jobs with a trigger running or waiting there, ascending,
     /// comma-separated, empty when idle.
     pub const RUNNING_JOBS: &str = "running_jobs";
+    /// Who runs it on the executor's behalf: [`super::VIA_XXL_GATEWAY`]
+    /// for an XXL-JOB executor; absent for a rondo executor.
+    pub const VIA: &str = "via";
 }
+
+/// [`Entry::via`] of an XXL-JOB executor the gateway serves: its id is
+/// the gateway's to give, never a rondo executor's to take.
+pub const VIA_XXL_GATEWAY: &str = "xxl-gateway";
 
 /// What an executor says about itself in `<ns>:executor:<id>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -50,12 +57,15 @@ pub struct Entry {
     pub incarnation: String,
     pub heartbeat_ms: i64,
     pub running_jobs: Vec<u64>,
+    /// Empty for a rondo executor; [`VIA_XXL_GATEWAY`] for one the XXL-JOB
+    /// gateway serves.
+    pub via: String,
 }
 
 impl Entry {
     /// The hash fields, as written.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut fields = vec![
             (field::APP, self.app.clone()),
             (field::HOST, self.host.clone()),
             (field::HANDLERS, self.handlers.join(",")),
@@ -64,7 +74,11 @@ impl Entry {
             (field::INCARNATION, self.incarnation.clone()),
             (field::HEARTBEAT_MS, self.heartbeat_ms.to_string()),
             (field::RUNNING_JOBS, format_running_jobs(&self.running_jobs)),
-        ]
+        ];
+        if !self.via.is_empty() {
+            fields.push((field::VIA, self.via.clone()));
+        }
+        fields
     }
 
     /// Reads a hash back; `None` without an `app` (no hash, or not an
@@ -85,6 +99,7 @@ impl Entry {
             incarnation: get(field::INCARNATION).to_owned(),
             heartbeat_ms: get(field::HEARTBEAT_MS).parse().unwrap_or_default(),
             running_jobs: parse_running_jobs(get(field::RUNNING_JOBS)),
+            via: get(field::VIA).to_owned(),
         })
     }
 }
@@ -167,6 +182,7 @@ mod tests {
             incarnation: "00ff".into(),
             heartbeat_ms: 1_700_000_001_000,
             running_jobs: vec![3, 12],
+            via: String::new(),
         }
     }
 
@@ -180,6 +196,20 @@ mod tests {
         assert_eq!(fields[field::RUNNING_JOBS], "3,12");
         assert_eq!(fields[field::HANDLERS], "demo,http");
         assert_eq!(Entry::from_fields(&fields), Some(entry()));
+        assert!(
+            !fields.contains_key(field::VIA),
+            "a rondo executor's has none"
+        );
+        let served = Entry {
+            via: VIA_XXL_GATEWAY.into(),
+            ..entry()
+        };
+        let fields: HashMap<String, String> = served
+            .fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        assert_eq!(Entry::from_fields(&fields), Some(served));
     }
 
     #[test]

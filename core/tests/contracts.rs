@@ -80,6 +80,7 @@ async fn a_registry_entry_reads_back_as_written_and_expires() {
         incarnation: "00ff".into(),
         heartbeat_ms: fixtures::T0 + 1_000,
         running_jobs: vec![3, 12],
+        via: String::new(),
     };
     let mut pipe = redis::pipe();
     registry::beat(

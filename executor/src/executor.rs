@@ -187,15 +187,16 @@ impl Executor {
         }
         // Before the queue is declared (its binding would already take the
         // other executor's triggers): the id must not be live in another
-        // group. Redis out of reach: the check is skipped, not the start.
+        // group, nor an XXL-JOB executor's. Redis out of reach: the check is
+        // skipped, not the start.
         let registration = self.registration(&incarnation);
         match registration
             .id_taken_by(self.config.registry.lease_ms)
             .await
         {
-            Ok(Some(app)) => {
+            Ok(Some(holder)) => {
                 return Err(ExecutorError::Config(format!(
-                    "executor.id {:?} is in use by a live executor of group {app:?}; ids are routing keys and must be unique in the namespace",
+                    "executor.id {:?} is in use by {holder}; ids are routing keys and must be unique in the namespace",
                     self.id
                 )));
             }

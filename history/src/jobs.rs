@@ -269,11 +269,20 @@ pub(crate) fn decode_group(row: &MySqlRow) -> Result<Group, Error> {
             )
         })?
     };
+    let access: String = row.try_get("xxl_access").map_err(get)?;
+    let xxl_access = if access.is_empty() {
+        rondo_core::model::XxlAccess::default()
+    } else {
+        serde_json::from_str(&access)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("group row: xxl_access: {e}")))?
+    };
     Ok(Group {
         app: row.try_get("app").map_err(get)?,
         title: row.try_get("title").map_err(get)?,
         updated_ms: row.try_get("updated_ms").map_err(get)?,
         xxl_addresses,
+        xxl_gateway: row.try_get("xxl_gateway").map_err(get)?,
+        xxl_access,
     })
 }
 

@@ -162,7 +162,7 @@ impl History {
     /// few (one per application), so one query reads them all.
     pub async fn groups(&self) -> Result<Vec<Group>, Error> {
         let rows = sqlx::query(
-            "SELECT app, title, xxl_addresses, updated_ms FROM executor_group WHERE deleted = 0 ORDER BY app",
+            "SELECT app, title, xxl_addresses, xxl_gateway, xxl_access, updated_ms FROM executor_group WHERE deleted = 0 ORDER BY app",
         )
         .fetch_all(&self.pool)
         .await?;

@@ -22,6 +22,9 @@ pub(crate) struct GroupRow {
     pub title: String,
     /// `xxl_addresses` as a JSON array; empty when there are none.
     pub xxl_addresses: String,
+    pub xxl_gateway: bool,
+    /// `xxl_access` as JSON; empty when no token is set.
+    pub xxl_access: String,
     pub updated_ms: i64,
     pub deleted: bool,
 }
@@ -177,6 +180,8 @@ impl Rows {
                 app: app.clone(),
                 title: String::new(),
                 xxl_addresses: String::new(),
+                xxl_gateway: false,
+                xxl_access: String::new(),
                 updated_ms: *at_ms,
                 deleted: true,
             }),
@@ -238,6 +243,12 @@ fn group_row(group: &Group) -> GroupRow {
             String::new()
         } else {
             serde_json::to_string(&group.xxl_addresses).unwrap_or_default()
+        },
+        xxl_gateway: group.xxl_gateway,
+        xxl_access: if group.xxl_access.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string(&group.xxl_access).unwrap_or_default()
         },
         updated_ms: group.updated_ms,
         deleted: false,

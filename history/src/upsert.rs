@@ -53,7 +53,7 @@ const NEWER_VERSION: &str = "(VALUES(updated_ms) > updated_ms \
      OR (VALUES(updated_ms) = updated_ms AND VALUES(deleted) >= deleted))";
 
 static GROUP_UPDATE: LazyLock<String> =
-    LazyLock::new(|| versioned_update(&["title", "xxl_addresses"]));
+    LazyLock::new(|| versioned_update(&["title", "xxl_addresses", "xxl_gateway", "xxl_access"]));
 
 static JOB_UPDATE: LazyLock<String> = LazyLock::new(|| versioned_update(&job_data_columns()));
 
@@ -198,16 +198,19 @@ async fn upsert_deleted_jobs(
 }
 
 async fn upsert_groups(conn: &mut MySqlConnection, rows: &[GroupRow]) -> sqlx::Result<()> {
-    let bytes =
-        |r: &GroupRow| r.app.len() + r.title.len() + r.xxl_addresses.len() + 2 * SCALAR_BYTES;
-    for chunk in chunks(rows, 5, bytes) {
+    let bytes = |r: &GroupRow| {
+        r.app.len() + r.title.len() + r.xxl_addresses.len() + r.xxl_access.len() + 3 * SCALAR_BYTES
+    };
+    for chunk in chunks(rows, 7, bytes) {
         let mut qb = QueryBuilder::<MySql>::new(
-            "INSERT INTO executor_group (app, title, xxl_addresses, updated_ms, deleted) ",
+            "INSERT INTO executor_group (app, title, xxl_addresses, xxl_gateway, xxl_access, updated_ms, deleted) ",
         );
         qb.push_values(chunk, |mut b, r| {
             b.push_bind(&r.app)
                 .push_bind(&r.title)
                 .push_bind(&r.xxl_addresses)
+                .push_bind(r.xxl_gateway)
+                .push_bind(&r.xxl_access)
                 .push_bind(r.updated_ms)
                 .push_bind(r.deleted);
         });

@@ -47,6 +47,12 @@ enum ImportCmd {
         /// is never changed by an import again.)
         #[arg(long)]
         stopped: bool,
+        /// The access token XXL-JOB's executors send
+        /// (`xxl.job.accessToken`), given to each imported group XXL-JOB
+        /// keeps none of (before 3.5); XXL-JOB 3.5's per-group tokens are
+        /// read from its table.
+        #[arg(long, env = "RONDO_IMPORT_XXL_TOKEN", hide_env_values = true)]
+        access_token: Option<String>,
     },
     /// Moves the firing of imported jobs from XXL-JOB to rondo (stopping
     /// them in XXL-JOB's table, starting them in rondo at the first instant
@@ -80,6 +86,7 @@ async fn main() -> ExitCode {
             source,
             dry_run,
             stopped,
+            access_token,
         } => {
             let args = xxl_job::ImportArgs {
                 mysql,
@@ -87,6 +94,7 @@ async fn main() -> ExitCode {
                 source: source.as_deref(),
                 dry_run: *dry_run,
                 stopped: *stopped,
+                access_token: access_token.as_deref(),
             };
             xxl_job::xxl_job(&mut api, &args).await
         }

@@ -362,11 +362,6 @@ impl Names {
         format!("{}:xxl:gateways", self.ns)
     }
 
-    /// `ns:xxl:seq:log`: the sequence XXL-JOB log ids are taken from.
-    pub fn xxl_log_seq(&self) -> String {
-        format!("{}:xxl:seq:log", self.ns)
-    }
-
     /// `ns:xxl:run:<log id>`: a trigger handed to an XXL-JOB executor
     /// under that log id and not yet answered (JSON).
     pub fn xxl_run(&self, log_id: i64) -> String {

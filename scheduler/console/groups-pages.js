@@ -33,21 +33,33 @@ export async function groupsScreen(main) {
 export async function groupScreen(main, { app }, _, ctx) {
   const name = decodeURIComponent(app);
   const g = await api('GET', `/api/v1/groups/${encodeURIComponent(name)}`);
+  const access = g.xxl_access || {};
   main.append(h('h1', {}, t('groups.group'), ' ', h('span', { translate: 'no' }, g.app)), h('dl', { class: 'facts' },
     h('dt', {}, t('groups.groupTitle')), h('dd', { translate: 'no' }, g.title || '—'),
+    h('dt', {}, t('groups.xxlGateway')), h('dd', { id: 'xxl-gateway' }, g.xxl_gateway ? t('groups.xxlServed') : t('groups.xxlNative')),
+    g.xxl_gateway ? [h('dt', {}, t('groups.xxlToken')), h('dd', { id: 'xxl-token' },
+      access.token ? [t('groups.xxlTokenSet'), ' ', when(access.changed_ms)] : t('groups.xxlTokenNone'),
+      access.previous ? [' · ', t('groups.xxlTokenRotating')] : null)] : null,
+    g.xxl_gateway && g.xxl_addresses ? [h('dt', {}, t('groups.xxlAddresses')),
+      h('dd', { translate: 'no' }, g.xxl_addresses.join(', '))] : null,
     h('dt', {}, t('common.changed')), h('dd', {}, when(g.updated_ms))),
   h('p', {}, link(`/jobs${query({ group: g.app })}`, t('groups.itsJobs')), ' · ', link(`/logs${query({ group: g.app })}`, t('groups.itsLogs'))));
   if (mayOperate(g.app)) {
     const err = banner();
     const title = input(g.title, {});
+    const served = h('input', { type: 'checkbox', checked: !!g.xxl_gateway });
     const done = h('p', { role: 'status' });
     const form = h('form', { class: 'form', 'aria-label': t('groups.edit'), onsubmit: async (e) => {
       e.preventDefault();
+      const change = { title: title.value };
+      if (isAdmin()) change.xxl_gateway = served.checked;
       try {
-        await api('PUT', `/api/v1/groups/${encodeURIComponent(name)}`, { title: title.value });
+        await api('PUT', `/api/v1/groups/${encodeURIComponent(name)}`, change);
         navigate(location.pathname, true);
       } catch (e2) { showError(form, err, e2); }
-    } }, field(t('groups.groupTitle'), 'title', title), h('div', { class: 'wide' }, err, done,
+    } }, field(t('groups.groupTitle'), 'title', title),
+    isAdmin() ? field(t('groups.xxlServedByGateway'), 'xxl_gateway', served, t('groups.xxlServedHint')) : null,
+    h('div', { class: 'wide' }, err, done,
       h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, t('common.save')),
         isAdmin() ? h('button', { type: 'button', class: 'danger', onclick: async () => {
           if (!confirm(t('groups.deleteConfirm', { name }))) return;
@@ -58,6 +70,7 @@ export async function groupScreen(main, { app }, _, ctx) {
         } }, t('groups.delete')) : null)));
     main.append(h('h2', {}, t('groups.edit')), form);
   }
+  if (isAdmin() && g.xxl_gateway) main.append(...tokenSection(name, access));
   const box = h('section', { 'aria-labelledby': 'ex' });
   main.append(box);
   const draw = async () => {
@@ -66,6 +79,32 @@ export async function groupScreen(main, { app }, _, ctx) {
   };
   await draw();
   ctx.every(3000, draw);
+}
+
+// An admin's controls of a served group's XXL-JOB access token: a new one,
+// shown once (the one before kept on request), and the end of a rotation.
+function tokenSection(name, access) {
+  const err = banner();
+  const keep = h('input', { type: 'checkbox' });
+  const shown = h('p', { role: 'status' });
+  const path = `/api/v1/groups/${encodeURIComponent(name)}/xxl-token`;
+  const form = h('form', { class: 'form', 'aria-label': t('groups.xxlToken'), onsubmit: async (e) => {
+    e.preventDefault();
+    if (!confirm(t('groups.xxlTokenConfirm', { name }))) return;
+    try {
+      const made = await api('POST', path, { keep_previous: keep.checked });
+      shown.replaceChildren(t('groups.xxlTokenShownOnce'), ' ', h('code', { id: 'new-xxl-token', translate: 'no' }, made.token));
+    } catch (e2) { showError(form, err, e2); }
+  } }, access.token ? field(t('groups.xxlKeepPrevious'), 'keep_previous', keep, t('groups.xxlKeepPreviousHint')) : null,
+  h('div', { class: 'wide' }, err, shown, h('div', { class: 'actions' },
+    h('button', { type: 'submit' }, t('groups.xxlTokenNew')),
+    access.previous ? h('button', { type: 'button', onclick: async () => {
+      try {
+        await api('DELETE', `${path}/previous`);
+        navigate(location.pathname, true);
+      } catch (e2) { showError(form, err, e2); }
+    } }, t('groups.xxlTokenEndRotation')) : null)));
+  return [h('h2', {}, t('groups.xxlToken')), form];
 }
 
 export async function clusterScreen(main, _, __, ctx) {

@@ -191,6 +191,14 @@ impl Parts {
             dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
             auth: self.auth.clone(),
             metrics_public: self.config.scheduler.metrics_public,
+            // Checked when the config was loaded.
+            xxl_address_rule: Arc::new(
+                rondo_core::destination::Destinations::parse(
+                    "xxl.address_allow",
+                    &self.config.xxl.address_allow,
+                )
+                .unwrap_or_default(),
+            ),
         }
     }
 }

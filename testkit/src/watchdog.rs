@@ -61,28 +61,30 @@ pub fn bin_dir() -> PathBuf {
 /// The binary `name` in [`bin_dir`], if it was built.
 pub fn binary(name: &str) -> anyhow::Result<Binary> {
     let dir = bin_dir();
-    let path = dir.join(name);
-    let meta = std::fs::metadata(&path).with_context(|| {
-        let profile = if dir.ends_with("release") {
-            " --release"
-        } else {
-            ""
-        };
-        format!(
-            "{} is missing: build it first (cargo build{profile} -p {name} --bins)",
-            path.display()
-        )
-    })?;
+    let profile = if dir.ends_with("release") {
+        " --release"
+    } else {
+        ""
+    };
+    binary_at(&dir.join(name))
+        .with_context(|| format!("build it first (cargo build{profile} -p {name} --bins)"))
+}
+
+/// The binary at `path` (one built elsewhere, an earlier build), if it is
+/// there.
+pub fn binary_at(path: &Path) -> anyhow::Result<Binary> {
+    let meta = std::fs::metadata(path).with_context(|| format!("{} is missing", path.display()))?;
     Ok(Binary {
-        profile: dir
-            .file_name()
+        profile: path
+            .parent()
+            .and_then(Path::file_name)
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         modified: meta
             .modified()
             .ok()
             .map(|t: SystemTime| chrono::DateTime::<chrono::Utc>::from(t)),
-        path,
+        path: path.to_path_buf(),
     })
 }
 

@@ -182,6 +182,26 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     assert.match(await exRow.textContent(), /ago/);
     await shot(page, '18-group-executors');
 
+    // A group of XXL-JOB executors: an admin marks it as the gateway's,
+    // and its access token is shown once, never again.
+    await page.goto(`${BASE}/groups`);
+    await page.getByLabel('App name').fill('xxl-billing');
+    await page.getByRole('button', { name: 'Create group' }).click();
+    await page.goto(`${BASE}/groups/xxl-billing`);
+    await page.locator('#xxl-gateway').filter({ hasText: /^not served/ }).waitFor();
+    await page.getByLabel('Served by the XXL-JOB gateway').check();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('#xxl-token').filter({ hasText: /^none/ }).waitFor();
+    page.once('dialog', (d) => d.accept());
+    await page.getByRole('button', { name: 'Generate a new token' }).click();
+    const xxlToken = await page.locator('#new-xxl-token').textContent();
+    assert.match(xxlToken, /^[0-9a-f]{64}$/);
+    await shot(page, '18b-group-xxl-token');
+    await page.reload();
+    await page.locator('#xxl-token').filter({ hasText: /^set/ }).waitFor();
+    assert.ok(!(await page.content()).includes(xxlToken), 'the token is never shown again');
+    assert.equal((await getJson(page, '/api/v1/groups/xxl-billing')).xxl_access.token, '***');
+
     // An API token: shown once, works as a bearer token, then revoked.
     await page.goto(`${BASE}/account`);
     await page.getByLabel('Token name').fill('ci');

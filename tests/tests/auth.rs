@@ -153,6 +153,12 @@ impl Fixture {
                 let body = json!({ "title": format!("edited by {user}") });
                 send(Method::PUT, format!("/api/v1/groups/{g}"), Some(body)).await;
             }
+            "gateway access token" => {
+                // A native group: allowed answers 400 (not the gateway's).
+                let path = format!("/api/v1/groups/{g}/xxl-token");
+                send(Method::POST, path.clone(), Some(json!({}))).await;
+                send(Method::DELETE, format!("{path}/previous"), None).await;
+            }
             "group create and delete" => {
                 let app = format!("new-{user}-{}", rand_suffix());
                 let body = json!({ "app": app });

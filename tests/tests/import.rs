@@ -206,7 +206,9 @@ async fn imported(api: &Api) -> std::collections::BTreeMap<String, Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
-    let world = World::new("import").await;
+    let mut world = World::new("import").await;
+    // XXL-JOB's manual list below names an executor on a private network.
+    world.config.xxl.address_allow = vec!["10.0.0.0/8".into()];
     let token = world.admin.token.clone();
     let xxl = rondo_testkit::xxl::xxl_database(&world.config).await;
     let mut cluster = Cluster::new(world);
@@ -321,6 +323,18 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
     assert_eq!(group["title"], "示例执行器");
     let (_, group) = api.get("/api/v1/groups/billing").await;
     assert_eq!(group["title"], "Billing");
+    assert_eq!(group["xxl_gateway"], true, "served by the XXL-JOB gateway");
+    // XXL-JOB 2.4 keeps no token per group and none was given.
+    let billing = done["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["app"] == "billing")
+        .unwrap();
+    assert!(
+        billing["xxl_token"].as_str().unwrap().starts_with("none: "),
+        "{billing}"
+    );
     assert_eq!(
         group["xxl_addresses"],
         json!(["http://10.0.0.5:9999/"]),

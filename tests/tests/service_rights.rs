@@ -15,7 +15,7 @@ use rondo_core::{Event, Group, Job};
 use rondo_testkit::procs::free_addr;
 use rondo_testkit::recorder::Recorder;
 use rondo_testkit::redis_acl::{RedisUser, Role, admin_of, rules};
-use rondo_testkit::xxl::{Gateway, Standin, StandinSpec, TOKEN};
+use rondo_testkit::xxl::{Gateway, Standin, StandinSpec, TOKEN, serve_group};
 use rondo_testkit::{Cluster, World, doc_block, eventually, publish_raw_event, stored_codes};
 use serde_json::json;
 
@@ -232,15 +232,9 @@ async fn each_process_works_with_only_the_documented_rights() {
     // The gateway serves an XXL-JOB executor with its own rights: the
     // executor's queue, its control queue, results and log lines.
     let xxl_app = "permxxl";
-    assert_eq!(
-        api.post("/api/v1/groups", json!({ "app": xxl_app }))
-            .await
-            .0,
-        201
-    );
+    serve_group(&api, xxl_app, TOKEN).await;
     let mut gateway_config = cluster.config().clone();
     gateway_config.amqp.url = of("rondo-xxl-gateway").1.clone();
-    gateway_config.xxl.access_token = TOKEN.into();
     let gateway = Gateway::spawn(&gateway_config, "gateway", &cluster.log_dir);
     gateway.until_ready().await;
     let standin = Standin::spawn(
@@ -329,6 +323,8 @@ async fn each_process_works_with_only_the_documented_rights() {
                 title: "forged".into(),
                 updated_ms: rondo_core::clock::now_ms(),
                 xxl_addresses: Vec::new(),
+                xxl_gateway: false,
+                xxl_access: Default::default(),
             },
         },
         Event::JobUpserted {

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use rondo_testkit::procs::{free_addr, rondo_cli};
-use rondo_testkit::xxl::{Gateway, Standin, StandinRun, StandinSpec, TOKEN, xxl_database};
+use rondo_testkit::xxl::{
+    Gateway, Standin, StandinRun, StandinSpec, TOKEN, serve_group, xxl_database,
+};
 use rondo_testkit::{Api, Cluster, PATIENCE, World, eventually, publish_raw_trigger, take_dead};
 use serde_json::{Value, json};
 use sqlx::{MySqlPool, Row};
@@ -26,7 +28,6 @@ async fn cluster(
     tune: impl FnOnce(&mut World),
 ) -> (Cluster, Api, Vec<Gateway>) {
     let mut world = World::new(tag).await;
-    world.config.xxl.access_token = TOKEN.into();
     tune(&mut world);
     let mut cluster = Cluster::new(world);
     cluster.start_persist_worker();
@@ -41,10 +42,9 @@ async fn cluster(
     (cluster, api, gateways)
 }
 
-/// Creates group `app`.
+/// Creates group `app`, served by the gateway, with access token [`TOKEN`].
 async fn group(api: &Api, app: &str) {
-    let (status, out) = api.post("/api/v1/groups", json!({ "app": app })).await;
-    assert_eq!(status, 201, "{out}");
+    serve_group(api, app, TOKEN).await;
 }
 
 /// Starts a stand-in of `generation` in group `app`, registered with
@@ -230,7 +230,14 @@ async fn imported_bean_and_groovy_jobs_run_on_every_generation_with_results_and_
     let out = rondo_cli(
         &url,
         &c.world.admin.token,
-        &["import", "xxl-job", "--mysql", &xxl.url],
+        &[
+            "import",
+            "xxl-job",
+            "--mysql",
+            &xxl.url,
+            "--access-token",
+            TOKEN,
+        ],
     );
     assert!(out.status.success(), "{out:?}");
     let jobs = imported(&api).await;
@@ -815,13 +822,30 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
         Some(1.0)
     );
 
-    let a = answer(call("registry", TOKEN, registration).await.expect("sent")).await;
+    // With a token some group takes, the refusals say why.
+    group(&api, "known").await;
+    let a = eventually("the token of group known taken", PATIENCE, || async {
+        let a = answer(call("registry", TOKEN, registration).await.expect("sent")).await;
+        (a["msg"] != "The access token is wrong.").then_some(a)
+    })
+    .await;
     assert_eq!(a["code"], 500);
     assert!(
         a["msg"]
             .as_str()
             .unwrap()
             .contains("no executor group \"bad\""),
+        "{a}"
+    );
+    let (status, _) = api.post("/api/v1/groups", json!({ "app": "native" })).await;
+    assert_eq!(status, 201);
+    let native = registration.replace("\"bad\"", "\"native\"");
+    let a = answer(call("registry", TOKEN, &native).await.expect("sent")).await;
+    assert!(
+        a["msg"]
+            .as_str()
+            .unwrap()
+            .contains("is not served by the XXL-JOB gateway"),
         "{a}"
     );
     let a = answer(
@@ -913,12 +937,23 @@ async fn bad_input_gets_a_clear_answer_and_takes_nothing_down() {
     let tid = api.trigger_now(j).await;
     assert_eq!(result_of(&db, &tid).await.code, 500, "still serving");
 
-    // No token, not on loopback: the gateway refuses to start (exit 64).
-    let mut config = c.config().clone();
-    config.xxl.access_token = String::new();
-    let mut open = Gateway::spawn_listening(&config, "gateway-open", &c.log_dir, "0.0.0.0:0");
-    let status = open.exit(Duration::from_secs(30)).await.expect("it exits");
-    assert_eq!(status.code(), Some(64));
+    // Calls without a token, not on loopback; or one token for all without
+    // saying so: the gateway refuses to start (exit 64).
+    let mut open = c.config().clone();
+    open.xxl.allow_no_token = true;
+    let mut shared = c.config().clone();
+    shared.xxl.access_token = TOKEN.into();
+    for (name, config, listen) in [
+        ("gateway-open", open, "0.0.0.0:0"),
+        ("gateway-shared", shared, "127.0.0.1:0"),
+    ] {
+        let mut refused = Gateway::spawn_listening(&config, name, &c.log_dir, listen);
+        let status = refused
+            .exit(Duration::from_secs(30))
+            .await
+            .expect("it exits");
+        assert_eq!(status.code(), Some(64), "{name}");
+    }
     drop(gateways);
     c.stop().await;
 }

@@ -169,6 +169,14 @@ async fn fill(pool: &MySqlPool, release: XxlRelease, now: i64) -> BTreeMap<i64, 
     .execute(pool)
     .await
     .expect("groups");
+    if release == XxlRelease::V3_5 {
+        // 3.5 keeps a token per group; `idle` has none.
+        sqlx::query("UPDATE xxl_job_group SET access_token = ? WHERE app_name = 'sw'")
+            .bind(TOKEN)
+            .execute(pool)
+            .await
+            .expect("sw's token");
+    }
     let mut first = BTreeMap::new();
     for row in rows(release) {
         let (kind, conf) = row.sched.conf();
@@ -389,8 +397,7 @@ fn handovers(report: &Value) -> BTreeMap<i64, i64> {
 }
 
 async fn switch_over_and_back(release: XxlRelease, tag: &str) {
-    let mut world = World::new(tag).await;
-    world.config.xxl.access_token = TOKEN.into();
+    let world = World::new(tag).await;
     let token = world.admin.token.clone();
     let xxl = xxl_database_of(&world.config, release).await;
     let mut cluster = Cluster::new(world);
@@ -409,7 +416,8 @@ async fn switch_over_and_back(release: XxlRelease, tag: &str) {
 
     // The dry run names the release and gives the daily job's next
     // instant as XXL-JOB computed it in its zone.
-    let import = [
+    // Before 3.5 the executors' one token is given; 3.5's own are read.
+    let mut import = vec![
         "import",
         "xxl-job",
         "--mysql",
@@ -418,6 +426,9 @@ async fn switch_over_and_back(release: XxlRelease, tag: &str) {
         "Asia/Shanghai",
         "--stopped",
     ];
+    if release != XxlRelease::V3_5 {
+        import.extend(["--access-token", TOKEN]);
+    }
     let out = cli(&[&import[..], &["--dry-run"]].concat());
     assert!(out.status.success(), "{out:?}");
     let dry = report(&out);
@@ -437,6 +448,22 @@ async fn switch_over_and_back(release: XxlRelease, tag: &str) {
     let out = cli(&import);
     assert!(out.status.success(), "{out:?}");
     let done = report(&out);
+    let tokens: BTreeMap<String, String> = done["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let said = g["xxl_token"].as_str().unwrap_or_default().to_owned();
+            (g["app"].as_str().unwrap().to_owned(), said)
+        })
+        .collect();
+    let (sw, idle) = if release == XxlRelease::V3_5 {
+        ("set from xxl_job_group.access_token", "none: ")
+    } else {
+        ("set from --access-token", "set from --access-token")
+    };
+    assert_eq!(tokens["sw"], sw, "{done}");
+    assert!(tokens["idle"].starts_with(idle), "{done}");
     let script_entry = done["jobs"]
         .as_array()
         .unwrap()

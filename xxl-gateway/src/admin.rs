@@ -5,9 +5,15 @@
 //!
 //! Every answer is HTTP 200 with XXL-JOB's own JSON shape (`{"code":200}`,
 //! or `{"code":500,"msg":…}`), which is what its clients read; a failure's
-//! message names what is wrong. A call without the right
-//! `XXL-JOB-ACCESS-TOKEN` gets XXL-JOB's own refusal and is counted
-//! (`rondo_xxl_token_refusals_total`).
+//! message names what is wrong.
+//!
+//! Each call is judged on its group (`access`): a registration or a
+//! `registryRemove` is taken only with the `XXL-JOB-ACCESS-TOKEN` of the
+//! group it names, and only for a group an admin marked as the gateway's; a
+//! callback's entries only for runs of groups its token opens. A token that
+//! opens no group gets XXL-JOB's own refusal; one of another group a refusal
+//! that says so; both are counted (`rondo_xxl_token_refusals_total`). A
+//! registered address must be one `xxl.address_allow` allows.
 
 use std::sync::Arc;
 
@@ -18,8 +24,8 @@ use axum::http::{HeaderMap, Method, Uri, header};
 use axum::response::{IntoResponse, Response};
 use rondo_core::clock;
 
+use crate::access::Verdict;
 use crate::ctx::Ctx;
-use crate::executors::Refusal;
 use crate::wire::{self, Answer, CallbackBody, RegistryParam};
 
 /// The largest body taken (XXL-JOB's executors accept 5 MiB too).
@@ -69,22 +75,19 @@ async fn serve(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let token = headers
+        .get(wire::TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let answer = match Call::of(uri.path()) {
         _ if method != Method::POST => Answer::fail("invalid request, HttpMethod not support."),
         None => Answer::fail(format!(
             "invalid request, uri-mapping({}) not found.",
             uri.path()
         )),
-        Some(call) if !token_matches(&ctx.xxl.access_token, &headers) => {
-            metrics::counter!("rondo_xxl_token_refusals_total", "call" => call.label())
-                .increment(1);
-            tracing::warn!(
-                call = call.label(),
-                "a call with a wrong or missing access token; refused"
-            );
-            Answer::fail(wire::WRONG_TOKEN)
-        }
-        Some(call) => handle(&ctx, call, &body).await,
+        Some(Call::Callback) if !ctx.access.opens_any(token) => wrong_token(Call::Callback),
+        Some(Call::Callback) => callback(&ctx, &body, token).await,
+        Some(call) => registry(&ctx, &body, call, token).await,
     };
     (
         [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
@@ -93,45 +96,32 @@ async fn serve(
         .into_response()
 }
 
-/// Compares the token in constant time (no timing tells how much of it
-/// was right).
-fn token_matches(token: &str, headers: &HeaderMap) -> bool {
-    let given = headers
-        .get(wire::TOKEN_HEADER)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    if token.is_empty() {
-        return true;
-    }
-    let expected = token.as_bytes();
-    let mut diff = u8::from(given.len() != expected.len());
-    for (i, e) in expected.iter().enumerate() {
-        diff |= e ^ given.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
+/// XXL-JOB's own refusal of a token that opens nothing, counted.
+fn wrong_token(call: Call) -> Answer {
+    metrics::counter!("rondo_xxl_token_refusals_total", "call" => call.label()).increment(1);
+    tracing::warn!(
+        call = call.label(),
+        "a call with a wrong or missing access token; refused"
+    );
+    Answer::fail(wire::WRONG_TOKEN)
 }
 
-async fn handle(ctx: &Arc<Ctx>, call: Call, body: &[u8]) -> Answer {
-    match call {
-        Call::Registry => registry(ctx, body, true).await,
-        Call::RegistryRemove => registry(ctx, body, false).await,
-        Call::Callback => callback(ctx, body).await,
-    }
-}
-
-async fn registry(ctx: &Arc<Ctx>, body: &[u8], add: bool) -> Answer {
+async fn registry(ctx: &Arc<Ctx>, body: &[u8], call: Call, token: &str) -> Answer {
     let param: RegistryParam = match serde_json::from_slice(body) {
         Ok(p) => p,
+        Err(_) if !ctx.access.opens_any(token) => return wrong_token(call),
         Err(e) => return Answer::fail(format!("registry: the body is not a RegistryParam: {e}")),
     };
     let (app, address) = match check_registration(&param) {
         Ok(pair) => pair,
+        Err(_) if !ctx.access.opens_any(token) => return wrong_token(call),
         Err(msg) => return Answer::fail(msg),
     };
-    let outcome = if add {
-        register(ctx, &app, &address).await
-    } else {
-        remove(ctx, &app, &address).await
+    let outcome = match admitted(ctx, call, &app, token).await {
+        Ok(Ok(fp)) if call == Call::Registry => register(ctx, &app, &address, &fp).await,
+        Ok(Ok(_)) => remove(ctx, &app, &address).await,
+        Ok(Err(refused)) => Ok(refused),
+        Err(e) => Err(e),
     };
     match outcome {
         Ok(answer) => answer,
@@ -142,6 +132,50 @@ async fn registry(ctx: &Arc<Ctx>, body: &[u8], add: bool) -> Answer {
             ))
         }
     }
+}
+
+/// Whether `token` opens group `app` for `call`: the fingerprint of the
+/// token taken, or the refusal to answer.
+async fn admitted(
+    ctx: &Ctx,
+    call: Call,
+    app: &str,
+    token: &str,
+) -> Result<Result<String, Answer>, rondo_core::Error> {
+    let mut verdict = ctx.access.verdict(app, token);
+    let mut group = None;
+    if !matches!(verdict, Verdict::Opens(_)) {
+        // A group made, marked or given a token since the last read: read
+        // it now.
+        group = ctx.executors.group(app).await?;
+        if let Some(g) = &group {
+            ctx.access.learn(g.clone());
+            verdict = ctx.access.verdict(app, token);
+        }
+    }
+    let refusal = match verdict {
+        Verdict::Opens(fp) => return Ok(Ok(fp)),
+        _ if !ctx.access.opens_any(token) => wrong_token(call),
+        Verdict::WrongToken => {
+            metrics::counter!("rondo_xxl_token_refusals_total", "call" => call.label())
+                .increment(1);
+            Answer::fail(format!(
+                "registryKey {app:?}: this access token is not group {app:?}'s; send the group's own (xxl.job.accessToken)"
+            ))
+        }
+        Verdict::NotServed => {
+            metrics::counter!("rondo_xxl_registrations_refused_total").increment(1);
+            Answer::fail(match group {
+                Some(_) => format!(
+                    "registryKey {app:?}: rondo's group {app:?} is not served by the XXL-JOB gateway; an admin marks it (rondo group update {app} --xxl-gateway) and gives it an access token (rondo group xxl-token {app}), then the executor's next registration is taken"
+                ),
+                None => format!(
+                    "registryKey {app:?}: rondo has no executor group {app:?}; create it (rondo group create {app} --xxl-gateway) or import it from XXL-JOB (rondo import xxl-job), then the executor's next registration is taken"
+                ),
+            })
+        }
+    };
+    Ok(Err(refusal))
 }
 
 /// The app and normalized address of a registration; the error names the
@@ -165,16 +199,21 @@ fn check_registration(param: &RegistryParam) -> Result<(String, String), String>
     Ok((app, address))
 }
 
-async fn register(ctx: &Arc<Ctx>, app: &str, address: &str) -> Result<Answer, rondo_core::Error> {
-    if !ctx.executors.group_exists(app).await? {
+async fn register(
+    ctx: &Arc<Ctx>,
+    app: &str,
+    address: &str,
+    token_fp: &str,
+) -> Result<Answer, rondo_core::Error> {
+    if let Some(refused) = destination_refused(ctx, address).await {
         metrics::counter!("rondo_xxl_registrations_refused_total").increment(1);
         return Ok(Answer::fail(format!(
-            "registryKey {app:?}: rondo has no executor group {app:?}; create it (rondo group create {app}) or import it from XXL-JOB (rondo import xxl-job), then the executor's next registration is taken"
+            "registryValue {address:?}: {refused} (xxl.address_allow)"
         )));
     }
     match ctx
         .executors
-        .register(app, address, false, clock::now_ms())
+        .register(app, address, false, token_fp, clock::now_ms())
         .await?
     {
         Ok(record) => {
@@ -183,9 +222,22 @@ async fn register(ctx: &Arc<Ctx>, app: &str, address: &str) -> Result<Answer, ro
             }
             Ok(Answer::success())
         }
-        Err(Refusal::IdTaken { id, address: known }) => Ok(Answer::fail(format!(
-            "registryValue {address:?}: its rondo executor id {id} is that of {known:?} already; give the executor another address"
-        ))),
+        Err(refusal) => {
+            metrics::counter!("rondo_xxl_registrations_refused_total").increment(1);
+            Ok(Answer::fail(refusal.message(address)))
+        }
+    }
+}
+
+/// Why the destination rule refuses `address`, if it does (a name that
+/// does not resolve now is left to the rule at each call).
+async fn destination_refused(ctx: &Ctx, address: &str) -> Option<String> {
+    let url = reqwest::Url::parse(address).ok()?;
+    let host = url.host_str()?;
+    let port = url.port_or_known_default().unwrap_or(80);
+    match rondo_core::outbound::resolve(ctx.client.rule(), host, port).await {
+        Ok(Err(refused)) => Some(refused.to_string()),
+        _ => None,
     }
 }
 
@@ -201,7 +253,7 @@ async fn remove(ctx: &Arc<Ctx>, app: &str, address: &str) -> Result<Answer, rond
     Ok(Answer::success())
 }
 
-async fn callback(ctx: &Arc<Ctx>, body: &[u8]) -> Answer {
+async fn callback(ctx: &Arc<Ctx>, body: &[u8], token: &str) -> Answer {
     let entries = match serde_json::from_slice::<CallbackBody>(body) {
         Ok(b) => b.entries(),
         Err(e) => {
@@ -210,7 +262,7 @@ async fn callback(ctx: &Arc<Ctx>, body: &[u8]) -> Answer {
             ));
         }
     };
-    match crate::callback::handle(ctx, entries).await {
+    match crate::callback::handle(ctx, entries, token).await {
         Ok(()) => Answer::success(),
         Err(e) => {
             tracing::warn!(error = %e, "cannot take a callback now; the executor sends it again");
@@ -235,19 +287,6 @@ mod tests {
         assert_eq!(Call::of("/a/b/api/callback"), Some(Call::Callback));
         assert_eq!(Call::of("/api/addJob"), None);
         assert_eq!(Call::of("/registry"), None);
-    }
-
-    #[test]
-    fn the_token_must_match_exactly() {
-        let mut h = HeaderMap::new();
-        assert!(!token_matches("s3cret", &h), "missing");
-        h.insert(wire::TOKEN_HEADER, "s3cre".parse().unwrap());
-        assert!(!token_matches("s3cret", &h), "a prefix");
-        h.insert(wire::TOKEN_HEADER, "s3cretx".parse().unwrap());
-        assert!(!token_matches("s3cret", &h), "longer");
-        h.insert(wire::TOKEN_HEADER, "s3cret".parse().unwrap());
-        assert!(token_matches("s3cret", &h));
-        assert!(token_matches("", &HeaderMap::new()), "no token configured");
     }
 
     #[test]

@@ -12,6 +12,13 @@
 //! rondo's own executors. A log id no run has (never handed off, or
 //! answered and gone) is acknowledged, logged and counted: sending it again
 //! would change nothing.
+//!
+//! An entry is taken only for a run of a group the callback's access token
+//! opens: the run was handed to an executor of that group, under a log id
+//! only it was told (62 random bits, never a sequence). An entry for
+//! another group's run is acknowledged like an unknown one (a caller
+//! learns nothing of other groups' runs) and counted (`outcome =
+//! "forbidden"`).
 
 use std::sync::Arc;
 
@@ -20,13 +27,19 @@ use rondo_core::event::Event;
 use rondo_core::trigger::code;
 use rondo_core::{Error, ExecResult, clock};
 
+use crate::access::Verdict;
 use crate::answer;
 use crate::ctx::Ctx;
 use crate::runs::Run;
 use crate::wire::{self, CallbackEntry};
 
-/// Handles a callback's entries; `Err` when it must be sent again.
-pub(crate) async fn handle(ctx: &Arc<Ctx>, entries: Vec<CallbackEntry>) -> Result<(), Error> {
+/// Handles a callback's entries, sent with access token `token`; `Err`
+/// when it must be sent again.
+pub(crate) async fn handle(
+    ctx: &Arc<Ctx>,
+    entries: Vec<CallbackEntry>,
+    token: &str,
+) -> Result<(), Error> {
     let log_ids: Vec<i64> = entries.iter().map(|e| e.log_id).collect();
     let runs = ctx.runs.runs(&log_ids).await?;
     let now = clock::now_ms();
@@ -41,6 +54,15 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, entries: Vec<CallbackEntry>) -> Resul
             );
             continue;
         };
+        if !matches!(ctx.access.verdict(&run.group, token), Verdict::Opens(_)) {
+            metrics::counter!("rondo_xxl_callbacks_total", "outcome" => "forbidden").increment(1);
+            tracing::warn!(
+                log_id = entry.log_id,
+                group = %run.group,
+                "a callback for a run of a group its access token does not open; acknowledged, not taken"
+            );
+            continue;
+        }
         let outcome = if run.answered { "late" } else { "handled" };
         metrics::counter!("rondo_xxl_callbacks_total", "outcome" => outcome).increment(1);
         let result = result_of(&run, &entry, now);

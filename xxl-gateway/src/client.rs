@@ -1,6 +1,9 @@
 //! Calls to an executor's embedded server: `/beat`, `/idleBeat`, `/run` or
-//! `/trigger`, `/kill`, `/log`, each a JSON `POST` with the access token
-//! (and, for 3.5, the appname) in its headers.
+//! `/trigger`, `/kill`, `/log`, each a JSON `POST` with its group's access
+//! token (and, for 3.5, the appname) in its headers, and only to an address
+//! `xxl.address_allow`'s destination rule allows (judged on the resolved
+//! address of every new connection: a refused one is
+//! [`CallError::Unreachable`], nothing sent).
 //!
 //! A call ends in one of five ways, and callers branch on which, because
 //! they mean different things for a trigger:
@@ -17,6 +20,7 @@
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use rondo_core::destination::Destinations;
 use serde::Serialize;
 
 use crate::wire::{self, Generation, LogPage, LogParam, Reply, TriggerParam};
@@ -47,6 +51,8 @@ pub struct Target {
     pub address: String,
     pub app: String,
     pub generation: Generation,
+    /// The access token it is sent (its group's; empty: none).
+    pub token: String,
 }
 
 /// The HTTP client every call goes through: kept-alive connections of its
@@ -55,13 +61,15 @@ pub struct Target {
 pub struct Client {
     http: reqwest::Client,
     plain: std::sync::Arc<crate::http1::Pool>,
-    token: String,
+    rule: std::sync::Arc<Destinations>,
     timeout: Duration,
 }
 
 impl Client {
-    pub fn new(token: &str, timeout: Duration) -> Result<Client, reqwest::Error> {
-        let http = reqwest::Client::builder()
+    /// A client whose calls wait `timeout` for their answer and go only
+    /// where `rule` allows.
+    pub fn new(timeout: Duration, rule: Destinations) -> Result<Client, reqwest::Error> {
+        let builder = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(3)))
             // Small requests and answers, one after another on a kept-alive
             // connection: no waiting for Nagle's algorithm.
@@ -69,15 +77,22 @@ impl Client {
             .http1_only()
             // An executor's answer is small; one that talks without end
             // is cut by the timeout.
-            .pool_idle_timeout(Duration::from_secs(50))
+            .pool_idle_timeout(Duration::from_secs(50));
+        // No redirect is followed: an executor's server never sends one.
+        let http = rondo_core::outbound::guard(builder, rule.clone())
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Client {
             http,
-            plain: std::sync::Arc::default(),
-            token: token.to_owned(),
+            plain: std::sync::Arc::new(crate::http1::Pool::guarded(rule.clone())),
+            rule: std::sync::Arc::new(rule),
             timeout,
         })
+    }
+
+    /// Where calls may go (`xxl.address_allow`'s rule).
+    pub fn rule(&self) -> &Destinations {
+        &self.rule
     }
 
     /// How long a call waits for its answer.
@@ -172,50 +187,62 @@ impl Client {
         let outcome = match crate::http1::split_http(&url) {
             Some((authority, path)) => {
                 let body = serde_json::to_vec(body).unwrap_or_default();
-                self.call_plain(
-                    &target.address,
-                    &target.app,
-                    authority,
-                    path,
-                    &body,
-                    (timeout, send_by),
-                )
-                .await
+                self.call_plain(target, authority, path, &body, (timeout, send_by))
+                    .await
             }
-            None => {
-                let sent = self
-                    .http
-                    .post(&url)
-                    .headers(self.headers(&target.app))
-                    .json(body)
-                    .timeout(timeout)
-                    .send()
-                    .await;
-                match sent {
-                    Ok(response) => read(&target.address, response).await,
-                    Err(e) => Err(classify(&target.address, &e)),
-                }
-            }
+            None => self.call_tls(target, &url, body, timeout).await,
         };
         metrics::histogram!("rondo_xxl_call_seconds", "call" => call_label(path))
             .record(started.elapsed().as_secs_f64());
         outcome
     }
 
+    /// An `https://` call, through reqwest (the rule in its resolver, and
+    /// on an address written in the URL).
+    async fn call_tls(
+        &self,
+        target: &Target,
+        url: &str,
+        body: &impl Serialize,
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let unreachable = |detail: String| CallError::Unreachable {
+            address: target.address.clone(),
+            detail,
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| unreachable(e.to_string()))?;
+        rondo_core::outbound::check_url(&self.rule, &parsed).map_err(|refused| {
+            metrics::counter!("rondo_xxl_calls_refused_total").increment(1);
+            unreachable(format!("{refused} (xxl.address_allow)"))
+        })?;
+        let sent = self
+            .http
+            .post(parsed)
+            .headers(headers(target))
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await;
+        match sent {
+            Ok(response) => read(&target.address, response).await,
+            Err(e) => Err(classify(&target.address, &e)),
+        }
+    }
+
     async fn call_plain(
         &self,
-        address: &str,
-        app: &str,
+        target: &Target,
         authority: &str,
         path: &str,
         body: &[u8],
         (timeout, send_by): (Duration, Option<tokio::time::Instant>),
     ) -> Result<Reply, CallError> {
+        let address = target.address.as_str();
         let mut headers = Vec::with_capacity(2);
-        if !self.token.is_empty() {
-            headers.push((wire::TOKEN_HEADER, self.token.as_str()));
+        if !target.token.is_empty() {
+            headers.push((wire::TOKEN_HEADER, target.token.as_str()));
         }
-        headers.push((wire::APPNAME_HEADER, app));
+        headers.push((wire::APPNAME_HEADER, target.app.as_str()));
         let answer = self
             .plain
             .post_by(authority, path, &headers, body, timeout, send_by)
@@ -247,23 +274,24 @@ impl Client {
             }),
         }
     }
+}
 
-    fn headers(&self, app: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/json;charset=UTF-8"),
-        );
-        if let Ok(token) = HeaderValue::from_str(&self.token)
-            && !self.token.is_empty()
-        {
-            headers.insert(wire::TOKEN_HEADER, token);
-        }
-        if let Ok(app) = HeaderValue::from_str(app) {
-            headers.insert(wire::APPNAME_HEADER, app);
-        }
-        headers
+/// The headers of an `https://` call to `target`.
+fn headers(target: &Target) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/json;charset=UTF-8"),
+    );
+    if let Ok(token) = HeaderValue::from_str(&target.token)
+        && !target.token.is_empty()
+    {
+        headers.insert(wire::TOKEN_HEADER, token);
     }
+    if let Ok(app) = HeaderValue::from_str(&target.app) {
+        headers.insert(wire::APPNAME_HEADER, app);
+    }
+    headers
 }
 
 /// The metric label of a path (bounded: the five calls).
@@ -327,9 +355,13 @@ mod tests {
         assert_eq!(first_bytes(b"<html>"), "<html>");
     }
 
+    fn loopback() -> Destinations {
+        Destinations::parse("xxl.address_allow", &["127.0.0.0/8".into()]).unwrap()
+    }
+
     #[tokio::test]
     async fn a_closed_port_is_unreachable_and_garbage_is_kept() {
-        let client = Client::new("t", Duration::from_secs(2)).unwrap();
+        let client = Client::new(Duration::from_secs(2), loopback()).unwrap();
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
@@ -337,6 +369,7 @@ mod tests {
             address: format!("http://127.0.0.1:{port}/"),
             app: "a".into(),
             generation: Generation::Two,
+            token: "t".into(),
         };
         let e = client
             .beat(&target, Duration::from_secs(1))
@@ -357,5 +390,35 @@ mod tests {
             CallError::Garbage { first_bytes, .. } => assert_eq!(first_bytes, "<html>busy</html>"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn an_address_outside_the_rule_is_never_connected_to() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        server.set_nonblocking(true).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let strict = Client::new(Duration::from_secs(2), Destinations::default()).unwrap();
+        for address in [
+            format!("http://127.0.0.1:{port}/"),
+            format!("http://localhost:{port}/"),
+            format!("https://127.0.0.1:{port}/"),
+        ] {
+            let target = Target {
+                address: address.clone(),
+                app: "a".into(),
+                generation: Generation::Two,
+                token: "t".into(),
+            };
+            match strict.beat(&target, Duration::from_secs(1)).await {
+                Err(CallError::Unreachable { detail, .. }) => {
+                    assert!(detail.contains("xxl.address_allow"), "{address}: {detail}");
+                }
+                other => panic!("{address}: {other:?}"),
+            }
+        }
+        assert!(
+            matches!(server.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "no connection was made"
+        );
     }
 }

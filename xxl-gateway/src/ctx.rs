@@ -13,6 +13,7 @@ use rondo_core::redis::Pool;
 use rondo_core::{Config, Names};
 use rondo_dispatcher::{EventPublisher, Link};
 
+use crate::access::Access;
 use crate::client::Client;
 use crate::executors::Executors;
 use crate::instances::Instances;
@@ -28,6 +29,8 @@ pub(crate) struct Ctx {
     pub(crate) client: Client,
     pub(crate) runs: Runs,
     pub(crate) executors: Executors,
+    /// The groups served and their tokens.
+    pub(crate) access: Access,
     pub(crate) instances: Instances,
     /// Results and log lines.
     pub(crate) events: EventPublisher,
@@ -52,6 +55,7 @@ impl Ctx {
         Arc::new(Ctx {
             runs: Runs::new(pool.clone(), names.clone(), config.executor.dedupe_ttl_s),
             executors: Executors::new(pool.clone(), names.clone()),
+            access: Access::new(&config.xxl),
             instances: Instances::new(
                 pool.clone(),
                 names.clone(),
@@ -124,7 +128,7 @@ mod tests {
     async fn a_guarded_task_that_panics_stops_the_instance_and_says_why() {
         let config = Config::default();
         let pool = rondo_core::redis::pool(&config.redis).expect("a pool (not connected)");
-        let client = Client::new("t", Duration::from_secs(1)).expect("a client");
+        let client = Client::new(Duration::from_secs(1), Default::default()).expect("a client");
         let ctx = Ctx::new(&config, pool, client, "g".into());
         ctx.guard("quiet", async {}).await;
         assert!(!ctx.failed.is_cancelled(), "a task that ends is no failure");

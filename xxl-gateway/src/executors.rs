@@ -13,7 +13,8 @@ use std::collections::HashMap;
 
 use redis::AsyncCommands;
 use rondo_core::redis::Pool;
-use rondo_core::{Error, Names, clock};
+use rondo_core::{Error, Group, Names, clock, registry};
+use sha2::{Digest, Sha256};
 
 use crate::wire::Generation;
 
@@ -40,11 +41,17 @@ pub struct Record {
     /// What `xxl-job-core` generation it runs, once a trigger told (the
     /// first send learns it: the other generation refuses the path).
     pub generation: Option<Generation>,
+    /// The fingerprint of the access token it registered with (it is sent
+    /// that one while its group takes it); empty for a listed address.
+    pub token_fp: String,
 }
 
 /// The rondo executor id of XXL-JOB executor `address` of `app`:
-/// `<app>-<host>-<port>` with every other character `-`, and a hash of
-/// both when that is longer than 64 characters.
+/// `<app>-<host>-<port>` with every other character `-` (cut to fit), then
+/// `-` and 12 hex digits of the SHA-256 of both. The readable part alone
+/// would let two addresses share an id (`http://127-0-0-1:8771/` and
+/// `http://127.0.0.1:8771/`, or app `a` at `b.c` and app `a-b` at `c`);
+/// the digest keeps every address of every group apart.
 pub fn executor_id(app: &str, address: &str) -> String {
     let rest = address.split_once("://").map_or(address, |(_, r)| r);
     let place: String = rest
@@ -52,26 +59,12 @@ pub fn executor_id(app: &str, address: &str) -> String {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let id = format!("{app}-{place}");
-    if id.len() <= MAX_ID {
-        return id;
-    }
-    use sha2_like::digest8;
-    let tail = digest8(&format!("{app}\n{address}"));
-    format!("{}-{tail}", &id[..MAX_ID - tail.len() - 1])
-}
-
-/// A short, stable hash for ids that must be cut (FNV-1a, 64 bits, hex):
-/// not a secret, only a tie-breaker.
-mod sha2_like {
-    pub fn digest8(text: &str) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{h:016x}")
-    }
+    let digest = Sha256::digest(format!("{app}\n{address}").as_bytes());
+    let tail: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let mut head = format!("{app}-{place}");
+    // Only ASCII here (app names are), so any cut is a boundary.
+    head.truncate(MAX_ID - tail.len() - 1);
+    format!("{head}-{tail}")
 }
 
 impl Record {
@@ -90,6 +83,7 @@ impl Record {
                 Some("3") => Some(Generation::Three),
                 _ => None,
             },
+            token_fp: get("token_fp").unwrap_or_default(),
         })
     }
 }
@@ -97,9 +91,29 @@ impl Record {
 /// Why a registration was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// Another address of the app has the same id (hosts that differ only
-    /// in punctuation).
+    /// Another address has the same id (a digest collision: never seen).
     IdTaken { id: String, address: String },
+    /// A rondo executor of that id is live: its queue is not the
+    /// gateway's to consume.
+    NativeId {
+        id: String,
+        app: String,
+        host: String,
+    },
+}
+
+impl Refusal {
+    /// The refusal as the registration's answer says it, naming both.
+    pub fn message(&self, address: &str) -> String {
+        match self {
+            Refusal::IdTaken { id, address: known } => format!(
+                "registryValue {address:?}: its rondo executor id {id} is that of {known:?} already; give the executor another address"
+            ),
+            Refusal::NativeId { id, app, host } => format!(
+                "registryValue {address:?}: its rondo executor id {id} is that of a live rondo executor of group {app:?} on {host:?}; give the executor another address"
+            ),
+        }
+    }
 }
 
 /// The executors' records in Redis.
@@ -114,21 +128,32 @@ impl Executors {
         Executors { pool, names }
     }
 
-    /// Registers (or renews) `address` of `app`; a new one gets a new
-    /// incarnation. `address` must be normalized.
+    /// Registers (or renews) `address` of `app`, which registered with the
+    /// token of fingerprint `token_fp` (empty for a listed address); a new
+    /// one gets a new incarnation. `address` must be normalized. Refused
+    /// when its id is another executor's, of the gateway or rondo's own.
     pub async fn register(
         &self,
         app: &str,
         address: &str,
         manual: bool,
+        token_fp: &str,
         now_ms: i64,
     ) -> Result<Result<Record, Refusal>, Error> {
         let id = executor_id(app, address);
         let key = self.names.xxl_executor(&id);
         let mut conn = self.pool.get().await?;
         let known: Option<String> = conn.hget(&key, "address").await?;
-        if let Some(known) = known.filter(|k| k != address) {
-            return Ok(Err(Refusal::IdTaken { id, address: known }));
+        if let Some(known) = known.as_ref().filter(|k| *k != address) {
+            return Ok(Err(Refusal::IdTaken {
+                id,
+                address: known.clone(),
+            }));
+        }
+        if known.is_none()
+            && let Some(refusal) = self.native_holder(&mut conn, &id).await?
+        {
+            return Ok(Err(refusal));
         }
         let incarnation = format!("{:016x}", rand::random::<u64>());
         let mut pipe = redis::pipe();
@@ -142,6 +167,7 @@ impl Executors {
                     ("app", app),
                     ("address", address),
                     ("manual", if manual { "1" } else { "0" }),
+                    ("token_fp", token_fp),
                 ],
             )
             .ignore()
@@ -154,6 +180,25 @@ impl Executors {
         Record::from_hash(&id, &hash).map(Ok).ok_or_else(|| {
             Error::internal(format!("executor record {id} unreadable after its write"))
         })
+    }
+
+    /// The rondo executor (not the gateway's) that holds id `id`, if its
+    /// registry entry is there: the gateway's executors' entries say
+    /// `via`, a rondo executor's do not.
+    async fn native_holder(
+        &self,
+        conn: &mut rondo_core::redis::Connection,
+        id: &str,
+    ) -> Result<Option<Refusal>, Error> {
+        let hash: HashMap<String, String> = conn.hgetall(self.names.executor(id)).await?;
+        let Some(entry) = registry::Entry::from_fields(&hash) else {
+            return Ok(None);
+        };
+        Ok(entry.via.is_empty().then(|| Refusal::NativeId {
+            id: id.to_owned(),
+            app: entry.app,
+            host: entry.host,
+        }))
     }
 
     /// One executor's record, if it is in the fleet.
@@ -225,27 +270,26 @@ impl Executors {
         Ok(())
     }
 
-    /// The manual address lists of the groups (`xxl_addresses`), by app.
-    pub async fn manual_lists(&self) -> Result<HashMap<String, Vec<String>>, Error> {
+    /// Every group (the served ones say `xxl_gateway`); a group whose
+    /// JSON does not read is left out.
+    pub async fn groups(&self) -> Result<Vec<Group>, Error> {
         let groups: HashMap<String, String> =
             self.pool.get().await?.hgetall(self.names.groups()).await?;
         Ok(groups
-            .into_iter()
-            .filter_map(|(app, json)| {
-                let group: rondo_core::Group = serde_json::from_str(&json).ok()?;
-                (!group.xxl_addresses.is_empty()).then_some((app, group.xxl_addresses))
-            })
+            .values()
+            .filter_map(|json| serde_json::from_str(json).ok())
             .collect())
     }
 
-    /// Whether group `app` exists in rondo.
-    pub async fn group_exists(&self, app: &str) -> Result<bool, Error> {
-        Ok(self
+    /// Group `app`, if it exists.
+    pub async fn group(&self, app: &str) -> Result<Option<Group>, Error> {
+        let json: Option<String> = self
             .pool
             .get()
             .await?
-            .hexists(self.names.groups(), app)
-            .await?)
+            .hget(self.names.groups(), app)
+            .await?;
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
     }
 }
 
@@ -254,17 +298,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_readable_and_bounded() {
-        assert_eq!(
-            executor_id("billing", "http://10.0.0.5:9999/"),
-            "billing-10-0-0-5-9999"
-        );
+    fn ids_are_readable_bounded_and_never_shared() {
+        let id = executor_id("billing", "http://10.0.0.5:9999/");
+        assert!(id.starts_with("billing-10-0-0-5-9999-"), "{id}");
+        assert_eq!(id.len(), "billing-10-0-0-5-9999-".len() + 12);
         let long = executor_id(&"a".repeat(60), "http://host.example.com:9999/");
         assert_eq!(long.len(), MAX_ID);
         assert_ne!(
             long,
             executor_id(&"a".repeat(60), "http://host.example.org:9999/"),
             "cut ids still differ"
+        );
+        // Punctuation and the app's own dashes no longer fold together.
+        assert_ne!(
+            executor_id("app", "http://127.0.0.1:8771/"),
+            executor_id("app", "http://127-0-0-1:8771/")
+        );
+        assert_ne!(
+            executor_id("a", "http://b.c:1/"),
+            executor_id("a-b", "http://c:1/")
         );
     }
 }

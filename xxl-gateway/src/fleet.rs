@@ -3,10 +3,12 @@
 //! (`served`'s tasks), and the broker connection their queues are consumed
 //! on (the state is `roster`'s).
 //!
-//! Every [`RECONCILE`] the fleet is read again: new executors are served,
-//! removed ones stop, registrations older than `xxl.registration_ttl_ms`
-//! are removed (XXL-JOB's 90 s), and the groups' address lists are made
-//! records (and unmade when an address leaves its list).
+//! Every [`RECONCILE`] the fleet is read again: the groups the gateway
+//! serves and their tokens (`access`), new executors are served, removed
+//! ones stop, registrations older than `xxl.registration_ttl_ms` are
+//! removed (XXL-JOB's 90 s), executors of a group no longer served leave,
+//! and the served groups' address lists are made records (and unmade when
+//! an address leaves its list).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -56,17 +58,24 @@ pub(crate) async fn run(ctx: Arc<Ctx>, stop: CancellationToken) {
     }
 }
 
-/// One pass: the records in Redis made the served set.
+/// One pass: the groups and records in Redis made the served set. An
+/// executor of a group the gateway no longer serves leaves the fleet.
 async fn reconcile(
     ctx: &Arc<Ctx>,
     stop: &CancellationToken,
     tasks: &TaskTracker,
 ) -> Result<(), Error> {
+    ctx.access.replace(ctx.executors.groups().await?);
     sync_manual_lists(ctx).await?;
     let now = clock::now_ms();
     let ttl = ctx.xxl.registration_ttl_ms as i64;
     let mut live = HashMap::new();
     for record in ctx.executors.load().await? {
+        if !ctx.access.knows(&record.app) {
+            tracing::info!(executor_id = %record.id, app = %record.app, "its group is not served by the gateway: the executor leaves the fleet");
+            ctx.executors.remove(&record.id).await?;
+            continue;
+        }
         if !record.manual && record.registered_ms < now - ttl {
             tracing::info!(executor_id = %record.id, address = %record.address, "no registration for {} s: the executor leaves the fleet", ttl / 1000);
             ctx.executors.remove(&record.id).await?;
@@ -83,11 +92,12 @@ async fn reconcile(
         keep
     });
     for (id, record) in live {
+        let token = ctx.access.token_for(&record.app, &record.token_fp);
         match served.get(&id) {
-            Some(s) => s.update(record),
+            Some(s) => s.update(record, token),
             None => {
                 tracing::info!(executor_id = %id, address = %record.address, app = %record.app, "serving an XXL-JOB executor");
-                let s = Arc::new(Served::new(record, stop.child_token()));
+                let s = Arc::new(Served::new(record, token, stop.child_token()));
                 tasks.spawn(ctx.guard("executor", crate::served::run(s.clone(), ctx.clone())));
                 served.insert(id, s);
             }
@@ -97,20 +107,24 @@ async fn reconcile(
     Ok(())
 }
 
-/// Makes the groups' `xxl_addresses` records (renewed at every pass, so
-/// they never expire), and removes the manual records no list holds.
+/// Makes the served groups' `xxl_addresses` records (renewed at every
+/// pass, so they never expire), and removes the manual records no list
+/// holds.
 async fn sync_manual_lists(ctx: &Ctx) -> Result<(), Error> {
-    let lists = ctx.executors.manual_lists().await?;
     let now = clock::now_ms();
     let mut listed = HashSet::new();
-    for (app, addresses) in &lists {
+    for (app, addresses) in ctx.access.manual_lists() {
         for address in addresses {
-            listed.insert(executor_id(app, address));
-            if let Err(refusal) = ctx.executors.register(app, address, true, now).await? {
+            listed.insert(executor_id(&app, &address));
+            if let Err(refusal) = ctx
+                .executors
+                .register(&app, &address, true, "", now)
+                .await?
+            {
                 tracing::warn!(
                     app,
                     address,
-                    ?refusal,
+                    refusal = %refusal.message(&address),
                     "a listed executor address cannot be served"
                 );
             }

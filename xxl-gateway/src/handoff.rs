@@ -202,7 +202,7 @@ async fn try_settle(
             incarnation: record.incarnation.clone(),
             since_ms: clock::now_ms(),
         };
-        let run = new_run(served, trigger, ctx.runs.log_id().await?);
+        let run = new_run(served, trigger, ctx.runs.log_id());
         let found = match ctx.runs.claim(&running, &run, ctx.me()).await? {
             Claim::Won => {
                 let claimant = ctx.claimant(run.log_id);
@@ -311,7 +311,7 @@ async fn cut_short(
         // and is refreshed with the mark, so only an eviction does this):
         // no hand-off holds the trigger. Take it over.
         None => {
-            let claimant = ctx.claimant(ctx.runs.log_id().await?);
+            let claimant = ctx.claimant(ctx.runs.log_id());
             if !ctx
                 .runs
                 .take_over(&trigger.group, tid, None, &claimant)

@@ -20,6 +20,7 @@ use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use rondo_core::destination::Destinations;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -68,6 +69,9 @@ pub fn split_http(url: &str) -> Option<(&str, &str)> {
 #[derive(Default)]
 pub struct Pool {
     idle: Mutex<Idle>,
+    /// Where a connection may go (`None`: anywhere), judged on the
+    /// resolved address of every new connection.
+    rule: Option<std::sync::Arc<Destinations>>,
 }
 
 #[derive(Default)]
@@ -79,6 +83,16 @@ struct Idle {
 }
 
 impl Pool {
+    /// A pool whose connections go only where `rule` allows: a host name
+    /// is resolved and only the allowed addresses are tried; none allowed
+    /// is a [`Failure::Connect`] (nothing was sent) that says why.
+    pub fn guarded(rule: Destinations) -> Pool {
+        Pool {
+            idle: Mutex::default(),
+            rule: Some(std::sync::Arc::new(rule)),
+        }
+    }
+
     /// `POST`s `body` to `path` on `authority` (`host:port`) with `headers`
     /// (name, value), answered within `timeout`.
     pub async fn post(
@@ -109,7 +123,7 @@ impl Pool {
         let request = request(authority, path, headers, body);
         let (mut conn, reused) = match self.take(authority) {
             Some(conn) => (conn, true),
-            None => (connect(authority, deadline).await?, false),
+            None => (self.connect(authority, deadline).await?, false),
         };
         if late() {
             return Err(Failure::Late);
@@ -121,7 +135,7 @@ impl Pool {
             // A kept connection that refuses the write was closed by the
             // server before the request: nothing of it was taken. Once more
             // on a new one.
-            conn = connect(authority, deadline).await?;
+            conn = self.connect(authority, deadline).await?;
             if late() {
                 return Err(Failure::Late);
             }
@@ -201,14 +215,44 @@ fn with_port(authority: &str) -> Cow<'_, str> {
     }
 }
 
-async fn connect(authority: &str, deadline: tokio::time::Instant) -> Result<TcpStream, Failure> {
-    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no connection in time");
-    let conn = tokio::time::timeout_at(deadline, TcpStream::connect(&*with_port(authority)))
-        .await
-        .map_err(|_| Failure::Connect(timed_out()))?
-        .map_err(Failure::Connect)?;
-    conn.set_nodelay(true).map_err(Failure::Connect)?;
-    Ok(conn)
+impl Pool {
+    /// A new connection to `authority`, to an address the rule allows.
+    async fn connect(
+        &self,
+        authority: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<TcpStream, Failure> {
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no connection in time");
+        let target = with_port(authority);
+        let connecting = async {
+            let Some(rule) = &self.rule else {
+                return TcpStream::connect(&*target).await;
+            };
+            let (host, port) = target.rsplit_once(':').unwrap_or((&target, "80"));
+            let port: u16 = port.parse().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("bad port in {authority}"),
+                )
+            })?;
+            let allowed = rondo_core::outbound::resolve(rule, host, port)
+                .await?
+                .map_err(|refused| {
+                    metrics::counter!("rondo_xxl_calls_refused_total").increment(1);
+                    io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!("{refused} (xxl.address_allow)"),
+                    )
+                })?;
+            TcpStream::connect(&allowed[..]).await
+        };
+        let conn = tokio::time::timeout_at(deadline, connecting)
+            .await
+            .map_err(|_| Failure::Connect(timed_out()))?
+            .map_err(Failure::Connect)?;
+        conn.set_nodelay(true).map_err(Failure::Connect)?;
+        Ok(conn)
+    }
 }
 
 async fn write(

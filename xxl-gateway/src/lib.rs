@@ -22,7 +22,9 @@
 //! * `wire`: XXL-JOB's JSON, both generations; `client`: the calls to an
 //!   executor and how each can fail; `http1`: the kept-alive HTTP/1.1
 //!   connections they go over.
-//! * `admin`: the admin API the executors call (registry, callback).
+//! * `admin`: the admin API the executors call (registry, callback);
+//!   `access`: which group a caller's token opens, and the token each
+//!   executor is sent.
 //! * `executors`: the fleet's records in Redis; `roster`: who this
 //!   instance serves (the state the other parts share); `fleet`: serving
 //!   them (and the consuming broker connection); `served`: one executor's
@@ -35,6 +37,7 @@
 //! * `kill`: rondo's kills as `/kill`; `lost`: runs whose callback cannot
 //!   come; `instances`: the live gateway instances.
 
+mod access;
 mod admin;
 mod answer;
 mod callback;
@@ -97,7 +100,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Gate
     let pool = rondo_core::redis::pool(&config.redis)
         .map_err(|e| GatewayError::Config(format!("redis.url: {}", e.message)))?;
     let timeout = Duration::from_millis(config.xxl.request_timeout_ms);
-    let client = client::Client::new(&config.xxl.access_token, timeout)
+    let rule = rondo_core::destination::Destinations::parse(
+        "xxl.address_allow",
+        &config.xxl.address_allow,
+    )
+    .map_err(|e| GatewayError::Config(format!("xxl.address_allow: {}", e.message)))?;
+    let client = client::Client::new(timeout, rule)
         .map_err(|e| GatewayError::Config(format!("http client: {e}")))?;
     rondo_core::metrics::install();
     let ctx = Ctx::new(&config, pool, client, instance_id());

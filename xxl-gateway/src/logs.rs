@@ -92,6 +92,7 @@ async fn ship(ctx: &Ctx, run: &Run, mut from: i32) -> Result<i32, Error> {
         // Not served here (yet, or any more): its record says where it is.
         None => match ctx.executors.get(&run.executor_id).await? {
             Some(record) => crate::client::Target {
+                token: ctx.access.token_for(&record.app, &record.token_fp),
                 address: record.address,
                 app: record.app,
                 generation: record.generation.unwrap_or(crate::wire::Generation::Two),

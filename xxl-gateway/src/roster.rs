@@ -65,6 +65,9 @@ impl Fleet {
 pub(crate) struct Served {
     pub(crate) id: String,
     record: RwLock<Record>,
+    /// The access token it is sent (its group's, as [`crate::access`]
+    /// picks it).
+    token: RwLock<String>,
     /// When `/beat` was last answered (ms); 0: never.
     pub(crate) answered_ms: AtomicI64,
     /// Whether it answers: its queue is consumed only then.
@@ -84,10 +87,11 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    pub(crate) fn new(record: Record, stop: CancellationToken) -> Served {
+    pub(crate) fn new(record: Record, token: String, stop: CancellationToken) -> Served {
         Served {
             id: record.id.clone(),
             record: RwLock::new(record),
+            token: RwLock::new(token),
             answered_ms: AtomicI64::new(0),
             reachable: watch::Sender::new(false),
             dirty: Notify::new(),
@@ -102,8 +106,10 @@ impl Served {
         self.record.read().expect("record lock").clone()
     }
 
-    /// Takes what another instance (or a registration) changed.
-    pub(crate) fn update(&self, record: Record) {
+    /// Takes what another instance (or a registration) changed, and the
+    /// token it is now sent.
+    pub(crate) fn update(&self, record: Record, token: String) {
+        *self.token.write().expect("token lock") = token;
         let mut mine = self.record.write().expect("record lock");
         if record.generation.is_none() {
             // This instance may know it already; the record not yet.
@@ -123,6 +129,7 @@ impl Served {
             address: r.address.clone(),
             app: r.app.clone(),
             generation: r.generation.unwrap_or(Generation::Two),
+            token: self.token.read().expect("token lock").clone(),
         }
     }
 

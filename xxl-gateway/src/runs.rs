@@ -15,7 +15,6 @@
 //!   the claim's round trip, removed once its result is confirmed;
 //! * `ns:xxl:inflight:<executor id>`: `<log id>:<job id>` while it waits for
 //!   its callback (the executor's `running_jobs`, the lost-run scan);
-//! * `ns:xxl:seq:log`: the sequence log ids come from, taken in blocks.
 //!
 //! Every write carries `executor.dedupe_ttl_s`, so nothing outlives the
 //! marks.
@@ -31,7 +30,6 @@ use rondo_core::dedupe::Mark;
 use rondo_core::redis::{Pool, run_script, script_cmd};
 use rondo_core::{Error, ExecResult, Names};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
 
 /// The longest `msg` published (as rondo's executors cut theirs).
 const MAX_MSG_BYTES: usize = 4096;
@@ -43,9 +41,6 @@ pub fn cut_msg(msg: String) -> String {
     }
     rondo_core::model::clip(&msg, MAX_MSG_BYTES, "…")
 }
-
-/// Log ids taken from the sequence at a time.
-const LOG_ID_BLOCK: i64 = 256;
 
 static CLAIM: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../lua/claim.lua")));
@@ -169,35 +164,20 @@ pub struct Runs {
     pool: Pool,
     names: Names,
     ttl_s: u64,
-    /// Log ids left of the block this instance took: `(next, end)`.
-    ids: Mutex<(i64, i64)>,
 }
 
 impl Runs {
     pub fn new(pool: Pool, names: Names, ttl_s: u64) -> Runs {
-        Runs {
-            pool,
-            names,
-            ttl_s,
-            ids: Mutex::new((0, 0)),
-        }
+        Runs { pool, names, ttl_s }
     }
 
-    /// A new log id (unique over every gateway instance).
-    pub async fn log_id(&self) -> Result<i64, Error> {
-        let mut ids = self.ids.lock().await;
-        if ids.0 >= ids.1 {
-            let end: i64 = self
-                .pool
-                .get()
-                .await?
-                .incr(self.names.xxl_log_seq(), LOG_ID_BLOCK)
-                .await?;
-            *ids = (end - LOG_ID_BLOCK + 1, end + 1);
-        }
-        let id = ids.0;
-        ids.0 += 1;
-        Ok(id)
+    /// A new log id: 62 random bits above 2^32, so unique over every
+    /// gateway instance, and never guessed by a caller that was not handed
+    /// it (a callback is taken by log id). Sequences (XXL-JOB's row ids,
+    /// this gateway's earlier ids) stay below 2^32.
+    pub fn log_id(&self) -> i64 {
+        const FLOOR: i64 = 1 << 32;
+        FLOOR + rand::random::<i64>().rem_euclid((1 << 62) - FLOOR)
     }
 
     /// Claims the trigger of `run` for `instance` (its mark `running` and

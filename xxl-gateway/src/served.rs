@@ -172,6 +172,7 @@ async fn write_entry(
         incarnation: record.incarnation.clone(),
         heartbeat_ms: s.answered_ms.load(Ordering::Relaxed).max(1).min(now),
         running_jobs: jobs.clone(),
+        via: registry::VIA_XXL_GATEWAY.into(),
     };
     let mut pipe = redis::pipe();
     renew(&mut pipe, ctx, &record.app, &s.id, entry.heartbeat_ms);

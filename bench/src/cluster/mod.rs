@@ -45,6 +45,9 @@ pub(crate) struct Spec {
     pub persist_worker: bool,
     /// Recording executors in this process, or `rondo-executor` processes.
     pub executor: ExecutorKind,
+    /// `ExecutorKind::Xxl`: an earlier build of the gateway (one shared
+    /// token, no destination rule) instead of the one beside the bench.
+    pub legacy_gateway: Option<PathBuf>,
 }
 
 /// How the persistence worker runs.
@@ -109,8 +112,9 @@ impl Cluster {
             ExecutorKind::Xxl => Some(procs::binary("xxl-standin")?),
             ExecutorKind::Bench => None,
         };
-        let gateway_binary = match spec.executor {
-            ExecutorKind::Xxl => Some(procs::binary("rondo-xxl-gateway")?),
+        let gateway_binary = match (spec.executor, &spec.legacy_gateway) {
+            (ExecutorKind::Xxl, Some(path)) => Some(procs::binary_at(path)?),
+            (ExecutorKind::Xxl, None) => Some(procs::binary("rondo-xxl-gateway")?),
             _ => None,
         };
         let log_dir = procs::log_dir(&config.namespace)?;
@@ -152,14 +156,25 @@ impl Cluster {
         }
         cluster.wait_for_leader(spec.nodes.max(1)).await?;
         let api = cluster.api();
+        let xxl = gateway_binary.is_some();
         let (status, body) = api
-            .try_post("/api/v1/groups", &json!({ "app": APP }))
+            .try_post("/api/v1/groups", &json!({ "app": APP, "xxl_gateway": xxl }))
             .await?;
         if status != 201 {
             bail!("creating the group: {status} {body}");
         }
+        if xxl {
+            let path = format!("/api/v1/groups/{APP}/xxl-token");
+            let (status, body) = api.try_post(&path, &json!({ "token": XXL_TOKEN })).await?;
+            if status != 200 {
+                bail!("setting the group's access token: {status} {body}");
+            }
+        }
         if let (Some(gateway), Some(standin)) = (&gateway_binary, &executor_binary) {
-            cluster.start_xxl(gateway, standin, spec.executors).await?;
+            let legacy = spec.legacy_gateway.is_some();
+            cluster
+                .start_xxl(gateway, standin, spec.executors, legacy)
+                .await?;
         }
         for i in 1..=spec.executors {
             let id = format!("{APP}-e{i}");
@@ -413,8 +428,26 @@ pub(crate) const BENCH_ITSELF: &str = "bench (polling only)";
 /// The CPU label of the XXL-JOB gateway.
 pub(crate) const XXL_GATEWAY: &str = "xxl_gateway";
 
-/// The access token the bench's gateway and stand-ins share.
+/// The access token of the bench's XXL-JOB group, which its stand-ins send.
 const XXL_TOKEN: &str = "rondo-bench";
+
+/// Settings an earlier gateway build (`--xxl-baseline-gateway`) does not
+/// know and would refuse to start with.
+const LEGACY_UNKNOWN: &[&str] = &["RONDO_XXL_ADDRESS_ALLOW", "RONDO_XXL_SHARED_TOKEN"];
+
+/// The executor id an earlier gateway build gave an address (before ids
+/// ended in a digest): `<app>-<host>-<port>`, other characters `-`; for
+/// the queues the bench removes after its step (ids that long never occur
+/// here).
+fn legacy_executor_id(app: &str, address: &str) -> String {
+    let rest = address.split_once("://").map_or(address, |(_, r)| r);
+    let place: String = rest
+        .trim_end_matches('/')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("{app}-{place}")
+}
 
 impl Cluster {
     /// Starts the XXL-JOB gateway and `executors` stand-in XXL-JOB
@@ -425,12 +458,21 @@ impl Cluster {
         gateway: &Binary,
         standin: &Binary,
         executors: usize,
+        legacy: bool,
     ) -> anyhow::Result<()> {
         let listen = procs::free_addr();
-        let mut env = procs::config_env(&self.config);
+        let mut config = self.config.clone();
+        // The stand-ins listen on loopback; the group has the token.
+        config.xxl.address_allow = vec!["127.0.0.1".into()];
+        let mut env = procs::config_env(&config);
+        if legacy {
+            // An earlier build: one token for all, and it refuses keys it
+            // does not know.
+            env.retain(|(k, _)| !LEGACY_UNKNOWN.contains(&k.as_str()));
+            env.push(("RONDO_XXL_ACCESS_TOKEN".to_owned(), XXL_TOKEN.to_owned()));
+        }
         env.extend([
             ("RONDO_XXL_LISTEN_ADDR".to_owned(), listen.to_string()),
-            ("RONDO_XXL_ACCESS_TOKEN".to_owned(), XXL_TOKEN.to_owned()),
             (
                 "RONDO_XXL_PREFETCH".to_owned(),
                 self.config.executor.prefetch.to_string(),
@@ -449,7 +491,11 @@ impl Cluster {
         for i in 1..=executors {
             let port = procs::free_addr().port();
             let address = format!("http://127.0.0.1:{port}/");
-            let id = rondo_xxl_gateway::executor_id(APP, &address);
+            let id = if legacy {
+                legacy_executor_id(APP, &address)
+            } else {
+                rondo_xxl_gateway::executor_id(APP, &address)
+            };
             self.queues
                 .push(self.config.names().executor_queue(APP, &id));
             let dir = self.log_dir.join(format!("standin-{i}"));

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use rondo_core::Config;
 
 pub(crate) use rondo_testkit::procs::{config_env, free_addr};
-pub(crate) use rondo_testkit::watchdog::{Binary, Proc, binary};
+pub(crate) use rondo_testkit::watchdog::{Binary, Proc, binary, binary_at};
 
 /// One `rondo-scheduler` node.
 pub(crate) struct NodeProc {

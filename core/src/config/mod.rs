@@ -273,6 +273,7 @@ impl Config {
         };
         Destinations::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
         Destinations::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
+        Destinations::parse("xxl.address_allow", &self.xxl.address_allow).map_err(invalid)?;
         for name in &self.executor.job_env {
             let valid = name
                 .chars()

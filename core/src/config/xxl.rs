@@ -15,16 +15,28 @@ pub struct XxlConfig {
     /// `/api/registryRemove`, `/api/callback`, under any context path): the
     /// address executors name in `xxl.job.admin.addresses`.
     pub listen_addr: String,
-    /// `XXL-JOB-ACCESS-TOKEN`, checked on every call both ways (the
-    /// executors' `xxl.job.accessToken`). No default: a gateway without
-    /// one refuses to start unless `allow_no_token` is set and it listens
-    /// on loopback only.
+    /// One `XXL-JOB-ACCESS-TOKEN` for every group the gateway serves, taken
+    /// only with `shared_token = true`. By default each group has its own
+    /// (`rondo group xxl-token`), and this stays empty.
     #[serde(deserialize_with = "string_or_integer")]
     pub access_token: String,
-    /// Lets a gateway listening on loopback run without an access token
-    /// (a developer machine). Ignored, and the start refused, for any
-    /// other listen address.
+    /// `access_token` opens every group the gateway serves, besides each
+    /// group's own token: whoever holds it (any executor of any group) may
+    /// register under, and send results for, every one of them. For the
+    /// move from one shared token to a token per group.
+    pub shared_token: bool,
+    /// Lets a gateway listening on loopback take calls without a token for
+    /// groups that have none (a developer machine). Ignored, and the start
+    /// refused, for any other listen address.
     pub allow_no_token: bool,
+    /// Addresses of XXL-JOB executors the gateway may call though the
+    /// destination rule refuses them (this host, loopback, private and
+    /// other internal ranges; see `executor.http_allow`): ranges or
+    /// addresses (`10.1.0.0/16`). Executors usually live on a private
+    /// network: name it here. Judged on the resolved address before every
+    /// call, for registered and listed addresses alike.
+    #[serde(deserialize_with = "super::values::list_or_csv")]
+    pub address_allow: Vec<String>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served (open, so keep
     /// it on loopback or a private network); empty: not served.
     pub metrics_addr: String,
@@ -61,7 +73,9 @@ impl Default for XxlConfig {
         XxlConfig {
             listen_addr: "127.0.0.1:8680".into(),
             access_token: String::new(),
+            shared_token: false,
             allow_no_token: false,
+            address_allow: Vec::new(),
             metrics_addr: String::new(),
             registration_ttl_ms: 90_000,
             request_timeout_ms: 3_000,
@@ -78,7 +92,9 @@ impl std::fmt::Debug for XxlConfig {
         f.debug_struct("XxlConfig")
             .field("listen_addr", &self.listen_addr)
             .field("access_token", &crate::redact::secret(&self.access_token))
+            .field("shared_token", &self.shared_token)
             .field("allow_no_token", &self.allow_no_token)
+            .field("address_allow", &self.address_allow)
             .field("metrics_addr", &self.metrics_addr)
             .field("registration_ttl_ms", &self.registration_ttl_ms)
             .field("request_timeout_ms", &self.request_timeout_ms)
@@ -122,9 +138,18 @@ impl XxlConfig {
         Ok(())
     }
 
-    /// The gateway's start: no token is allowed only when asked for
-    /// explicitly and every address it listens on is loopback.
+    /// The gateway's start: a shared token only when asked for by
+    /// `shared_token`; calls without a token only when asked for explicitly
+    /// and every address it listens on is loopback.
     pub fn check_token(&self) -> Result<(), ConfigError> {
+        if !self.shared_token {
+            if !self.access_token.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "xxl.access_token is one token for every group the gateway serves; each group now has its own (rondo group xxl-token <app>). To keep one shared token while the executors move over, set xxl.shared_token = true (docs/xxl-job-gateway.md says what it costs); otherwise remove xxl.access_token".into(),
+                ));
+            }
+            return self.check_no_token();
+        }
         if !self.access_token.is_empty() {
             // It travels as an HTTP header value both ways.
             if !self.access_token.bytes().all(|b| b.is_ascii_graphic()) {
@@ -136,12 +161,17 @@ impl XxlConfig {
         }
         if !self.allow_no_token {
             return Err(ConfigError::Invalid(
-                "xxl.access_token is empty: set the token your executors send (xxl.job.accessToken), or, on a developer machine listening on loopback only, xxl.allow_no_token = true".into(),
+                "xxl.shared_token is set but xxl.access_token is empty: set the token your executors send (xxl.job.accessToken), or, on a developer machine listening on loopback only, xxl.allow_no_token = true".into(),
             ));
         }
-        if !is_loopback(&self.listen_addr) {
+        self.check_no_token()
+    }
+
+    /// `allow_no_token` only on loopback.
+    fn check_no_token(&self) -> Result<(), ConfigError> {
+        if self.allow_no_token && !is_loopback(&self.listen_addr) {
             return Err(ConfigError::Invalid(format!(
-                "xxl.allow_no_token is only for a gateway listening on loopback; xxl.listen_addr is {}: set xxl.access_token",
+                "xxl.allow_no_token is only for a gateway listening on loopback; xxl.listen_addr is {}: give each group an access token (rondo group xxl-token <app>)",
                 self.listen_addr
             )));
         }
@@ -174,9 +204,31 @@ mod tests {
     }
 
     #[test]
-    fn a_gateway_without_a_token_starts_only_on_loopback_when_told_so() {
+    fn a_shared_token_is_taken_only_when_asked_for_and_no_token_only_on_loopback() {
         let c = load("", &[]).unwrap();
-        assert!(c.xxl.check_token().is_err(), "no token, not allowed");
+        c.xxl
+            .check_token()
+            .expect("per-group tokens need none here");
+        let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", "s3cret-s3cret")]).unwrap();
+        let e = c.xxl.check_token().unwrap_err().to_string();
+        assert!(
+            e.contains("xxl.shared_token") && !e.contains("s3cret"),
+            "{e}"
+        );
+        let shared = [("RONDO_XXL_SHARED_TOKEN", "true")];
+        let c = load("", &shared).unwrap();
+        assert!(c.xxl.check_token().is_err(), "shared, but no token");
+        let c = load(
+            "",
+            &[shared[0], ("RONDO_XXL_ACCESS_TOKEN", "s3cret-s3cret")],
+        )
+        .unwrap();
+        c.xxl.check_token().expect("a shared token");
+        for bad in ["two words", "línea"] {
+            let c = load("", &[shared[0], ("RONDO_XXL_ACCESS_TOKEN", bad)]).unwrap();
+            let e = c.xxl.check_token().unwrap_err().to_string();
+            assert!(e.contains("xxl.access_token") && !e.contains(bad), "{e}");
+        }
         let c = load("[xxl]\nallow_no_token = true\n", &[]).unwrap();
         c.xxl.check_token().expect("loopback, allowed");
         let c = load(
@@ -185,16 +237,19 @@ mod tests {
         )
         .unwrap();
         let e = c.xxl.check_token().unwrap_err().to_string();
-        assert!(e.contains("xxl.access_token"), "{e}");
-        let c = load("[xxl]\nlisten_addr = \"0.0.0.0:8680\"\n", &[]).unwrap();
-        assert!(c.xxl.check_token().is_err());
-        let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", "s3cret")]).unwrap();
-        c.xxl.check_token().expect("a token");
-        for bad in ["two words", "línea"] {
-            let c = load("", &[("RONDO_XXL_ACCESS_TOKEN", bad)]).unwrap();
-            let e = c.xxl.check_token().unwrap_err().to_string();
-            assert!(e.contains("xxl.access_token") && !e.contains(bad), "{e}");
-        }
+        assert!(e.contains("xxl.allow_no_token"), "{e}");
+    }
+
+    #[test]
+    fn the_address_rule_is_a_list_or_comma_separated_and_checked() {
+        let c = load("", &[("RONDO_XXL_ADDRESS_ALLOW", "10.1.0.0/16, 127.0.0.1")]).unwrap();
+        assert_eq!(c.xxl.address_allow, ["10.1.0.0/16", "127.0.0.1"]);
+        let c = load("[xxl]\naddress_allow = [\"10.1.0.0/16\"]\n", &[]).unwrap();
+        assert_eq!(c.xxl.address_allow, ["10.1.0.0/16"]);
+        let e = load("", &[("RONDO_XXL_ADDRESS_ALLOW", "nowhere")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("xxl.address_allow"), "{e}");
     }
 
     #[test]

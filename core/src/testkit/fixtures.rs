@@ -17,6 +17,8 @@ pub fn group(app: &str) -> Group {
         title: format!("{app} executors"),
         updated_ms: T0,
         xxl_addresses: Vec::new(),
+        xxl_gateway: false,
+        xxl_access: Default::default(),
     }
 }
 

@@ -50,6 +50,8 @@ pub fn config(tag: &str) -> Config {
     config.registry.dead_after_ms = 5000;
     config.zookeeper.session_timeout_ms = 4000;
     config.scheduler.api_addr = "127.0.0.1:0".into();
+    // The tests' XXL-JOB executors (stand-ins) listen on loopback.
+    config.xxl.address_allow = vec!["127.0.0.1".into()];
     config
 }
 

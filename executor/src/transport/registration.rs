@@ -62,6 +62,7 @@ impl Registration {
             incarnation: self.incarnation.clone(),
             heartbeat_ms: rondo_core::clock::now_ms(),
             running_jobs: running_jobs.to_vec(),
+            via: String::new(),
         };
         let mut pipe = redis::pipe();
         registry::beat(
@@ -104,21 +105,39 @@ impl Registration {
         Ok(())
     }
 
-    /// The group of another live executor using this executor's id, if
-    /// any. Triggers and kills are routed by the bare id, so two executors
-    /// of one id in different groups would each get the other's triggers.
-    /// An entry not renewed within `lease_ms` (a crashed executor) does not
-    /// count.
+    /// Who else uses this executor's id, if anyone: a live executor of
+    /// another group, or an XXL-JOB executor the gateway serves (of any
+    /// group: its id is the gateway's). Triggers and kills are routed by the
+    /// bare id, so two executors of one id would each get the other's
+    /// triggers. An entry not renewed within `lease_ms` (a crashed
+    /// executor) does not count.
     pub(crate) async fn id_taken_by(&self, lease_ms: u64) -> Result<Option<String>, Error> {
         let mut conn = self.pool.get().await?;
-        let app: Option<String> = redis::cmd("HGET")
-            .arg(self.names.executor(&self.executor_id))
-            .arg(registry::field::APP)
-            .query_async(&mut conn)
-            .await?;
-        let Some(app) = app.filter(|a| *a != self.app) else {
+        // HGETs (the executor's Redis user may not HMGET).
+        let hash = self.names.executor(&self.executor_id);
+        let mut pipe = redis::pipe();
+        for field in [
+            registry::field::APP,
+            registry::field::HOST,
+            registry::field::VIA,
+        ] {
+            pipe.cmd("HGET").arg(&hash).arg(field);
+        }
+        let (app, host, via): (Option<String>, Option<String>, Option<String>) =
+            pipe.query_async(&mut conn).await?;
+        let Some(app) = app else {
             return Ok(None);
         };
+        if via.is_some_and(|v| !v.is_empty()) {
+            return Ok(Some(format!(
+                "the XXL-JOB executor {} of group {app:?} (served by the gateway)",
+                host.unwrap_or_default()
+            )));
+        }
+        if app == self.app {
+            return Ok(None);
+        }
+        let taken = || Some(format!("a live executor of group {app:?}"));
         let score: Option<i64> = match redis::cmd("ZSCORE")
             .arg(self.names.registry(&app))
             .arg(&self.executor_id)
@@ -130,11 +149,11 @@ impl Registration {
             // registry (least privilege): the hash, which expires
             // twice `registry.dead_after_ms` after the other's last beat, is taken
             // as the sign of a live executor.
-            Err(e) if e.code() == Some("NOPERM") => return Ok(Some(app)),
+            Err(e) if e.code() == Some("NOPERM") => return Ok(taken()),
             Err(e) => return Err(e.into()),
         };
         let live = score.is_some_and(|s| s >= rondo_core::clock::now_ms() - lease_ms as i64);
-        Ok(live.then_some(app))
+        Ok(if live { taken() } else { None })
     }
 
     /// Registers once `ready` fires, then beats until `shutdown`: every

@@ -67,6 +67,8 @@ fn events_are_grouped_by_table_and_sorted_by_key() {
                 title: "Z".into(),
                 updated_ms: 1,
                 xxl_addresses: Vec::new(),
+                xxl_gateway: false,
+                xxl_access: Default::default(),
             },
         },
         Event::JobDeleted {

@@ -24,8 +24,14 @@
 //! remarks and times. Times XXL-JOB kept as `DATETIME` are read in its
 //! admin's zone (`--zone`, else the cluster's). Not taken over: XXL-JOB's
 //! `trigger_next_time` (rondo computes the next fire from now; the switch
-//! takes it), `add_time`/`update_time`, the executors' addresses and
-//! access tokens (rondo executors consume queues), and logs.
+//! takes it), `add_time`/`update_time`, the executors' registered
+//! addresses (they register with the gateway again), and logs.
+//!
+//! Every imported group is marked as served by the XXL-JOB gateway, with
+//! the access token its executors send: XXL-JOB 3.5's own
+//! (`xxl_job_group.access_token`), else the one given (`--access-token`,
+//! from the admin's `xxl.job.accessToken`), never XXL-JOB's stock
+//! `default_token`; a group whose token rondo already has keeps it.
 
 use std::collections::HashMap;
 
@@ -62,6 +68,104 @@ pub struct ImportArgs<'a> {
     /// Creates every job stopped, those running in XXL-JOB too (the
     /// switch starts them).
     pub stopped: bool,
+    /// The access token XXL-JOB's executors send (`xxl.job.accessToken`),
+    /// for each imported group XXL-JOB keeps none of (before 3.5).
+    pub access_token: Option<&'a str>,
+}
+
+/// Creates or updates group `g` in rondo, served by the XXL-JOB gateway,
+/// with its access token when rondo's has none (3.5's own, or the
+/// `--access-token` given): what was done, or the failed call's status and
+/// answer.
+async fn import_group(
+    api: &mut Api,
+    g: &XxlGroup,
+    args: &ImportArgs<'_>,
+) -> anyhow::Result<Result<Value, (u16, Value)>> {
+    let path = format!("/api/v1/groups/{}", g.app);
+    let (status, current) = api.call(reqwest::Method::GET, &path, None).await?;
+    let have: Vec<String> =
+        serde_json::from_value(current["xxl_addresses"].clone()).unwrap_or_default();
+    let served = current["xxl_gateway"].as_bool().unwrap_or(false);
+    let has_token = current["xxl_access"]["token"]
+        .as_str()
+        .is_some_and(|t| !t.is_empty());
+    let written = |status: u16, out: Value| Err((status, json!({ "group": g.app, "error": out })));
+    let action = match status {
+        200 if have == g.addresses && served => "exists",
+        200 if args.dry_run => "update",
+        200 => {
+            let change = json!({ "xxl_addresses": g.addresses, "xxl_gateway": true });
+            let (status, out) = api.call(reqwest::Method::PUT, &path, Some(change)).await?;
+            if status != 200 {
+                return Ok(written(status, out));
+            }
+            "updated"
+        }
+        404 if args.dry_run => "create",
+        404 => {
+            let mut spec = json!({ "app": g.app, "title": g.title, "xxl_gateway": true });
+            if !g.addresses.is_empty() {
+                spec["xxl_addresses"] = json!(g.addresses);
+            }
+            let (status, out) = api
+                .call(reqwest::Method::POST, "/api/v1/groups", Some(spec))
+                .await?;
+            if status != 201 {
+                return Ok(written(status, out));
+            }
+            "created"
+        }
+        other => anyhow::bail!("reading group {}: status {other}", g.app),
+    };
+    let token = match group_token(g, args) {
+        _ if has_token => json!("kept: the group has a token in rondo already"),
+        Err(why) => json!(format!("none: {why}")),
+        Ok((_, from)) if args.dry_run => json!(format!("set from {from}")),
+        Ok((token, from)) => {
+            let body = json!({ "token": token });
+            let (status, out) = api
+                .call(
+                    reqwest::Method::POST,
+                    &format!("{path}/xxl-token"),
+                    Some(body),
+                )
+                .await?;
+            if status != 200 {
+                return Ok(written(status, out));
+            }
+            json!(format!("set from {from}"))
+        }
+    };
+    Ok(Ok(
+        json!({ "xxl_id": g.id, "app": g.app, "action": action, "xxl_token": token }),
+    ))
+}
+
+/// The access token group `g` gets and where it comes from, or why it
+/// gets none (the gateway then refuses its executors until an admin sets
+/// one).
+fn group_token<'a>(
+    g: &'a XxlGroup,
+    args: &'a ImportArgs<'_>,
+) -> Result<(&'a str, &'static str), String> {
+    let (token, from) = match (g.access_token.as_str(), args.access_token) {
+        ("", None) => {
+            return Err(format!(
+                "XXL-JOB has none for this group; give the executors' token with --access-token, or set one: rondo group xxl-token {}",
+                g.app
+            ));
+        }
+        ("", Some(given)) => (given, "--access-token"),
+        (own, _) => (own, "xxl_job_group.access_token"),
+    };
+    rondo_model::model::validate_xxl_token("access_token", token).map_err(|e| {
+        format!(
+            "{from} {}; set another: rondo group xxl-token {} (and give it to its executors)",
+            e.message, g.app
+        )
+    })?;
+    Ok((token, from))
 }
 
 /// Runs the import; the report is printed by the caller (status 200, or
@@ -123,48 +227,10 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
     // Groups.
     let mut group_actions = Vec::new();
     for g in &used_groups {
-        let (status, current) = api
-            .call(
-                reqwest::Method::GET,
-                &format!("/api/v1/groups/{}", g.app),
-                None,
-            )
-            .await?;
-        let have: Vec<String> =
-            serde_json::from_value(current["xxl_addresses"].clone()).unwrap_or_default();
-        let action = match status {
-            200 if have == g.addresses => "exists",
-            200 if args.dry_run => "update",
-            200 => {
-                let (status, out) = api
-                    .call(
-                        reqwest::Method::PUT,
-                        &format!("/api/v1/groups/{}", g.app),
-                        Some(json!({ "xxl_addresses": g.addresses })),
-                    )
-                    .await?;
-                if status != 200 {
-                    return Ok((status, json!({ "group": g.app, "error": out })));
-                }
-                "updated"
-            }
-            404 if args.dry_run => "create",
-            404 => {
-                let mut spec = json!({ "app": g.app, "title": g.title });
-                if !g.addresses.is_empty() {
-                    spec["xxl_addresses"] = json!(g.addresses);
-                }
-                let (status, out) = api
-                    .call(reqwest::Method::POST, "/api/v1/groups", Some(spec))
-                    .await?;
-                if status != 201 {
-                    return Ok((status, json!({ "group": g.app, "error": out })));
-                }
-                "created"
-            }
-            other => anyhow::bail!("reading group {}: status {other}", g.app),
-        };
-        group_actions.push(json!({ "xxl_id": g.id, "app": g.app, "action": action }));
+        match import_group(api, g, args).await? {
+            Ok(action) => group_actions.push(action),
+            Err(failed) => return Ok(failed),
+        }
     }
     report.insert("groups".into(), Value::Array(group_actions));
 

@@ -18,6 +18,9 @@ pub(super) struct XxlGroup {
     /// Its executors' addresses when fed by hand (`address_type = 1`),
     /// as rondo keeps them; empty for a group its executors register in.
     pub(super) addresses: Vec<String>,
+    /// Its executors' access token (XXL-JOB 3.5's `access_token`); empty
+    /// before 3.5 (one token in the admin's properties) or when unset.
+    pub(super) access_token: String,
 }
 
 /// A job as XXL-JOB has it (the columns the importer maps).
@@ -72,9 +75,15 @@ pub(super) fn either(columns: &[String], new: &str, old: &str) -> anyhow::Result
 pub(super) async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Vec<XxlGroup>> {
     let cols = columns(conn, "xxl_job_group").await?;
     let title = either(&cols, "name", "title")?;
+    let token = if cols.iter().any(|c| c == "access_token") {
+        "CAST(access_token AS CHAR)"
+    } else {
+        "''"
+    };
     let sql = format!(
         "SELECT id, CAST(app_name AS CHAR) AS app, CAST({title} AS CHAR) AS title, \
-         address_type, CAST(address_list AS CHAR) AS address_list \
+         address_type, CAST(address_list AS CHAR) AS address_list, \
+         {token} AS access_token \
          FROM xxl_job_group ORDER BY id"
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -97,6 +106,7 @@ pub(super) async fn read_groups(conn: &mut MySqlConnection) -> anyhow::Result<Ve
                 } else {
                     Vec::new()
                 },
+                access_token: text(r, "access_token")?.trim().to_owned(),
             })
         })
         .collect()

@@ -24,6 +24,7 @@ fn groups() -> Vec<XxlGroup> {
         app: "xxl-job-executor-sample".into(),
         title: "sample".into(),
         addresses: Vec::new(),
+        access_token: String::new(),
     }]
 }
 

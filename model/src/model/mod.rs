@@ -22,7 +22,10 @@ mod vocabulary;
 pub use crate::schedule::ScheduleType;
 pub use channel::{AlarmChannel, AlarmChannelSpec, ChannelKind};
 pub use diff::job_diff;
-pub use group::{Group, GroupSpec, MAX_XXL_ADDRESSES, normalize_xxl_address};
+pub use group::{
+    Group, GroupSpec, MAX_XXL_ADDRESSES, MAX_XXL_TOKEN, MIN_XXL_TOKEN, STOCK_XXL_TOKENS, XxlAccess,
+    normalize_xxl_address, validate_xxl_token,
+};
 pub use job::{Job, JobSchedule};
 pub use spec::{
     JobSpec, MAX_CHILD_JOBS, MAX_MISFIRE_THRESHOLD_MS, MAX_OWNER, MAX_RETRIES, MAX_RETRY_BACKOFF_S,

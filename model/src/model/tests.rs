@@ -255,6 +255,7 @@ fn a_groups_xxl_addresses_are_checked_and_kept_on_update() {
     let spec = |list: &[&str]| GroupSpec {
         app: Some("billing".into()),
         xxl_addresses: Some(list.iter().map(|s| (*s).to_owned()).collect()),
+        xxl_gateway: Some(true),
         ..GroupSpec::default()
     };
     let g = spec(&[
@@ -291,6 +292,66 @@ fn a_groups_xxl_addresses_are_checked_and_kept_on_update() {
     let cleared = spec(&[]).validate_update(&updated, 3).unwrap();
     assert!(cleared.xxl_addresses.is_empty());
     assert_eq!(cleared.title, "Billing");
+}
+
+#[test]
+fn only_a_gateway_group_has_xxl_addresses_and_an_update_keeps_its_tokens() {
+    let native = GroupSpec {
+        app: Some("web".into()),
+        xxl_addresses: Some(vec!["http://10.0.0.5:9999/".into()]),
+        ..GroupSpec::default()
+    };
+    let e = native.validate(1).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("xxl_addresses"));
+    let served = GroupSpec {
+        app: Some("web".into()),
+        xxl_gateway: Some(true),
+        xxl_addresses: Some(vec!["http://10.0.0.5:9999/".into()]),
+        ..GroupSpec::default()
+    }
+    .validate(1)
+    .unwrap();
+    let with_token = Group {
+        xxl_access: XxlAccess {
+            token: "t0ken-of-web".into(),
+            previous: String::new(),
+            changed_ms: 1,
+        },
+        ..served
+    };
+    let retitled = GroupSpec {
+        title: Some("Web".into()),
+        ..GroupSpec::default()
+    }
+    .validate_update(&with_token, 2)
+    .unwrap();
+    assert_eq!(retitled.xxl_access, with_token.xxl_access, "tokens kept");
+    assert!(retitled.xxl_gateway);
+    // No longer the gateway's: its list goes with it.
+    let unmarked = GroupSpec {
+        xxl_gateway: Some(false),
+        ..GroupSpec::default()
+    }
+    .validate_update(&retitled, 3)
+    .unwrap();
+    assert!(!unmarked.xxl_gateway && unmarked.xxl_addresses.is_empty());
+    let shown = serde_json::to_value(with_token.clone().masked()).unwrap();
+    assert_eq!(shown["xxl_access"]["token"], "***");
+    assert!(!format!("{with_token:?}").contains("t0ken-of-web"));
+}
+
+#[test]
+fn access_tokens_are_checked_naming_the_field() {
+    validate_xxl_token("token", "a-good-token-1").unwrap();
+    for bad in [
+        "short",
+        "has space in it",
+        "default_token",
+        &"x".repeat(256),
+    ] {
+        let e = validate_xxl_token("token", bad).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("token"), "{bad}");
+    }
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Executor groups: create, list, read, update, delete (only without jobs),
 //! the live executors of one, and every executor the registry holds with
 //! what it says about itself. Creating and deleting a group is an
-//! admin's; editing one is an operator's of that group.
+//! admin's; editing one is an operator's of that group, but marking it as
+//! the XXL-JOB gateway's and its access tokens are an admin's. No answer
+//! shows a token (`***`).
 
 use axum::body::Bytes;
 use std::collections::HashMap;
@@ -11,7 +13,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use rondo_core::auth::Access;
 use rondo_core::model::Group;
-use rondo_core::model::{GroupSpec, validate_app_name};
+use rondo_core::model::{GroupSpec, XxlAccess, validate_app_name, validate_xxl_token};
 use rondo_core::{Error, Event, clock};
 use rondo_dispatcher::registry::MemberState;
 
@@ -31,9 +33,10 @@ pub(super) async fn create_group(
 ) -> ApiResult<(StatusCode, Json<Group>)> {
     caller.require(Access::Admin, "app")?;
     let group = parse_body::<GroupSpec>(&body)?.validate(clock::now_ms())?;
+    check_destinations(&s, &group.xxl_addresses).await?;
     s.store.api().create_group(&group).await?;
-    announce(&s, &caller, &group, "group.create", None).await?;
-    Ok((StatusCode::CREATED, Json(group)))
+    announce(&s, &caller, &group, "group.create", Some(detail_of(&group))).await?;
+    Ok((StatusCode::CREATED, Json(group.masked())))
 }
 
 /// The groups the caller may read.
@@ -47,7 +50,7 @@ pub(super) async fn list_groups(
     if let Some(readable) = caller.readable_groups() {
         groups.retain(|g| readable.contains(&g.app));
     }
-    Ok(Json(groups))
+    Ok(Json(groups.into_iter().map(Group::masked).collect()))
 }
 
 /// One group.
@@ -61,11 +64,12 @@ pub(super) async fn get_group(
 ) -> ApiResult<Json<Group>> {
     validate_app_name("app", &app)?;
     caller.require(Access::ReadGroup(&app), "app")?;
-    Ok(Json(s.store.api().get_group(&app).await?))
+    Ok(Json(s.store.api().get_group(&app).await?.masked()))
 }
 
 /// Changes a group's title or XXL-JOB executor addresses; a field left out
-/// keeps its value (a group cannot be renamed). Operators of the group.
+/// keeps its value (a group cannot be renamed). Operators of the group;
+/// `xxl_gateway` changed by admins only.
 #[utoipa::path(put, path = "/api/v1/groups/{app}", tag = "groups",
     params(AppParam), request_body(content = Option<GroupSpec>, description = "The fields to change (`app`, if given, must be the group's); no body changes nothing."),
     responses((status = 200, description = "The group, changed.", body = Group), ApiErrors))]
@@ -82,14 +86,174 @@ pub(super) async fn update_group(
         return Err(Error::invalid("app", "cannot rename a group").into());
     }
     let old = s.store.api().get_group(&app).await?;
+    if spec
+        .xxl_gateway
+        .is_some_and(|served| served != old.xxl_gateway)
+    {
+        caller.require(Access::Admin, "xxl_gateway")?;
+    }
     let group = spec.validate_update(&old, clock::now_ms())?;
+    if group.xxl_addresses != old.xxl_addresses {
+        check_destinations(&s, &group.xxl_addresses).await?;
+    }
+    s.store.api().update_group(&group).await?;
+    announce(&s, &caller, &group, "group.update", Some(detail_of(&group))).await?;
+    Ok(Json(group.masked()))
+}
+
+/// What a group's audit row says of it (never a token).
+fn detail_of(group: &Group) -> String {
+    format!(
+        "title {:?}, xxl_gateway {}, xxl_addresses {:?}",
+        group.title, group.xxl_gateway, group.xxl_addresses
+    )
+}
+
+/// Refuses an XXL-JOB executor address the gateway's destination rule
+/// (`xxl.address_allow`) refuses: the address as written, or what its
+/// host name resolves to now (the gateway judges it again at every call).
+async fn check_destinations(s: &AppState, addresses: &[String]) -> Result<(), Error> {
+    for (i, address) in addresses.iter().enumerate() {
+        let field = format!("xxl_addresses[{i}]");
+        let url = reqwest::Url::parse(address)
+            .map_err(|e| Error::invalid(&field, format!("{address:?}: {e}")))?;
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(80);
+        let resolved = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            rondo_core::outbound::resolve(&s.xxl_address_rule, host, port),
+        )
+        .await;
+        if let Ok(Ok(Err(refused))) = resolved {
+            return Err(Error::invalid(
+                &field,
+                format!("{refused}: the XXL-JOB gateway may not call it (xxl.address_allow)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What an admin sends to set a group's XXL-JOB access token.
+#[derive(serde::Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct XxlTokenSpec {
+    /// The token its executors send (`xxl.job.accessToken`, 8 to 255
+    /// printable characters; XXL-JOB's stock `default_token` is refused).
+    /// Left out: rondo generates one (256 random bits) and answers it once.
+    token: Option<String>,
+    /// Keep taking the token it had until the rotation is ended
+    /// (`DELETE …/xxl-token/previous`), and keep sending it to the
+    /// executors that registered with it (default false: it stops now).
+    keep_previous: Option<bool>,
+}
+
+/// A group's new XXL-JOB access token, as set.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct XxlTokenSet {
+    app: String,
+    /// The token rondo generated, answered this once; absent when the
+    /// caller chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+    /// Whether the token before is still taken.
+    previous_kept: bool,
+    changed_ms: i64,
+}
+
+/// Sets (or generates) the XXL-JOB access token of a group the gateway
+/// serves. Admins only; the token is never answered again.
+#[utoipa::path(post, path = "/api/v1/groups/{app}/xxl-token", tag = "groups",
+    params(AppParam), request_body(content = Option<XxlTokenSpec>, description = "The token, or nothing to have one generated."),
+    responses((status = 200, description = "The token set; a generated one is in the answer, this once.", body = XxlTokenSet), ApiErrors))]
+pub(super) async fn set_xxl_token(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<XxlTokenSet>> {
+    validate_app_name("app", &app)?;
+    caller.require(Access::Admin, "app")?;
+    let spec = if body.is_empty() {
+        XxlTokenSpec::default()
+    } else {
+        parse_body::<XxlTokenSpec>(&body)?
+    };
+    let mut group = served_group(&s, &app).await?;
+    let generated = spec.token.is_none();
+    let token = match spec.token {
+        Some(token) => {
+            validate_xxl_token("token", &token)?;
+            token
+        }
+        None => rand::random::<[u8; 32]>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    };
+    let keep = spec.keep_previous.unwrap_or(false) && !group.xxl_access.token.is_empty();
+    let now = clock::now_ms();
+    group.xxl_access = XxlAccess {
+        previous: if keep {
+            std::mem::take(&mut group.xxl_access.token)
+        } else {
+            String::new()
+        },
+        token: token.clone(),
+        changed_ms: now,
+    };
+    group.updated_ms = now;
     s.store.api().update_group(&group).await?;
     let detail = format!(
-        "title {:?}, xxl_addresses {:?}",
-        group.title, group.xxl_addresses
+        "{}{}",
+        if generated { "generated" } else { "set" },
+        if keep { ", the previous one kept" } else { "" }
     );
-    announce(&s, &caller, &group, "group.update", Some(detail)).await?;
-    Ok(Json(group))
+    announce(&s, &caller, &group, "group.xxl_token", Some(detail)).await?;
+    Ok(Json(XxlTokenSet {
+        app,
+        token: generated.then_some(token),
+        previous_kept: keep,
+        changed_ms: now,
+    }))
+}
+
+/// Ends a rotation: the group's previous XXL-JOB access token is no longer
+/// taken (executors still sending it are refused). Admins only.
+#[utoipa::path(delete, path = "/api/v1/groups/{app}/xxl-token/previous", tag = "groups",
+    params(AppParam),
+    responses((status = 204, description = "The previous token is no longer taken."), ApiErrors))]
+pub(super) async fn end_xxl_token_rotation(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+) -> ApiResult<StatusCode> {
+    validate_app_name("app", &app)?;
+    caller.require(Access::Admin, "app")?;
+    let mut group = served_group(&s, &app).await?;
+    if group.xxl_access.previous.is_empty() {
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    group.xxl_access.previous.clear();
+    group.updated_ms = clock::now_ms();
+    s.store.api().update_group(&group).await?;
+    let detail = "the previous one ended".to_owned();
+    announce(&s, &caller, &group, "group.xxl_token", Some(detail)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Group `app`, which must be served by the XXL-JOB gateway.
+async fn served_group(s: &AppState, app: &str) -> Result<Group, Error> {
+    let group = s.store.api().get_group(app).await?;
+    if !group.xxl_gateway {
+        return Err(Error::invalid(
+            "xxl_gateway",
+            format!(
+                "group {app} is not served by the XXL-JOB gateway; mark it first (xxl_gateway)"
+            ),
+        ));
+    }
+    Ok(group)
 }
 
 /// Publishes a saved group for MySQL's mirror, with its audit row.

@@ -84,6 +84,8 @@ fn protected_routes() -> OpenApiRouter<AppState> {
             groups::update_group,
             groups::delete_group
         ))
+        .routes(routes!(groups::set_xxl_token))
+        .routes(routes!(groups::end_xxl_token_rotation))
         .routes(routes!(groups::group_executors))
         .routes(routes!(groups::list_executors))
         .routes(routes!(jobs::create_job, jobs::list::list_jobs))

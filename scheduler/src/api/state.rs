@@ -43,6 +43,8 @@ pub struct AppState {
     /// `scheduler.load_ahead_ms`: how far ahead a node may hold fires, so
     /// how long after a stop its claimed fires still run.
     pub load_ahead_ms: i64,
+    /// `xxl.address_allow`: the XXL-JOB executor addresses a group may list.
+    pub xxl_address_rule: Arc<rondo_core::destination::Destinations>,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

@@ -43,8 +43,28 @@ pub async fn xxl_database_of(
     db
 }
 
-/// The access token the tests' gateways and executors share.
+/// The access token the tests give their XXL-JOB groups (each its own
+/// copy: [`serve_group`]) and stand-ins.
 pub const TOKEN: &str = "xxl-test-token";
+
+/// Creates group `app` served by the XXL-JOB gateway, with access token
+/// `token`, through `api` (an admin's).
+pub async fn serve_group(api: &crate::Api, app: &str, token: &str) {
+    let (status, out) = api
+        .post(
+            "/api/v1/groups",
+            serde_json::json!({ "app": app, "xxl_gateway": true }),
+        )
+        .await;
+    assert_eq!(status, 201, "{out}");
+    let (status, out) = api
+        .post(
+            &format!("/api/v1/groups/{app}/xxl-token"),
+            serde_json::json!({ "token": token }),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+}
 
 /// A gateway process.
 pub struct Gateway {
@@ -79,6 +99,8 @@ impl Gateway {
             ("RONDO_XXL_LISTEN_ADDR", listen.to_owned()),
             ("RONDO_XXL_METRICS_ADDR", metrics.to_string()),
             ("RONDO_XXL_ACCESS_TOKEN", x.access_token.clone()),
+            ("RONDO_XXL_SHARED_TOKEN", x.shared_token.to_string()),
+            ("RONDO_XXL_ALLOW_NO_TOKEN", x.allow_no_token.to_string()),
             (
                 "RONDO_XXL_REQUEST_TIMEOUT_MS",
                 x.request_timeout_ms.to_string(),
@@ -129,6 +151,26 @@ impl Gateway {
                 resp.status().is_success().then_some(())
             },
         )
+        .await;
+    }
+
+    /// Waits until it takes `token` (it reads the groups' tokens every
+    /// 500 ms): an empty callback with it is answered 200.
+    pub async fn until_token_taken(&self, token: &str) {
+        let url = format!("{}/api/callback", self.admin_url());
+        eventually("the gateway takes the token", PATIENCE, || async {
+            let answer: serde_json::Value = reqwest::Client::new()
+                .post(&url)
+                .header("XXL-JOB-ACCESS-TOKEN", token)
+                .json(&serde_json::json!([]))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (answer["code"] == 200).then_some(())
+        })
         .await;
     }
 
