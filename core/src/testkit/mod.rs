@@ -9,6 +9,9 @@
 //! * [`fixtures`]: jobs, triggers and events with sensible defaults.
 //! * [`daemon`]: running a daemon binary to its end, and the shape every
 //!   daemon shares (`--help`, exit 64 on a bad config).
+//! * [`ThrowawayRedis`]: a `redis-server` of the test's own, stopped with
+//!   the test (one whose `default` user is open, which the shared one is
+//!   not).
 //!
 //! Timing logic is tested on tokio's paused clock
 //! (`#[tokio::test(start_paused = true)]`): every rondo loop waits with
@@ -17,6 +20,9 @@
 
 pub mod daemon;
 pub mod fixtures;
+mod throwaway;
+
+pub use throwaway::ThrowawayRedis;
 
 use std::future::Future;
 use std::time::Duration;
