@@ -8,13 +8,23 @@
 #
 # Everything runs in the namespace `rondo_demo` (Redis keys, queues,
 # ZooKeeper chroot) and writes history to the MySQL database `rondo_demo`,
-# made afresh each run. Its admin `admin` gets a new random password each
-# run, printed at the end and kept in $STATE/admin-password (mode 600); the
-# CLI is signed in with a token in $STATE/credentials.json.
+# made afresh each run; the namespace's Redis keys (the sign-in throttle's
+# included) are removed before its processes start, as the Redis admin
+# scripts/services.sh made. Its admin `admin` gets a new random password
+# each run, printed at the end and kept in $STATE/admin-password (mode 600);
+# the CLI is signed in with a token in $STATE/credentials.json.
+#
+# One demo at a time: a second one started while one runs (its script or
+# any of its processes) refuses to start, naming it, and changes nothing.
+#
+# Environment: RONDO_DEMO_DIR (state, default /tmp/rondo-demo), REDIS_PORT
+# (the Redis on 127.0.0.1, default 6379).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-0}"
 STATE="${RONDO_DEMO_DIR:-/tmp/rondo-demo}"
+REDIS_PORT="${REDIS_PORT:-6379}"
+export REDIS_PORT
 export RONDO_NAMESPACE=rondo_demo
 export RONDO_SCHEDULER_API_ADDR=127.0.0.1:8600
 export RONDO_EXECUTOR_APP=demo
@@ -35,6 +45,14 @@ fi
 
 mkdir -p "$STATE"
 chmod 700 "$STATE"
+# The lock is held by this script and inherited by every process it starts,
+# so it lasts as long as any of them runs, even if this script was killed.
+exec 9>>"$STATE/demo.lock"
+if ! flock -n 9; then
+  echo "demo.sh: a demo is already running (pid $(cat "$STATE/demo.pid" 2>/dev/null || echo '?'), state in $STATE): stop it first (Ctrl-C where it runs); nothing was changed" >&2
+  exit 1
+fi
+echo $$ >"$STATE/demo.pid"
 REDIS_USERS_FILE="$REDIS_USERS" scripts/services.sh
 # shellcheck disable=SC1090
 source "$REDIS_USERS"
@@ -45,6 +63,16 @@ BIN=target/debug
 # admin below (there is no built-in password).
 mariadb -h127.0.0.1 -urondo -prondo -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB"
 rm -f "$RONDO_CREDENTIALS"
+# And a clean namespace: a previous run's Redis keys would outlive its
+# database (a sign-in throttle that locks `admin` out, jobs the leader
+# would bring back).
+echo "== removing the Redis keys of namespace $RONDO_NAMESPACE"
+(
+  export REDISCLI_AUTH="${REDIS_ADMIN#*:}"
+  admin=(redis-cli --user "${REDIS_ADMIN%%:*}" -p "$REDIS_PORT")
+  "${admin[@]}" --scan --pattern "$RONDO_NAMESPACE:*" \
+    | xargs -r -d '\n' -n 500 "${admin[@]}" UNLINK >/dev/null
+)
 ADMIN_PASSWORD="$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')"
 (umask 077; printf '%s\n' "$ADMIN_PASSWORD" >"$STATE/admin-password")
 
@@ -69,11 +97,11 @@ start persist-worker env RONDO_PERSIST_METRICS_ADDR=127.0.0.1:8620 "$BIN/rondo-p
 # The demo runs a shell job: this executor (on loopback) enables the
 # handlers that run commands, which are off by default.
 start executor env RONDO_EXECUTOR_COMMAND_HANDLERS=true RONDO_EXECUTOR_METRICS_ADDR=127.0.0.1:8610 \
-  RONDO_REDIS_URL="redis://$REDIS_USER_EXECUTOR@127.0.0.1:6379" "$BIN/rondo-executor"
+  RONDO_REDIS_URL="redis://$REDIS_USER_EXECUTOR@127.0.0.1:$REDIS_PORT" "$BIN/rondo-executor"
 # The scheduler makes the first admin from these (only on an empty user
 # table); only it sees the password in its environment.
 start scheduler env RONDO_AUTH_ADMIN_USER=admin RONDO_AUTH_ADMIN_PASSWORD="$ADMIN_PASSWORD" \
-  RONDO_REDIS_URL="redis://$REDIS_USER_SCHEDULER@127.0.0.1:6379" "$BIN/rondo-scheduler"
+  RONDO_REDIS_URL="redis://$REDIS_USER_SCHEDULER@127.0.0.1:$REDIS_PORT" "$BIN/rondo-scheduler"
 
 # Signing the CLI in also waits for the API and the admin to exist.
 up=no
@@ -95,11 +123,6 @@ done
 
 echo "== creating the sample group and jobs through the CLI"
 "$BIN/rondo" group create demo --title "Demo executors" >/dev/null 2>&1 || true
-# A previous run's sample jobs are deleted through the API, so Redis and
-# MySQL agree (wiping Redis alone would make the leader rebuild them).
-for id in $("$BIN/rondo" job list --group demo | grep -oE '^      "id": [0-9]+' | grep -oE '[0-9]+$'); do
-  "$BIN/rondo" job delete "$id" >/dev/null
-done
 "$BIN/rondo" job create --group demo --handler demo --cron "0/2 * * * * ?" \
   --description "demo handler every 2 s" --params "hello" --routing ROUND | grep -E '"(id|next_fire_ms)"'
 "$BIN/rondo" job create --group demo --handler shell --fix-rate 5 \

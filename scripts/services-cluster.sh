@@ -23,6 +23,18 @@
 #                        the Redis ACL users made on every node, as in
 #                        scripts/services.sh (credentials default to
 #                        cluster/redis-users.env)
+#   REDIS_CLUSTER_PORTS  the Redis nodes' ports (default 7000 7001 7002 7003
+#                        7004 7005: three masters, then their replicas)
+#   CLUSTER_PARTS        which clusters `up` and `down` handle (default
+#                        "redis zookeeper rabbitmq")
+#
+# Redis: every node is closed to connections without a user, as the
+# single Redis of scripts/services.sh is, with the same admin (its
+# credentials in $RONDO_SERVICES_DIR/redis-users.env). A node starts from a
+# config file of its own (mode 600) naming an aclfile (`default` off, the
+# admin, the users saved by scripts/redis-acl.sh) and `masteruser` /
+# `masterauth`: replicas sync as the admin. redis-cli signs in with
+#   REDISCLI_AUTH=<password> redis-cli --user rondo-admin -p 7000 …
 #
 # Pitfalls handled (../shared/ECOSYSTEM.md §5): a RabbitMQ node restarted
 # while its peers are down waits for them and then stops, so `up` starts
@@ -38,8 +50,16 @@ STATE_DIR=${RONDO_SERVICES_DIR:-/var/lib/rondo-services}
 WAIT_SECS=${RONDO_SERVICES_WAIT:-120}
 DIR=$STATE_DIR/cluster
 ACTION=${1:-up}
+PARTS=" ${CLUSTER_PARTS:-redis zookeeper rabbitmq} "
+part() { [[ $PARTS == *" $1 "* ]]; }
 
-REDIS_PORTS=(7000 7001 7002 7003 7004 7005)
+read -r -a REDIS_PORTS <<<"${REDIS_CLUSTER_PORTS:-7000 7001 7002 7003 7004 7005}"
+REDIS_PORTS=(${REDIS_PORTS[@]//,/ })
+REDIS_FIRST=${REDIS_PORTS[0]}
+# The machine's Redis admin (scripts/services.sh keeps it); the cluster's
+# own process users beside it.
+ADMIN_FILE=$STATE_DIR/redis-users.env
+USERS_FILE=${REDIS_USERS_FILE:-$DIR/redis-users.env}
 ZK_IDS=(1 2 3)
 RABBIT_IDS=(1 2 3)
 RABBIT_HOME=/var/lib/rabbitmq
@@ -57,17 +77,40 @@ esac
 
 if [[ $EUID -ne 0 ]]; then
   command -v sudo >/dev/null 2>&1 || die "must run as root (or with sudo available)"
-  exec sudo env RONDO_SERVICES_DIR="$STATE_DIR" RONDO_SERVICES_WAIT="$WAIT_SECS" bash "$0" "$@"
+  exec sudo env RONDO_SERVICES_DIR="$STATE_DIR" RONDO_SERVICES_WAIT="$WAIT_SECS" \
+    RONDO_NAMESPACE="${RONDO_NAMESPACE:-rondo}" RONDO_EXECUTOR_APP="${RONDO_EXECUTOR_APP:-demo}" \
+    RONDO_EXECUTOR_ID="${RONDO_EXECUTOR_ID:-demo-1}" REDIS_USERS_FILE="$USERS_FILE" \
+    REDIS_CLUSTER_PORTS="${REDIS_PORTS[*]}" CLUSTER_PARTS="$PARTS" \
+    ${REDIS_PORT:+REDIS_PORT="$REDIS_PORT"} ${REDIS_ADMIN:+REDIS_ADMIN="$REDIS_ADMIN"} \
+    bash "$0" "$@"
 fi
 
+# redis-cli signed in as the admin: its password in REDISCLI_AUTH, never on
+# a command line. A node that does not know the admin yet (one set up
+# before `default` was closed) answers as `default`.
+load_admin() {
+  ADMIN=${REDIS_ADMIN:-$( [[ -f $ADMIN_FILE ]] && sed -n 's/^REDIS_ADMIN=//p' "$ADMIN_FILE" | tail -n 1 || true)}
+}
+load_admin
+# rcli SECONDS ARGS...: redis-cli as the admin, given SECONDS to finish.
+rcli() {
+  local t=$1; shift
+  if [[ -n $ADMIN ]]; then
+    REDISCLI_AUTH=${ADMIN#*:} timeout "$t" redis-cli --user "${ADMIN%%:*}" "$@"
+  else
+    timeout "$t" redis-cli "$@"
+  fi
+}
+
 # ---------------------------------------------------------------- probes ----
-redis_up() { timeout 2 redis-cli -p "$1" ping 2>/dev/null | grep -q PONG; }
+# Up is an answer: PONG, or NOAUTH from a node that does not know the admin.
+redis_up() { timeout 2 redis-cli -p "$1" ping 2>/dev/null | grep -qE '^(PONG|NOAUTH)'; }
 redis_cluster_ok() {
-  timeout 3 redis-cli -p 7000 cluster info 2>/dev/null | grep -q 'cluster_state:ok' || return 1
+  rcli 3 -p "$REDIS_FIRST" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || return 1
   # three masters, each with a replica
   # (flags are the third field: "myself,master", "slave", "master,fail", …)
   local nodes masters replicas
-  nodes=$(timeout 3 redis-cli -p 7000 cluster nodes 2>/dev/null) || return 1
+  nodes=$(rcli 3 -p "$REDIS_FIRST" cluster nodes 2>/dev/null) || return 1
   masters=$(awk '$3 ~ /master/ && $3 !~ /fail/ && $9 != ""' <<<"$nodes" | wc -l)
   replicas=$(awk '$3 ~ /slave/ && $3 !~ /fail/ && $8 == "connected"' <<<"$nodes" | wc -l)
   [[ $masters -ge 3 && $replicas -ge 3 ]]
@@ -89,15 +132,16 @@ rabbit_cluster_whole() { [[ $(rabbit_running_nodes) -ge 3 ]]; }
 
 status() {
   local down=0
-  for p in "${REDIS_PORTS[@]}"; do
+  part redis && for p in "${REDIS_PORTS[@]}"; do
     if redis_up "$p"; then echo "redis 127.0.0.1:$p: up"; else echo "redis 127.0.0.1:$p: down"; down=1; fi
   done
-  if redis_cluster_ok; then echo "redis cluster: ok"; else echo "redis cluster: not formed"; down=1; fi
-  for i in "${ZK_IDS[@]}"; do
+  if ! part redis; then :
+  elif redis_cluster_ok; then echo "redis cluster: ok"; else echo "redis cluster: not formed"; down=1; fi
+  part zookeeper && for i in "${ZK_IDS[@]}"; do
     local mode; mode=$(zk_mode "$i")
     if [[ -n $mode ]]; then echo "zookeeper 127.0.0.1:$(zk_port "$i"): $mode"; else echo "zookeeper 127.0.0.1:$(zk_port "$i"): down"; down=1; fi
   done
-  for i in "${RABBIT_IDS[@]}"; do
+  part rabbitmq && for i in "${RABBIT_IDS[@]}"; do
     if rabbit_up "$i"; then echo "rabbitmq $(rabbit_node "$i") 127.0.0.1:$(rabbit_port "$i"): up"; else echo "rabbitmq $(rabbit_node "$i"): down"; down=1; fi
   done
   return $down
@@ -117,12 +161,12 @@ kill_pidfile() {
 }
 
 down() {
-  for p in "${REDIS_PORTS[@]}"; do
-    redis_up "$p" && timeout 5 redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
+  part redis && for p in "${REDIS_PORTS[@]}"; do
+    redis_up "$p" && rcli 5 -p "$p" shutdown nosave >/dev/null 2>&1 || true
     kill_pidfile "$DIR/redis-$p/redis.pid"
   done
-  for i in "${ZK_IDS[@]}"; do kill_pidfile "$DIR/zk$i/zk.pid"; done
-  for i in "${RABBIT_IDS[@]}"; do
+  part zookeeper && for i in "${ZK_IDS[@]}"; do kill_pidfile "$DIR/zk$i/zk.pid"; done
+  part rabbitmq && for i in "${RABBIT_IDS[@]}"; do
     if [[ -f $DIR/r$i/rabbitmq.env ]]; then
       rabbitmqctl_as -n "$(rabbit_node "$i")" stop >/dev/null 2>&1 || true
     fi
@@ -140,6 +184,7 @@ esac
 # The single-node services first: they install the packages (and MariaDB
 # serves both topologies).
 scripts/services.sh >/dev/null
+load_admin
 mkdir -p "$DIR"
 
 spawn() { # spawn PIDFILE LOG CMD...
@@ -158,30 +203,51 @@ wait_for() { # wait_for WHAT CMD...
 }
 
 # ---- Redis Cluster: 3 masters, a replica each.
+# A node's own files: its aclfile (`default` off, the admin, the users saved
+# before) and a config file (mode 600: the admin's password) naming it and
+# the user replicas sync as.
+redis_node_files() {
+  local d=$1
+  REDIS_ADMIN_FILE=$ADMIN_FILE scripts/redis-acl.sh --aclfile "$USERS_FILE" "$d/users.acl"
+  load_admin
+  (
+    umask 077
+    printf '# written by scripts/services-cluster.sh\naclfile "%s"\nmasteruser "%s"\nmasterauth "%s"\n' \
+      "$d/users.acl" "${ADMIN%%:*}" "${ADMIN#*:}" >"$d/redis.conf"
+  )
+}
+# Each process's ACL user (docs/security.md), on every node (ACL users are
+# not replicated), the admin, `masteruser`/`masterauth`, and `default` off.
+redis_users() {
+  REDIS_ADMIN_FILE=$ADMIN_FILE scripts/redis-acl.sh "$USERS_FILE" "${REDIS_PORTS[@]}"
+  load_admin
+}
 redis_start() {
   local p d
   for p in "${REDIS_PORTS[@]}"; do
     redis_up "$p" && continue
     d=$DIR/redis-$p
     mkdir -p "$d"
-    redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+    redis_node_files "$d"
+    redis-server "$d/redis.conf" --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
       --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 3000 \
       --appendonly no --save "" --dir "$d" --daemonize yes \
       --logfile "$d/redis.log" --pidfile "$d/redis.pid" >/dev/null \
       || die "redis-server :$p failed to start; see $d/redis.log"
   done
   for p in "${REDIS_PORTS[@]}"; do wait_for "redis :$p" redis_up "$p"; done
+  redis_users
 }
 # Forms the cluster if its nodes know no one; waits until it is whole.
 # Returns 1 if it does not become whole in time.
 redis_form() {
   redis_cluster_ok && return 0
   local known hosts p deadline=$((SECONDS + WAIT_SECS))
-  known=$(timeout 3 redis-cli -p 7000 cluster info | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')
+  known=$(rcli 3 -p "$REDIS_FIRST" cluster info | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')
   if [[ ${known:-1} -le 1 ]]; then
     log "forming the redis cluster (3 masters, 3 replicas)"
     hosts=(); for p in "${REDIS_PORTS[@]}"; do hosts+=("127.0.0.1:$p"); done
-    redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes \
+    rcli 120 --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes \
       >"$DIR/redis-create.log" 2>&1 || { cat "$DIR/redis-create.log" >&2; die "redis-cli --cluster create failed"; }
   fi
   until redis_cluster_ok; do
@@ -197,7 +263,7 @@ redis_recreate() {
   log "$1: recreating the redis cluster, empty"
   local p
   for p in "${REDIS_PORTS[@]}"; do
-    redis_up "$p" && timeout 5 redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
+    redis_up "$p" && rcli 5 -p "$p" shutdown nosave >/dev/null 2>&1 || true
     kill_pidfile "$DIR/redis-$p/redis.pid"
     rm -f "$DIR/redis-$p/nodes.conf" "$DIR/redis-$p/dump.rdb"
   done
@@ -206,9 +272,10 @@ redis_recreate() {
 }
 redis_open_slots() {
   local check
-  check=$(timeout 10 redis-cli --cluster check 127.0.0.1:7000 2>/dev/null || true)
+  check=$(rcli 10 --cluster check "127.0.0.1:$REDIS_FIRST" 2>/dev/null || true)
   grep -q 'slots are open' <<<"$check"
 }
+if part redis; then
 redis_start
 redis_form || redis_recreate "the redis cluster is not whole within ${WAIT_SECS}s"
 # A slot left half-migrated (a resharding stopped midway, e.g. a test that
@@ -217,17 +284,16 @@ redis_form || redis_recreate "the redis cluster is not whole within ${WAIT_SECS}
 # start over.
 if redis_open_slots; then
   log "closing a half-migrated redis slot (redis-cli --cluster fix)"
-  if ! timeout 60 redis-cli --cluster fix 127.0.0.1:7000 --cluster-yes >"$DIR/redis-fix.log" 2>&1 \
+  if ! rcli 60 --cluster fix "127.0.0.1:$REDIS_FIRST" --cluster-yes >"$DIR/redis-fix.log" 2>&1 \
     || ! redis_form || redis_open_slots; then
     redis_recreate "redis-cli --cluster fix left it broken (see $DIR/redis-fix.log)"
   fi
 fi
-echo "redis cluster: ok (masters and replicas on 127.0.0.1:7000-7005)"
-# Each process's ACL user (docs/security.md), on every node: ACL users are
-# not replicated. A node restarted without them gets them at the next run.
-scripts/redis-acl.sh "${REDIS_USERS_FILE:-$DIR/redis-users.env}" "${REDIS_PORTS[@]}"
+echo "redis cluster: ok (masters and replicas on 127.0.0.1, ports ${REDIS_PORTS[*]})"
+fi
 
 # ---- ZooKeeper ensemble of three.
+if part zookeeper; then
 command -v java >/dev/null 2>&1 || die "java is missing (scripts/services.sh installs it)"
 for i in "${ZK_IDS[@]}"; do
   zk_up "$i" && continue
@@ -260,7 +326,10 @@ done
 for i in "${ZK_IDS[@]}"; do wait_for "zookeeper member $i" zk_up "$i"; done
 echo "zookeeper ensemble: $(for i in "${ZK_IDS[@]}"; do printf '%s ' "$(zk_mode "$i")"; done)(127.0.0.1:22181-22183)"
 
+fi
+
 # ---- RabbitMQ cluster of three (as the rabbitmq user: one Erlang cookie).
+if part rabbitmq; then
 [[ -x $RABBIT_BIN/rabbitmq-server ]] || die "rabbitmq-server is missing (scripts/services.sh installs it)"
 install -d -o rabbitmq -g rabbitmq "$DIR/rabbit"
 for i in "${RABBIT_IDS[@]}"; do
@@ -301,3 +370,4 @@ for i in 2 3; do
 done
 wait_for "a rabbitmq cluster of three running nodes" rabbit_cluster_whole
 echo "rabbitmq cluster: r1 r2 r3 running (AMQP 127.0.0.1:5681-5683)"
+fi

@@ -2,7 +2,7 @@
 # Bring up the four backing services rondo needs, natively, on a Debian/Ubuntu
 # machine without Docker and without systemd:
 #
-#   redis      127.0.0.1:6379   (PING -> PONG)
+#   redis      127.0.0.1:6379   (PING -> PONG, or NOAUTH once `default` is off)
 #   rabbitmq   127.0.0.1:5672   (AMQP 0-9-1 header -> Connection.Start frame)
 #   zookeeper  127.0.0.1:2181   (ruok -> imok)
 #   mariadb    127.0.0.1:3306   (TCP greeting + mariadb-admin ping)
@@ -12,14 +12,18 @@
 # the daemon detached with its output in ${RONDO_SERVICES_DIR:-/var/lib/rondo-services},
 # and waits (bounded) until it answers. Finally it makes sure the MariaDB
 # application user rondo/rondo and database `rondo` exist, with ALL on `rondo%`.*
-# (tests create their own rondo_t_* databases), and creates the Redis ACL user
-# of each kind of process (scripts/redis-acl.sh, docs/security.md).
+# (tests create their own rondo_t_* databases). On Redis it makes an admin
+# user (`rondo-admin`) and the ACL user of each kind of process, and turns
+# Redis's `default` user off, so nothing reaches Redis without a user
+# (scripts/redis-acl.sh, docs/security.md "Redis users"). A Redis it starts
+# itself comes up that way (an aclfile in the state dir).
 #
 # Idempotent: when everything already answers it only prints one line per service.
 # With Docker, use docker-compose.yml at the repository root instead.
 #
 # Usage: scripts/services.sh [--check] [-h|--help]
-#   --check   only report status; exit 1 if a service is down or the app user is missing
+#   --check   only report status; exit 1 if a service is down, the app user is
+#             missing or Redis's `default` user is open
 #
 # Environment:
 #   RONDO_SERVICES_DIR   state dir for logs, pid files, zoo.cfg, ZooKeeper data
@@ -27,11 +31,21 @@
 #   RONDO_SERVICES_WAIT  seconds to wait for each started service (default 90)
 #   RONDO_NAMESPACE, RONDO_EXECUTOR_APP, RONDO_EXECUTOR_ID
 #                        whose Redis users to create (default rondo, demo, demo-1)
-#   REDIS_USERS_FILE  their credentials (default $RONDO_SERVICES_DIR/redis-users.env)
+#   REDIS_USERS_FILE     their credentials (default $RONDO_SERVICES_DIR/redis-users.env)
+#   REDIS_PORT           the Redis's port on 127.0.0.1 (default 6379)
+#
+# The Redis admin's credentials (REDIS_ADMIN=<user>:<password>) are kept in
+# $RONDO_SERVICES_DIR/redis-users.env (mode 600) and copied into
+# REDIS_USERS_FILE; sign in with
+#   REDISCLI_AUTH=<password> redis-cli --user rondo-admin
 set -euo pipefail
 
 STATE_DIR=${RONDO_SERVICES_DIR:-/var/lib/rondo-services}
 WAIT_SECS=${RONDO_SERVICES_WAIT:-90}
+REDIS_PORT=${REDIS_PORT:-6379}
+# The machine's Redis admin lives here, whatever REDIS_USERS_FILE says.
+ADMIN_FILE=$STATE_DIR/redis-users.env
+USERS_FILE=${REDIS_USERS_FILE:-$ADMIN_FILE}
 SERVICES=(redis rabbitmq zookeeper mariadb)
 
 MYSQL_APP_USER=rondo
@@ -63,12 +77,19 @@ die() { echo "services.sh: error: $*" >&2; exit 1; }
 # Every probe runs in a child bash under `timeout`, so a half-open port can
 # never hang the script.
 
+# Up is an answer: PONG, or NOAUTH once `default` is off.
 probe_redis() {
   timeout 3 bash -c '
-    exec 3<>/dev/tcp/127.0.0.1/6379 || exit 1
+    exec 3<>/dev/tcp/127.0.0.1/$1 || exit 1
     printf "PING\r\n" >&3
     IFS= read -r -t 2 line <&3 || exit 1
-    [[ $line == +PONG* ]]' 2>/dev/null
+    [[ $line == +PONG* || $line == -NOAUTH* ]]' _ "$REDIS_PORT" 2>/dev/null
+}
+
+# Whether Redis's `default` user answers without a password (the hole
+# scripts/redis-acl.sh closes).
+redis_default_open() {
+  [[ $(timeout 3 redis-cli -p "$REDIS_PORT" ACL WHOAMI 2>/dev/null) == default ]]
 }
 
 probe_rabbitmq() {
@@ -135,6 +156,9 @@ if [[ $CHECK_ONLY == 1 ]]; then
       if [[ $s == mariadb && $app_ready == 0 ]]; then
         echo "mariadb: up (user ${MYSQL_APP_USER}/database ${MYSQL_APP_DB} missing or lacking grants)"
         rc=1
+      elif [[ $s == redis ]] && redis_default_open; then
+        echo "redis: up (its \`default\` user is open to anyone on the port: run scripts/services.sh)"
+        rc=1
       else
         echo "$s: up"
       fi
@@ -145,12 +169,12 @@ if [[ $CHECK_ONLY == 1 ]]; then
   exit "$rc"
 fi
 
-# Each kind of process gets its own Redis ACL user (docs/security.md "Redis
-# users"), for RONDO_NAMESPACE / RONDO_EXECUTOR_APP / RONDO_EXECUTOR_ID;
-# credentials in the users file (mode 600). `default` stays as it is: the
-# tests sign in with it to make their own users.
+# An admin, and each kind of process its own Redis ACL user (docs/security.md
+# "Redis users"), for RONDO_NAMESPACE / RONDO_EXECUTOR_APP / RONDO_EXECUTOR_ID;
+# then `default` off. Credentials in the users file (mode 600); the admin's
+# also in the machine's ($ADMIN_FILE), which every later run signs in with.
 redis_users() {
-  "$(dirname "$0")/redis-acl.sh" "${REDIS_USERS_FILE:-$STATE_DIR/redis-users.env}" 6379
+  REDIS_ADMIN_FILE=$ADMIN_FILE "$(dirname "$0")/redis-acl.sh" "$USERS_FILE" "$REDIS_PORT"
 }
 
 if [[ $any_down == 0 && $app_ready == 1 ]]; then
@@ -166,7 +190,7 @@ if [[ $EUID -ne 0 ]]; then
     exec sudo env RONDO_SERVICES_DIR="$STATE_DIR" RONDO_SERVICES_WAIT="$WAIT_SECS" \
       RONDO_NAMESPACE="${RONDO_NAMESPACE:-rondo}" RONDO_EXECUTOR_APP="${RONDO_EXECUTOR_APP:-demo}" \
       RONDO_EXECUTOR_ID="${RONDO_EXECUTOR_ID:-demo-1}" \
-      REDIS_USERS_FILE="${REDIS_USERS_FILE:-$STATE_DIR/redis-users.env}" \
+      REDIS_USERS_FILE="$USERS_FILE" REDIS_PORT="$REDIS_PORT" ${REDIS_ADMIN:+REDIS_ADMIN="$REDIS_ADMIN"} \
       bash "$0" "$@"
   fi
   die "must run as root (or with sudo available) to install/start services"
@@ -280,10 +304,15 @@ new_log() {
   fi
 }
 
+# Started with an aclfile that has `default` off and the admin: it is never
+# open, and the users made later survive a restart (redis-acl.sh saves them).
 start_redis() {
   command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed (see $STATE_DIR/apt.log)"
   mkdir -p "$STATE_DIR/redis"
-  redis-server --port 6379 --bind 127.0.0.1 --daemonize yes \
+  REDIS_ADMIN_FILE=$ADMIN_FILE "$(dirname "$0")/redis-acl.sh" --aclfile "$USERS_FILE" \
+    "$STATE_DIR/redis/users.acl"
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes \
+    --aclfile "$STATE_DIR/redis/users.acl" \
     --dir "$STATE_DIR/redis" --logfile "$STATE_DIR/redis.log" \
     --pidfile "$STATE_DIR/redis.pid" >>"$STATE_DIR/redis.log" 2>&1 </dev/null \
     || die "redis-server failed to start; see $STATE_DIR/redis.log"

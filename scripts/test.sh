@@ -18,6 +18,19 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scripts/services.sh
 echo "== the cluster topology (a ZooKeeper ensemble, a Redis Cluster, a RabbitMQ cluster)"
 scripts/services-cluster.sh up
+# Redis's `default` user is off on every Redis services.sh and
+# services-cluster.sh run: the tests sign in as the admin they made (the
+# testkit makes each process's own user from it, and signs in to the
+# Redis Cluster with the same admin).
+if [[ -z ${RONDO_REDIS_URL:-} ]]; then
+  ADMIN_FILE="${RONDO_SERVICES_DIR:-/var/lib/rondo-services}/redis-users.env"
+  REDIS_ADMIN="$(sed -n 's/^REDIS_ADMIN=//p' "$ADMIN_FILE" 2>/dev/null | tail -n 1 || true)"
+  if [[ -z $REDIS_ADMIN ]]; then
+    echo "test.sh: no REDIS_ADMIN in $ADMIN_FILE (scripts/services.sh writes it)" >&2
+    exit 1
+  fi
+  export RONDO_REDIS_URL="redis://$REDIS_ADMIN@127.0.0.1:${REDIS_PORT:-6379}"
+fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

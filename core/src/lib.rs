@@ -23,7 +23,8 @@
 //! * [`config`]: TOML + `RONDO_*` configuration, loaded by a pure function.
 //! * [`auth`]: roles, password hashing (Argon2id) and token digests.
 //! * [`amqp`], [`redis`]: connecting to the broker and to Redis the way every
-//!   process must (confirms, topology, dead-lettering, response timeouts).
+//!   process must (confirms, topology, dead-lettering, response timeouts;
+//!   the start-up check that Redis's `default` user is not open).
 //! * [`daemon`]: the one shape every binary starts and stops in (arguments,
 //!   config, telemetry, run, drain within a grace, exit codes);
 //!   [`telemetry`], [`signals`]: its tracing set-up and SIGINT/SIGTERM.

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use rondo_core::daemon::{self, Ready, Spec};
+use rondo_core::redis::refuse_open_default;
 use rondo_executor::{Executor, builtin};
 
 /// On top of `executor.shutdown_grace_ms`, the executor's own drain
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
     daemon::main(spec, |config| {
         let grace = Duration::from_millis(config.executor.shutdown_grace_ms) + DRAIN_MARGIN;
         builtin::check_config(&config.executor).map_err(|e| e.to_string())?;
+        refuse_open_default(&config.redis, &config.names()).map_err(|e| e.to_string())?;
         let executor = builtin::register(Executor::builder(config))
             .build()
             .map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use rondo_core::daemon::{self, Ready, Spec};
+use rondo_core::redis::refuse_open_default;
 
 /// On top of `scheduler.shutdown_grace_ms` (the fires in flight), time to
 /// stop the API and the monitor, leave ZooKeeper and close the broker
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         version: env!("CARGO_PKG_VERSION"),
     };
     daemon::main(spec, |config| {
+        refuse_open_default(&config.redis, &config.names()).map_err(|e| e.to_string())?;
         let grace = Duration::from_millis(config.scheduler.shutdown_grace_ms) + DRAIN_MARGIN;
         Ok(Ready::new(grace, move |shutdown| {
             rondo_scheduler::run(config, shutdown)

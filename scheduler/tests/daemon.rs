@@ -18,7 +18,12 @@ fn help_version_and_bad_config_follow_the_daemon_shape() {
 fn a_core_task_that_fails_exits_non_zero() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let addr = taken.local_addr().expect("its address").to_string();
-    let env = [("RONDO_SCHEDULER_API_ADDR", addr.as_str())];
+    // The tests' Redis: the node refuses one whose `default` user is open.
+    let redis = rondo_core::testkit::redis_admin_url();
+    let env = [
+        ("RONDO_SCHEDULER_API_ADDR", addr.as_str()),
+        ("RONDO_REDIS_URL", redis.as_str()),
+    ];
     let out = run_binary(BINARY, &[], &env, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(i32::from(EXIT_FAILURE)), "{out:?}");
 }

@@ -128,9 +128,10 @@ impl World {
         users::create_token(&self.db, name, read_only).await
     }
 
-    /// The Redis URL of the tests' `default` user, which may do what no
-    /// process's user may (`KEYS`, `SCAN`, `ACL`): for a test's own look
-    /// at Redis, never for a process under test.
+    /// The Redis URL of the tests' admin user
+    /// ([`rondo_core::testkit::redis_admin_url`]), which may do what no
+    /// process's user may (`KEYS`, `SCAN`, `ACL`): for a test's own look at
+    /// Redis, never for a process under test.
     pub fn redis_admin_url(&self) -> String {
         self.namespace.config.redis.url.clone()
     }
@@ -182,8 +183,8 @@ impl World {
     /// the world's keys are removed there.
     pub fn on_redis_cluster(&mut self) {
         topology::up();
-        self.config.redis.url = topology::REDIS_CLUSTER.to_owned();
-        self.namespace.config.redis.url = topology::REDIS_CLUSTER.to_owned();
+        self.config.redis.url = topology::redis_cluster();
+        self.namespace.config.redis.url = topology::redis_cluster();
     }
 
     /// Moves this world onto the RabbitMQ cluster of the cluster topology

@@ -117,6 +117,10 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
         ("RONDO_ZONE", config.zone.clone()),
         ("RONDO_REDIS_URL", config.redis.url.clone()),
         ("RONDO_REDIS_POOL_SIZE", config.redis.pool_size.to_string()),
+        (
+            "RONDO_REDIS_ALLOW_OPEN_DEFAULT",
+            config.redis.allow_open_default.to_string(),
+        ),
         ("RONDO_AMQP_URL", config.amqp.url.clone()),
         ("RONDO_AMQP_QUEUE_TYPE", config.amqp.queue_type.clone()),
         (
@@ -201,6 +205,10 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
         ),
         ("RONDO_EXECUTOR_JOB_ENV", config.executor.job_env.join(",")),
         ("RONDO_EXECUTOR_RUN_AS", config.executor.run_as.clone()),
+        (
+            "RONDO_EXECUTOR_COMMAND_HANDLERS",
+            config.executor.command_handlers.to_string(),
+        ),
         (
             "RONDO_ALARM_WEBHOOK_ALLOW",
             config.alarm.webhook_allow.join(","),

@@ -80,7 +80,8 @@ pub struct RedisUser {
 
 impl RedisUser {
     /// Makes user `name` with `rules` and a random password, through the
-    /// administrator at `admin_url` (the tests' `default` user).
+    /// administrator at `admin_url` (the tests' admin,
+    /// [`rondo_core::testkit::redis_admin_url`]).
     pub fn create(admin_url: &str, name: &str, rules: &[String]) -> RedisUser {
         let user = RedisUser {
             name: name.to_owned(),
@@ -104,13 +105,10 @@ impl RedisUser {
         user
     }
 
-    /// `base` (a `redis://host:port/…` URL without credentials) signed in
-    /// as this user.
+    /// `base` (a `redis://[user:password@]host:port/…` URL) signed in as
+    /// this user instead.
     pub fn url(&self, base: &str) -> String {
-        let rest = base
-            .strip_prefix("redis://")
-            .unwrap_or_else(|| panic!("a redis:// url: {base}"));
-        format!("redis://{}:{}@{rest}", self.name, self.password)
+        format!("redis://{}:{}@{}", self.name, self.password, host_of(base))
     }
 }
 
@@ -128,29 +126,49 @@ impl Drop for RedisUser {
     }
 }
 
-/// `url` without its credentials (the tests' `default` user); `None` when
-/// it has none.
+/// `host:port/…` of a `redis://[user:password@]host:port/…` URL.
+fn host_of(url: &str) -> &str {
+    let rest = url
+        .strip_prefix("redis://")
+        .unwrap_or_else(|| panic!("a redis:// url: {url}"));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    }
+}
+
+/// For the URL of a process of a world that runs under ACL users (it names
+/// the process's user): the same Redis signed in as the tests' admin
+/// ([`rondo_core::testkit::redis_admin_url`]). `None` when it names no
+/// user (the world keeps the admin's URL: a Redis Cluster).
 pub fn admin_of(url: &str) -> Option<String> {
     let rest = url.strip_prefix("redis://")?;
     let (_, host) = rest.split_once('@')?;
-    Some(format!("redis://{host}"))
+    let admin = rondo_core::testkit::redis_admin_url();
+    Some(match rondo_core::testkit::redis_userinfo(&admin) {
+        Some((user, password)) => format!("redis://{user}:{password}@{host}"),
+        None => format!("redis://{host}"),
+    })
 }
 
-/// For a world on one Redis whose URL names no user: the scheduler's user
-/// of namespace `ns`, and the URL that signs in as it. `None` on a Redis
-/// Cluster, whose nodes the tests restart without their users.
-pub fn for_world(url: &str, ns: &str) -> Option<(RedisUser, String)> {
-    if !url.starts_with("redis://") || url.contains('@') {
+/// For a world on one Redis, from its admin's URL: the scheduler's user of
+/// namespace `ns`, and the URL that signs in as it. `None` on a Redis
+/// Cluster, whose nodes the tests restart (and the cluster's processes run
+/// as its admin).
+pub fn for_world(admin_url: &str, ns: &str) -> Option<(RedisUser, String)> {
+    if !admin_url.starts_with("redis://") || admin_url.contains(',') {
         return None;
     }
-    let user = RedisUser::create(url, &format!("{ns}-scheduler"), &rules(Role::Scheduler, ns));
-    let signed_in = user.url(url);
+    let name = format!("{ns}-scheduler");
+    let user = RedisUser::create(admin_url, &name, &rules(Role::Scheduler, ns));
+    let signed_in = user.url(admin_url);
     Some((user, signed_in))
 }
 
 /// For a process of a world that runs under ACL users (its URL names the
 /// scheduler's): a user of `role` of its own, and its URL. `None` when the
-/// world keeps `default`.
+/// world's processes run as the admin (on a Redis Cluster).
 pub fn for_process(url: &str, ns: &str, role: Role<'_>) -> Option<(RedisUser, String)> {
     let admin = admin_of(url)?;
     let kind = match role {

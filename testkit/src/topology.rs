@@ -16,11 +16,50 @@ pub const ZK_ENSEMBLE: &str = "127.0.0.1:22181,127.0.0.1:22182,127.0.0.1:22183";
 pub const RABBIT_CLUSTER: &str = "amqp://guest:guest@127.0.0.1:5681/%2f,amqp://guest:guest@127.0.0.1:5682/%2f,amqp://guest:guest@127.0.0.1:5683/%2f";
 
 /// The Redis Cluster's nodes, as one `redis.url`: all six as seeds, so the
-/// client finds a live one whichever is down.
-pub const REDIS_CLUSTER: &str = "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005";
+/// client finds a live one whichever is down; signed in as the tests'
+/// admin, which `scripts/services-cluster.sh` makes on every node (Redis's
+/// `default` user is off there as on the single Redis).
+pub fn redis_cluster() -> String {
+    let auth = match admin() {
+        Some((user, password)) => format!("{user}:{password}@"),
+        None => String::new(),
+    };
+    let nodes: Vec<String> = redis_ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    format!("redis+cluster://{auth}{}", nodes.join(","))
+}
 
-/// The Redis Cluster's node ports (masters and replicas, as they are now).
-pub const REDIS_PORTS: [u16; 6] = [7000, 7001, 7002, 7003, 7004, 7005];
+/// The Redis Cluster's node ports (masters and replicas, as they are
+/// now): `REDIS_CLUSTER_PORTS` (as `scripts/services-cluster.sh` reads
+/// it), else 7000 to 7005.
+pub fn redis_ports() -> Vec<u16> {
+    let ports = std::env::var("REDIS_CLUSTER_PORTS").unwrap_or_default();
+    let ports: Vec<u16> = ports
+        .split([' ', ','])
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    if ports.is_empty() {
+        vec![7000, 7001, 7002, 7003, 7004, 7005]
+    } else {
+        ports
+    }
+}
+
+/// `(user, password)` of the tests' Redis admin, the same on every Redis of
+/// the machine; `None` while the tests run as Redis's `default` user.
+fn admin() -> Option<(String, String)> {
+    rondo_core::testkit::redis_userinfo(&rondo_core::testkit::redis_admin_url())
+}
+
+/// The node on `port`, signed in as the tests' admin.
+fn node_url(port: u16) -> String {
+    match admin() {
+        Some((user, password)) => format!("redis://{user}:{password}@127.0.0.1:{port}"),
+        None => format!("redis://127.0.0.1:{port}"),
+    }
+}
 
 /// The members' client ports, by member id 1..=3.
 pub fn zk_port(member: u8) -> u16 {
@@ -43,7 +82,7 @@ fn state_dir() -> PathBuf {
 /// ZooKeeper ensemble and the RabbitMQ cluster with quorum queues. Does not
 /// start it: call [`up`] first.
 pub fn use_cluster(config: &mut rondo_core::Config) {
-    config.redis.url = REDIS_CLUSTER.to_owned();
+    config.redis.url = redis_cluster();
     config.zookeeper.connect = ZK_ENSEMBLE.to_owned();
     config.amqp.url = RABBIT_CLUSTER.to_owned();
     config.amqp.queue_type = "quorum".to_owned();
@@ -124,7 +163,7 @@ pub fn kill_redis_node(port: u16) {
 /// The port of the master serving `key`'s slot now, as the nodes that
 /// answer say (`CLUSTER NODES` of the first one that does).
 pub async fn redis_master_of(key: &str) -> Option<u16> {
-    for port in REDIS_PORTS {
+    for port in redis_ports() {
         let Some(slot) = redis_cli(port, &["cluster", "keyslot", key]).await else {
             continue;
         };
@@ -183,7 +222,7 @@ pub async fn until_redis_whole() {
         "the redis cluster whole",
         Duration::from_secs(120),
         || async {
-            for port in REDIS_PORTS {
+            for port in redis_ports() {
                 if !redis_cluster_ok(port).await || !redis_node_synced(port).await {
                     return None;
                 }
@@ -196,7 +235,7 @@ pub async fn until_redis_whole() {
 
 /// The hash slot of `key`.
 pub async fn redis_slot_of(key: &str) -> u16 {
-    for port in REDIS_PORTS {
+    for port in redis_ports() {
         if let Some(slot) = redis_cli(port, &["cluster", "keyslot", key]).await {
             return slot.parse().expect("CLUSTER KEYSLOT answers a number");
         }
@@ -207,7 +246,7 @@ pub async fn redis_slot_of(key: &str) -> u16 {
 /// The ports of the masters serving slots now.
 pub async fn redis_masters() -> Vec<u16> {
     let mut masters = Vec::new();
-    for port in REDIS_PORTS {
+    for port in redis_ports() {
         let Some(info) = redis_cli(port, &["info", "replication"]).await else {
             continue;
         };
@@ -227,7 +266,7 @@ pub async fn redis_masters() -> Vec<u16> {
 /// Returns how many keys moved.
 pub async fn migrate_redis_slot(slot: u16, to: u16, pause: Duration) -> usize {
     async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        redis::Client::open(node_url(port))
             .expect("a redis url")
             .get_multiplexed_async_connection()
             .await
@@ -285,13 +324,14 @@ pub async fn migrate_redis_slot(slot: u16, to: u16, pause: Duration) -> usize {
         let Some(key) = keys.first() else {
             break;
         };
-        let _: redis::Value = redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(to)
-            .arg("")
-            .arg(0)
-            .arg(5_000)
-            .arg("REPLACE")
+        let mut migrate = redis::cmd("MIGRATE");
+        migrate.arg("127.0.0.1").arg(to).arg("").arg(0).arg(5_000);
+        migrate.arg("REPLACE");
+        // The target lets no one in without a user.
+        if let Some((user, password)) = admin() {
+            migrate.arg("AUTH2").arg(user).arg(password);
+        }
+        let _: redis::Value = migrate
             .arg("KEYS")
             .arg(key)
             .query_async(&mut src)
@@ -340,7 +380,7 @@ impl Drop for SlotLeftOpen {
 /// within 2 s.
 async fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
     let ask = async {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+        let client = redis::Client::open(node_url(port)).ok()?;
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {

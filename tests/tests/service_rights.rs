@@ -803,12 +803,25 @@ fn rand_hex() -> String {
 /// `scripts/redis-acl.sh` (which `scripts/services.sh` and
 /// `scripts/services-cluster.sh` run) makes the users of the documented
 /// lines for the namespace, app and id it is given, keeps their passwords
-/// across runs, and the users it makes get what the documented ones get.
+/// across runs, keeps the admin it signs in as, leaves `default` off, and
+/// the users it makes get what the documented ones get.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_services_script_makes_the_documented_users() {
     let world = World::new("aclscript").await;
     let ns = world.config.namespace.clone();
     let admin = world.redis_admin_url();
+    // The script signs in as the tests' admin and keeps it: run as
+    // `default`, it would make an admin of its own and close `default` on
+    // a Redis whose other users still need it.
+    let (admin_user, admin_password) = rondo_core::testkit::redis_userinfo(&admin)
+        .expect("the tests sign in to Redis as an admin user (scripts/services.sh makes it; scripts/test.sh exports it)");
+    let host = admin.rsplit_once('@').map_or("", |(_, host)| host);
+    let port = host
+        .split(['/', '?'])
+        .next()
+        .and_then(|h| h.rsplit_once(':'))
+        .map_or("6379", |(_, port)| port)
+        .to_owned();
     let dir = std::env::temp_dir().join(format!("{ns}-acl"));
     std::fs::create_dir_all(&dir).expect("a scratch dir");
     let file = dir.join("redis-users.env");
@@ -818,7 +831,8 @@ async fn the_services_script_makes_the_documented_users() {
             "/../scripts/redis-acl.sh"
         ))
         .arg(&file)
-        .arg("6379")
+        .arg(&port)
+        .env("REDIS_ADMIN", format!("{admin_user}:{admin_password}"))
         .env("RONDO_NAMESPACE", &ns)
         .env("RONDO_EXECUTOR_APP", "billing")
         .env("RONDO_EXECUTOR_ID", "billing-7")
@@ -866,7 +880,20 @@ async fn the_services_script_makes_the_documented_users() {
     );
     assert_eq!(mode & 0o077, 0, "the credentials are the owner's only");
 
-    let url = |role: &str| format!("redis://{}@127.0.0.1:6379", creds(role));
+    assert!(
+        first.contains(&format!("REDIS_ADMIN={admin_user}:{admin_password}\n")),
+        "the admin it signed in as is kept: {first}"
+    );
+    let anyone = connect(&format!("redis://{host}")).await;
+    let reply: redis::RedisResult<redis::Value> = redis::cmd("GET")
+        .arg(world.config.names().session("forged"))
+        .query_async(&mut anyone.clone())
+        .await;
+    assert!(
+        matches!(&reply, Err(e) if e.code() == Some("NOAUTH")),
+        "a connection without a user is refused: {reply:?}"
+    );
+    let url = |role: &str| format!("redis://{}@{host}", creds(role));
     let names = world.config.names();
     let executor = connect(&url("EXECUTOR")).await;
     allowed(

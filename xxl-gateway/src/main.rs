@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use rondo_core::daemon::{self, Ready, Spec};
+use rondo_core::redis::refuse_open_default;
 
 /// On top of `xxl.request_timeout_ms` (the hand-offs in progress finish
 /// their calls), time to publish, ack and close before the drain counts as
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
     };
     daemon::main(spec, |config| {
         config.xxl.check_token().map_err(|e| e.to_string())?;
+        refuse_open_default(&config.redis, &config.names()).map_err(|e| e.to_string())?;
         let grace = Duration::from_millis(config.xxl.request_timeout_ms) + DRAIN_MARGIN;
         let workers = config.xxl.worker_threads;
         Ok(Ready::new(grace, move |shutdown| async move {

@@ -21,6 +21,14 @@ pub struct RedisConfig {
     /// so this stays short; a master found without its replicas is not
     /// waited for again for 10 s.
     pub wait_timeout_ms: u64,
+    /// Lets the process start although Redis's `default` user is open
+    /// (answers without a password): for a throwaway demo Redis only.
+    /// Off (the default), the scheduler, the executor and the XXL-JOB
+    /// gateway check each Redis of `url` at start and refuse to start
+    /// (exit 64) when a connection without credentials reads the
+    /// namespace's keys: anyone who reaches the port (a shell job
+    /// included) could forge an admin session (docs/security.md).
+    pub allow_open_default: bool,
 }
 
 impl RedisConfig {
@@ -81,6 +89,7 @@ impl Default for RedisConfig {
             response_timeout_ms: 5000,
             wait_replicas: None,
             wait_timeout_ms: 100,
+            allow_open_default: false,
         }
     }
 }
@@ -230,6 +239,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("response_timeout_ms", &self.response_timeout_ms)
             .field("wait_replicas", &self.wait_replicas)
             .field("wait_timeout_ms", &self.wait_timeout_ms)
+            .field("allow_open_default", &self.allow_open_default)
             .finish()
     }
 }

@@ -26,9 +26,12 @@
 //! * `single`: one Redis through shared multiplexed connections;
 //! * `cluster`: a Redis Cluster, and its pipelines split by slot;
 //! * `health`: outages seen by this process, for lease judgements;
+//! * [`default_user`]: the start-up check that Redis's `default` user is
+//!   not open ([`refuse_open_default`]);
 //! * `script`: `EVALSHA` commands built in one buffer.
 
 mod cluster;
+pub mod default_user;
 mod health;
 mod script;
 mod single;
@@ -46,6 +49,7 @@ use crate::error::Error;
 
 use cluster::cluster_pipeline;
 pub use cluster::{ClusterPool, Wait};
+pub use default_user::{OpenDefault, refuse_open_default};
 pub use health::Health;
 use health::{RESET_AFTER_MS, UNREPLICATED_BACKOFF_MS, recorded, unanswered};
 pub use script::{run_script, script_cmd};

@@ -4,11 +4,16 @@
 //! * [`Namespace`]: a test's own namespace (Redis keys, AMQP names, the
 //!   ZooKeeper chroot), removed when the guard drops, also when the test
 //!   panics, so tests run in parallel and twice in a row.
+//! * [`redis_admin_url`]: the tests' Redis admin (Redis's `default` user is
+//!   off on the tests' Redis: see its doc).
 //! * [`eventually`]: wait for a positive signal instead of sleeping.
 //! * [`queue_depth`], [`take_dead`]: what a queue holds.
 //! * [`fixtures`]: jobs, triggers and events with sensible defaults.
 //! * [`daemon`]: running a daemon binary to its end, and the shape every
 //!   daemon shares (`--help`, exit 64 on a bad config).
+//! * [`ThrowawayRedis`]: a `redis-server` of the test's own, stopped with
+//!   the test (one whose `default` user is open, which the shared one is
+//!   not).
 //!
 //! Timing logic is tested on tokio's paused clock
 //! (`#[tokio::test(start_paused = true)]`): every rondo loop waits with
@@ -17,6 +22,9 @@
 
 pub mod daemon;
 pub mod fixtures;
+mod throwaway;
+
+pub use throwaway::ThrowawayRedis;
 
 use std::future::Future;
 use std::time::Duration;
@@ -38,12 +46,23 @@ pub fn unique_namespace(tag: &str) -> String {
     format!("t_{tag}_{nonce:08x}")
 }
 
+/// Variables starting with `RONDO_` that the scripts and the testkit read,
+/// not config keys.
+const SCRIPT_VARS: &[&str] = &[
+    "RONDO_NAMESPACE",
+    "RONDO_SERVICES_DIR",
+    "RONDO_SERVICES_WAIT",
+];
+
 /// The default config with a fresh namespace, short registry timings and a
 /// short ZooKeeper session, pointing at the services on loopback (overridable
-/// with the usual `RONDO_*` variables, e.g. `RONDO_MYSQL_URL`).
+/// with the usual `RONDO_*` variables, e.g. `RONDO_MYSQL_URL`), signed in to
+/// Redis as the tests' admin ([`redis_admin_url`]).
 pub fn config(tag: &str) -> Config {
-    let env = std::env::vars().filter(|(k, _)| k.starts_with("RONDO_") && k != "RONDO_NAMESPACE");
+    let env = std::env::vars()
+        .filter(|(k, _)| k.starts_with("RONDO_") && !SCRIPT_VARS.contains(&k.as_str()));
     let mut config = Config::load("", env).expect("test config");
+    config.redis.url = redis_admin_url();
     config.namespace = unique_namespace(tag);
     config.partitions = 4;
     config.registry.heartbeat_ms = 1000;
@@ -53,6 +72,40 @@ pub fn config(tag: &str) -> Config {
     // The tests' XXL-JOB executors (stand-ins) listen on loopback.
     config.xxl.address_allow = vec!["127.0.0.1".into()];
     config
+}
+
+/// The Redis URL of the tests' admin: a user with every right, for the
+/// tests' own looks at Redis and to make each process's user (processes
+/// under test get users of their own). `RONDO_REDIS_URL` when set
+/// (`scripts/test.sh` sets it); else the admin `scripts/services.sh` keeps
+/// in `$RONDO_SERVICES_DIR/redis-users.env` (`REDIS_ADMIN=<user>:<password>`),
+/// on `127.0.0.1:6379`; else Redis's `default` user there, which only a
+/// Redis not set up by `scripts/services.sh` still lets in.
+pub fn redis_admin_url() -> String {
+    if let Ok(url) = std::env::var("RONDO_REDIS_URL") {
+        return url;
+    }
+    let dir = std::env::var("RONDO_SERVICES_DIR")
+        .unwrap_or_else(|_| "/var/lib/rondo-services".to_owned());
+    let kept = std::fs::read_to_string(format!("{dir}/redis-users.env")).unwrap_or_default();
+    match kept
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("REDIS_ADMIN="))
+    {
+        Some(admin) => format!("redis://{admin}@127.0.0.1:6379"),
+        None => "redis://127.0.0.1:6379".to_owned(),
+    }
+}
+
+/// `(user, password)` of a `redis://user:password@host…` URL; `None`
+/// without a user (Redis's `default`).
+pub fn redis_userinfo(url: &str) -> Option<(String, String)> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    (!user.is_empty()).then(|| (user.to_owned(), password.to_owned()))
 }
 
 /// A test's namespace: its config, and the cleanup of everything named
