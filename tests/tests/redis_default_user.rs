@@ -128,10 +128,7 @@ async fn a_process_refuses_to_start_against_a_redis_whose_default_user_is_open()
         let path = procs::binary(binary);
         let url = url.clone();
         let out = tokio::task::spawn_blocking(move || {
-            let env = [
-                ("RONDO_REDIS_URL", url.as_str()),
-                ("RONDO_XXL_ACCESS_TOKEN", "a-token-for-the-gateway"),
-            ];
+            let env = [("RONDO_REDIS_URL", url.as_str())];
             run_binary(path.to_str().expect("a path"), &[], &env, PATIENCE)
         })
         .await
