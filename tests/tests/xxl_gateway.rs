@@ -14,33 +14,11 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use rondo_testkit::procs::{free_addr, rondo_cli};
 use rondo_testkit::xxl::{
-    Gateway, Standin, StandinRun, StandinSpec, TOKEN, serve_group, xxl_database,
+    Gateway, Standin, StandinRun, StandinSpec, TOKEN, cluster, serve_group, xxl_database,
 };
-use rondo_testkit::{Api, Cluster, PATIENCE, World, eventually, publish_raw_trigger, take_dead};
+use rondo_testkit::{Api, Cluster, PATIENCE, eventually, publish_raw_trigger, take_dead};
 use serde_json::{Value, json};
 use sqlx::{MySqlPool, Row};
-
-/// A cluster of one node and the persistence worker, with `gateways`
-/// gateway processes; the world's `xxl.*` keys tuned by `tune`.
-async fn cluster(
-    tag: &str,
-    gateways: usize,
-    tune: impl FnOnce(&mut World),
-) -> (Cluster, Api, Vec<Gateway>) {
-    let mut world = World::new(tag).await;
-    tune(&mut world);
-    let mut cluster = Cluster::new(world);
-    cluster.start_persist_worker();
-    let node = cluster.start_node().await;
-    let api = cluster.api(node);
-    let gateways: Vec<Gateway> = (0..gateways)
-        .map(|i| Gateway::spawn(cluster.config(), &format!("gateway-{i}"), &cluster.log_dir))
-        .collect();
-    for g in &gateways {
-        g.until_ready().await;
-    }
-    (cluster, api, gateways)
-}
 
 /// Creates group `app`, served by the gateway, with access token [`TOKEN`].
 async fn group(api: &Api, app: &str) {

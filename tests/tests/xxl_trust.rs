@@ -20,15 +20,30 @@ const REPORT_TOKEN: &str = "report-team-token";
 /// A node, the persistence worker and one gateway, the world's config
 /// tuned by `tune` first.
 async fn cluster(tag: &str, tune: impl FnOnce(&mut World)) -> (Cluster, Api, Gateway) {
-    let mut world = World::new(tag).await;
-    tune(&mut world);
-    let mut cluster = Cluster::new(world);
-    cluster.start_persist_worker();
-    let node = cluster.start_node().await;
-    let api = cluster.api(node);
-    let gateway = Gateway::spawn(cluster.config(), "gateway", &cluster.log_dir);
-    gateway.until_ready().await;
-    (cluster, api, gateway)
+    let (c, api, mut gateways) = rondo_testkit::xxl::cluster(tag, 1, tune).await;
+    let gw = gateways.pop().expect("a gateway");
+    (c, api, gw)
+}
+
+/// Groups `billing` and `report`, each served with a token of its own,
+/// taken by `gw`.
+async fn two_teams(admin: &Api, gw: &Gateway) {
+    for (app, token) in [("billing", BILLING_TOKEN), ("report", REPORT_TOKEN)] {
+        serve_group(admin, app, token).await;
+        gw.until_token_taken(token).await;
+    }
+}
+
+/// A stand-in executor of `report`, with its token, live.
+async fn report_standin(c: &Cluster, admin: &Api, gw: &Gateway) -> Standin {
+    let mut spec = StandinSpec::new("2", "report", vec![gw.admin_url()]);
+    spec.token = REPORT_TOKEN.into();
+    let standin = Standin::spawn(spec, "standin-report", &c.log_dir);
+    c.world.executor_queue("report", &standin.executor_id);
+    admin
+        .until_executors("report", &[&standin.executor_id])
+        .await;
+    standin
 }
 
 /// What an attacker's listener was sent: each call's path and token.
@@ -93,6 +108,17 @@ fn registration(app: &str, address: &str) -> Value {
     json!({ "registryGroup": "EXECUTOR", "registryKey": app, "registryValue": address })
 }
 
+/// What the API answers a `PUT` of `body` to `path` that it refuses:
+/// the status and the field named.
+async fn refused(api: &Api, path: &str, body: Value) -> (u16, String) {
+    let (status, out) = api.put(path, body).await;
+    let field = out["error"]["field"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (status, field)
+}
+
 /// The message of a refusal (code 500).
 fn refusal(answer: &Value) -> &str {
     assert_eq!(answer["code"], 500, "{answer}");
@@ -143,10 +169,7 @@ async fn sample(gw: &Gateway, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_cannot_get_another_groups_token_through_an_address_list() {
     let (c, admin, gw) = cluster("xxl_trust_list", |_| {}).await;
-    for (app, token) in [("billing", BILLING_TOKEN), ("report", REPORT_TOKEN)] {
-        serve_group(&admin, app, token).await;
-        gw.until_token_taken(token).await;
-    }
+    two_teams(&admin, &gw).await;
     assert_eq!(
         admin
             .post("/api/v1/groups", json!({ "app": "web" }))
@@ -163,24 +186,23 @@ async fn an_operator_cannot_get_another_groups_token_through_an_address_list() {
     let (on_report, report_heard) = listener().await;
 
     // The attack, on the native group.
-    let (status, out) = mallory
-        .put("/api/v1/groups/web", json!({ "xxl_addresses": [on_web] }))
-        .await;
     assert_eq!(
-        (status, &out["error"]["field"]),
-        (400, &json!("xxl_addresses")),
-        "{out}"
-    );
-    let (status, out) = mallory
-        .put(
+        refused(
+            &mallory,
             "/api/v1/groups/web",
-            json!({ "xxl_gateway": true, "xxl_addresses": [on_web] }),
+            json!({ "xxl_addresses": [on_web] })
         )
-        .await;
+        .await,
+        (400, "xxl_addresses".to_owned())
+    );
     assert_eq!(
-        (status, &out["error"]["field"]),
-        (403, &json!("xxl_gateway")),
-        "{out}"
+        refused(
+            &mallory,
+            "/api/v1/groups/web",
+            json!({ "xxl_gateway": true, "xxl_addresses": [on_web] })
+        )
+        .await,
+        (403, "xxl_gateway".to_owned())
     );
     // A list stored on a native group anyway (an earlier build let it).
     tamper_group(&c, "web", json!({ "xxl_addresses": [on_web] })).await;
@@ -226,10 +248,7 @@ async fn a_token_registers_only_under_its_own_served_group() {
         w.config.executor.app = "web".into();
     })
     .await;
-    for (app, token) in [("billing", BILLING_TOKEN), ("report", REPORT_TOKEN)] {
-        serve_group(&admin, app, token).await;
-        gw.until_token_taken(token).await;
-    }
+    two_teams(&admin, &gw).await;
     assert_eq!(
         admin
             .post("/api/v1/groups", json!({ "app": "web" }))
@@ -289,17 +308,8 @@ async fn a_token_registers_only_under_its_own_served_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_callback_is_taken_only_for_a_run_of_its_own_group() {
     let (c, admin, gw) = cluster("xxl_trust_callback", |_| {}).await;
-    for (app, token) in [("billing", BILLING_TOKEN), ("report", REPORT_TOKEN)] {
-        serve_group(&admin, app, token).await;
-        gw.until_token_taken(token).await;
-    }
-    let mut spec = StandinSpec::new("2", "report", vec![gw.admin_url()]);
-    spec.token = REPORT_TOKEN.into();
-    let standin = Standin::spawn(spec, "standin-report", &c.log_dir);
-    c.world.executor_queue("report", &standin.executor_id);
-    admin
-        .until_executors("report", &[&standin.executor_id])
-        .await;
+    two_teams(&admin, &gw).await;
+    let standin = report_standin(&c, &admin, &gw).await;
     let child = admin
         .create_job(json!({ "group": "report", "handler": "demoJobHandler" }))
         .await;
@@ -375,17 +385,8 @@ async fn a_callback_is_taken_only_for_a_run_of_its_own_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_token_cannot_remove_or_take_the_id_of_another_executor() {
     let (mut c, admin, gw) = cluster("xxl_trust_ids", |_| {}).await;
-    for (app, token) in [("billing", BILLING_TOKEN), ("report", REPORT_TOKEN)] {
-        serve_group(&admin, app, token).await;
-        gw.until_token_taken(token).await;
-    }
-    let mut spec = StandinSpec::new("2", "report", vec![gw.admin_url()]);
-    spec.token = REPORT_TOKEN.into();
-    let standin = Standin::spawn(spec, "standin-report", &c.log_dir);
-    c.world.executor_queue("report", &standin.executor_id);
-    admin
-        .until_executors("report", &[&standin.executor_id])
-        .await;
+    two_teams(&admin, &gw).await;
+    let standin = report_standin(&c, &admin, &gw).await;
 
     // Removal with another group's token: refused, still routed to.
     let own = registration("report", &standin.address);
@@ -498,16 +499,14 @@ async fn the_gateway_calls_no_address_outside_its_rule() {
         .await;
         assert!(refusal(&a).contains("xxl.address_allow"), "{address}: {a}");
     }
-    let (status, out) = admin
-        .put(
-            "/api/v1/groups/report",
-            json!({ "xxl_addresses": [inside] }),
-        )
-        .await;
     assert_eq!(
-        (status, &out["error"]["field"]),
-        (400, &json!("xxl_addresses[0]")),
-        "{out}"
+        refused(
+            &admin,
+            "/api/v1/groups/report",
+            json!({ "xxl_addresses": [inside] })
+        )
+        .await,
+        (400, "xxl_addresses[0]".to_owned())
     );
     // Listed anyway (before the rule, or by hand in Redis): never called.
     tamper_group(&c, "report", json!({ "xxl_addresses": [inside] })).await;

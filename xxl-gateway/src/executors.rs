@@ -53,18 +53,24 @@ pub struct Record {
 /// `http://127.0.0.1:8771/`, or app `a` at `b.c` and app `a-b` at `c`);
 /// the digest keeps every address of every group apart.
 pub fn executor_id(app: &str, address: &str) -> String {
+    let digest = Sha256::digest(format!("{app}\n{address}").as_bytes());
+    let tail: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let mut head = readable_id(app, address);
+    // Only ASCII here (app names are), so any cut is a boundary.
+    head.truncate(MAX_ID - tail.len() - 1);
+    format!("{head}-{tail}")
+}
+
+/// The readable part of an executor id (all of it, before ids ended in a
+/// digest): `<app>-<host>-<port>` with every other character `-`.
+pub fn readable_id(app: &str, address: &str) -> String {
     let rest = address.split_once("://").map_or(address, |(_, r)| r);
     let place: String = rest
         .trim_end_matches('/')
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let digest = Sha256::digest(format!("{app}\n{address}").as_bytes());
-    let tail: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    let mut head = format!("{app}-{place}");
-    // Only ASCII here (app names are), so any cut is a boundary.
-    head.truncate(MAX_ID - tail.len() - 1);
-    format!("{head}-{tail}")
+    format!("{app}-{place}")
 }
 
 impl Record {

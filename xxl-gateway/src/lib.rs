@@ -58,7 +58,7 @@ mod served;
 mod tails;
 pub mod wire;
 
-pub use executors::executor_id;
+pub use executors::{executor_id, readable_id};
 
 use std::time::Duration;
 

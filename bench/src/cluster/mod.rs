@@ -435,20 +435,6 @@ const XXL_TOKEN: &str = "rondo-bench";
 /// know and would refuse to start with.
 const LEGACY_UNKNOWN: &[&str] = &["RONDO_XXL_ADDRESS_ALLOW", "RONDO_XXL_SHARED_TOKEN"];
 
-/// The executor id an earlier gateway build gave an address (before ids
-/// ended in a digest): `<app>-<host>-<port>`, other characters `-`; for
-/// the queues the bench removes after its step (ids that long never occur
-/// here).
-fn legacy_executor_id(app: &str, address: &str) -> String {
-    let rest = address.split_once("://").map_or(address, |(_, r)| r);
-    let place: String = rest
-        .trim_end_matches('/')
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    format!("{app}-{place}")
-}
-
 impl Cluster {
     /// Starts the XXL-JOB gateway and `executors` stand-in XXL-JOB
     /// executors registered with it (as XXL-JOB's executors register every
@@ -492,7 +478,8 @@ impl Cluster {
             let port = procs::free_addr().port();
             let address = format!("http://127.0.0.1:{port}/");
             let id = if legacy {
-                legacy_executor_id(APP, &address)
+                // An earlier build's id had no digest.
+                rondo_xxl_gateway::readable_id(APP, &address)
             } else {
                 rondo_xxl_gateway::executor_id(APP, &address)
             };

@@ -47,6 +47,29 @@ pub async fn xxl_database_of(
 /// copy: [`serve_group`]) and stand-ins.
 pub const TOKEN: &str = "xxl-test-token";
 
+/// A cluster of one scheduler node and the persistence worker, with
+/// `gateways` gateway processes (ready), the world's config tuned by
+/// `tune` first; and the node's admin API.
+pub async fn cluster(
+    tag: &str,
+    gateways: usize,
+    tune: impl FnOnce(&mut crate::World),
+) -> (crate::Cluster, crate::Api, Vec<Gateway>) {
+    let mut world = crate::World::new(tag).await;
+    tune(&mut world);
+    let mut cluster = crate::Cluster::new(world);
+    cluster.start_persist_worker();
+    let node = cluster.start_node().await;
+    let api = cluster.api(node);
+    let gateways: Vec<Gateway> = (0..gateways)
+        .map(|i| Gateway::spawn(cluster.config(), &format!("gateway-{i}"), &cluster.log_dir))
+        .collect();
+    for g in &gateways {
+        g.until_ready().await;
+    }
+    (cluster, api, gateways)
+}
+
 /// Creates group `app` served by the XXL-JOB gateway, with access token
 /// `token`, through `api` (an admin's).
 pub async fn serve_group(api: &crate::Api, app: &str, token: &str) {
