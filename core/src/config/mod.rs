@@ -7,7 +7,7 @@
 //! (the CLI's) are not keys. Every key has a
 //! default that works on a developer machine with the services on loopback.
 
-use rondo_model::destination::Destinations;
+use rondo_model::destination::Rule;
 use serde::Deserialize;
 
 mod auth;
@@ -271,8 +271,8 @@ impl Config {
         let invalid = |e: crate::Error| {
             ConfigError::Invalid(format!("{}: {}", e.field.unwrap_or_default(), e.message))
         };
-        Destinations::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
-        Destinations::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
+        Rule::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
+        Rule::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
         for name in &self.executor.job_env {
             let valid = name
                 .chars()
