@@ -60,6 +60,16 @@ impl Cidr {
         (bits <= max).then_some(Cidr { addr, bits })
     }
 
+    /// The range's first address, as given.
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    /// How many leading bits count.
+    pub fn bits(&self) -> u8 {
+        self.bits
+    }
+
     /// Whether `ip` is in this range (an IPv4 range never holds an IPv6
     /// address, and the other way round).
     pub fn contains(&self, ip: IpAddr) -> bool {

@@ -184,9 +184,10 @@ pub struct AlarmConfig {
     pub smtp_from: String,
     /// Per webhook POST and per SMTP conversation.
     pub timeout_ms: u64,
-    /// Addresses a webhook may reach though they are loopback, link-local,
-    /// private, shared or unique-local (as `executor.http_allow`). Empty by
-    /// default: webhooks go to public addresses only.
+    /// Addresses a webhook may reach though the destination rule refuses
+    /// them (as `executor.http_allow`; this host's own addresses only by
+    /// an entry naming the address). Empty by default: webhooks go to
+    /// public addresses of other hosts only.
     #[serde(deserialize_with = "super::values::list_or_csv")]
     pub webhook_allow: Vec<String>,
     /// The console's address as people reach it (`https://rondo.example.com`):

@@ -45,10 +45,11 @@
 //! `User-Agent: rondo-scheduler/<version>`) to `alarm_webhook`; any 2xx
 //! answer counts as sent. Redirects are not followed (a 3xx fails: a
 //! redirected POST would silently become a GET). A webhook reaches public
-//! addresses only: one whose URL is, or whose name resolves only to, a
-//! loopback, link-local (cloud metadata), private, shared or unique-local
+//! addresses of other hosts only: one whose URL is, or whose name resolves
+//! only to, an address of this host, a loopback, link-local (cloud
+//! metadata), private, shared, unique-local or other special-purpose
 //! address fails (`destination refused: …`) unless `alarm.webhook_allow`
-//! names it. No HTTP proxy is used (it would resolve and connect in
+//! names it (this host's own addresses: only the address itself). No HTTP proxy is used (it would resolve and connect in
 //! rondo's place). The body, version 1:
 //!
 //! ```json
