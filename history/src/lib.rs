@@ -16,7 +16,10 @@
 //!
 //! * [`History`] (here): a handle on the database with every read the
 //!   scheduler makes and the writes of the API's maintenance calls.
-//! * [`schema`]: the migrations under `migrations/` and [`migrate`].
+//! * [`schema`]: the migrations under `migrations/` and [`migrate`], run
+//!   by one process at a time under a MySQL named lock.
+//! * `lock`: MySQL named locks held by one connection (migrations,
+//!   maintenance).
 //! * `mysql`: connecting (strict SQL mode, UTC), retrying until the server
 //!   answers, and telling a bad row from an unavailable server.
 //! * `jobs`: the `job` and `executor_group` rows mapped both ways.
@@ -41,6 +44,7 @@ pub mod clean;
 mod error;
 pub mod glue;
 mod jobs;
+mod lock;
 mod logs;
 pub mod maintenance;
 mod mysql;
@@ -71,9 +75,10 @@ pub use schema::MIGRATOR;
 pub use search::{JobIdPage, JobQuery, JobSort};
 pub use write::{Rejected, WriteReport, write_events};
 
-/// Brings the database's schema up to date (idempotent).
+/// Brings the database's schema up to date (idempotent), one process at a
+/// time under a MySQL named lock ([`schema`]).
 pub async fn migrate(pool: &MySqlPool) -> Result<(), Error> {
-    Ok(schema::migrate(pool).await?)
+    schema::migrate(pool).await
 }
 
 /// Parses a MySQL URL into the options rondo connects with.
