@@ -15,7 +15,7 @@
 //!
 //! * Re-exported from `rondo-model`: `model`, `schedule`, `trigger`,
 //!   `trigger_id`, `event`, `dedupe`, `names`, `error`, `redact`, `clock`,
-//!   `language`.
+//!   `language`, `mail_domains`.
 //! * [`destination`]: the destination rule with this host's own addresses
 //!   (read from `/proc/net`, kept fresh).
 //! * The records two processes share, each written once with a round-trip
@@ -65,5 +65,6 @@ pub use rondo_model::{
     Routing, Schedule, Trigger, TriggerBatch, TriggerType,
 };
 pub use rondo_model::{
-    clock, dedupe, error, event, language, model, names, redact, schedule, trigger, trigger_id,
+    clock, dedupe, error, event, language, mail_domains, model, names, redact, schedule, trigger,
+    trigger_id,
 };

@@ -191,6 +191,14 @@ impl Parts {
             dedupe_ttl_s: self.config.executor.dedupe_ttl_s,
             auth: self.auth.clone(),
             metrics_public: self.config.scheduler.metrics_public,
+            // Checked when the config loaded; a list that does not parse
+            // would allow nothing.
+            mail_domains: rondo_core::mail_domains::MailDomains::parse(
+                "alarm.email_allow",
+                &self.config.alarm.email_allow,
+                &self.config.alarm.smtp_from,
+            )
+            .unwrap_or_default(),
         }
     }
 }

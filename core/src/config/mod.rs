@@ -8,6 +8,7 @@
 //! default that works on a developer machine with the services on loopback.
 
 use rondo_model::destination::Rule;
+use rondo_model::mail_domains::MailDomains;
 use serde::Deserialize;
 
 mod auth;
@@ -273,6 +274,12 @@ impl Config {
         };
         Rule::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
         Rule::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
+        MailDomains::parse(
+            "alarm.email_allow",
+            &self.alarm.email_allow,
+            &self.alarm.smtp_from,
+        )
+        .map_err(invalid)?;
         for name in &self.executor.job_env {
             let valid = name
                 .chars()

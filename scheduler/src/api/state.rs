@@ -43,6 +43,8 @@ pub struct AppState {
     /// `scheduler.load_ahead_ms`: how far ahead a node may hold fires, so
     /// how long after a stop its claimed fires still run.
     pub load_ahead_ms: i64,
+    /// `alarm.email_allow`: where a job's `alarm_email` may send.
+    pub mail_domains: rondo_core::mail_domains::MailDomains,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`
