@@ -160,7 +160,10 @@ pub(super) fn webhook_body<'a>(report: &'a Report<'a>) -> WebhookBody<'a> {
     let (job, f) = (report.job, report.failure);
     WebhookBody {
         v: WEBHOOK_BODY_VERSION,
-        text: report.summary(),
+        // For Slack-style incoming webhooks: shown literally there (a
+        // job's output cannot mention `<!channel>` or disguise a link);
+        // the other fields are as they are.
+        text: super::chat::slack_escape(&report.summary()),
         job_id: job.id,
         job_description: &job.description,
         group: &job.group,
