@@ -20,8 +20,14 @@ use super::{Cidr, OwnAddresses};
 /// How long a read of the host's addresses is used.
 pub const REFRESH: Duration = Duration::from_secs(1);
 
+/// How a file of `/proc/net` is read into ranges.
+type Parser = fn(&str) -> Vec<Cidr>;
+
+/// A read of the host's addresses and when it was made.
+type Read = Option<(Instant, Arc<OwnAddresses>)>;
+
 /// The files read, and how each is parsed.
-const SOURCES: &[(&str, fn(&str) -> Vec<Cidr>)] = &[
+const SOURCES: &[(&str, Parser)] = &[
     ("/proc/net/fib_trie", fib_trie_local),
     ("/proc/net/ipv6_route", ipv6_route_local),
     ("/proc/net/if_inet6", if_inet6),
@@ -31,12 +37,11 @@ const SOURCES: &[(&str, fn(&str) -> Vec<Cidr>)] = &[
 const RTF_LOCAL: u32 = 0x8000_0000;
 
 /// The last read and when it was made.
-static LAST: LazyLock<Mutex<Option<(Instant, Arc<OwnAddresses>)>>> =
-    LazyLock::new(|| Mutex::new(None));
+static LAST: LazyLock<Mutex<Read>> = LazyLock::new(|| Mutex::new(None));
 
 /// The host's own addresses, read at most [`REFRESH`] ago.
 pub fn own_addresses() -> Arc<OwnAddresses> {
-    let fresh = |last: &Option<(Instant, Arc<OwnAddresses>)>| {
+    let fresh = |last: &Read| {
         last.as_ref()
             .filter(|(at, _)| at.elapsed() < REFRESH)
             .map(|(_, own)| own.clone())

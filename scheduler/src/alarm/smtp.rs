@@ -143,7 +143,7 @@ fn mailboxes(addresses: &[&str], domains: &MailDomains) -> (Vec<Mailbox>, Vec<St
     let mut refused = Vec::new();
     for addr in addresses {
         match addr.parse::<Mailbox>() {
-            Ok(mailbox) => match domains.check(&mailbox.email.to_string()) {
+            Ok(mailbox) => match domains.check(mailbox.email.as_ref()) {
                 Ok(()) => valid.push(mailbox),
                 Err(why) => refused.push(why),
             },
