@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Cidr, OwnAddresses};
+use rondo_model::destination::{Cidr, OwnAddresses};
 
 /// How long a read of the host's addresses is used.
 pub const REFRESH: Duration = Duration::from_secs(1);

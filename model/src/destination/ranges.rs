@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::LazyLock;
 
-use super::Cidr;
+use super::cidr::Cidr;
 
 /// The IPv4 ranges refused unless allowed, with the name an error gives
 /// them. Anything not listed is public.

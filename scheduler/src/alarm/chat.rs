@@ -43,7 +43,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::channel::timed_out;
-use super::render::{Report, clip, one_line, utc_rfc3339, webhook_body};
+use super::render::{Report, clip, one_line, slack_escape, utc_rfc3339, webhook_body};
 use super::webhook::{Webhook, check_destination, http_error, reply_excerpt};
 
 /// At most this much of a vendor's refusal goes into the reason.
@@ -76,13 +76,6 @@ fn literal(kind: ChannelKind, value: String) -> String {
         ChannelKind::Slack | ChannelKind::Feishu => slack_escape(&value),
         ChannelKind::DingTalk | ChannelKind::WeCom | ChannelKind::Json => value,
     }
-}
-
-/// `&`, `<` and `>` as Slack's mrkdwn shows them literally.
-pub(super) fn slack_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The value of one template field.

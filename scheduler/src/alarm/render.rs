@@ -156,6 +156,14 @@ pub(super) struct WebhookBody<'a> {
     sent_ms: i64,
 }
 
+/// `&`, `<` and `>` as Slack's mrkdwn shows them literally (its
+/// documented escaping), so text cannot become a mention or a link.
+pub(super) fn slack_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 pub(super) fn webhook_body<'a>(report: &'a Report<'a>) -> WebhookBody<'a> {
     let (job, f) = (report.job, report.failure);
     WebhookBody {
@@ -163,7 +171,7 @@ pub(super) fn webhook_body<'a>(report: &'a Report<'a>) -> WebhookBody<'a> {
         // For Slack-style incoming webhooks: shown literally there (a
         // job's output cannot mention `<!channel>` or disguise a link);
         // the other fields are as they are.
-        text: super::chat::slack_escape(&report.summary()),
+        text: slack_escape(&report.summary()),
         job_id: job.id,
         job_description: &job.description,
         group: &job.group,
