@@ -15,7 +15,9 @@
 //!
 //! * Re-exported from `rondo-model`: `model`, `schedule`, `trigger`,
 //!   `trigger_id`, `event`, `dedupe`, `names`, `error`, `redact`, `clock`,
-//!   `destination`, `language`.
+//!   `language`, `mail_domains`.
+//! * [`destination`]: the destination rule with this host's own addresses
+//!   (read from `/proc/net`, kept fresh).
 //! * The records two processes share, each written once with a round-trip
 //!   test, kept in Redis: [`inflight`] (dispatcher → monitor, reaper),
 //!   [`registry`] (executor → scheduler); the dead-letter headers in
@@ -45,6 +47,7 @@ pub mod backoff;
 pub mod batcher;
 pub mod config;
 pub mod daemon;
+pub mod destination;
 pub mod histogram;
 pub mod inflight;
 pub mod metrics;
@@ -63,6 +66,6 @@ pub use rondo_model::{
     Routing, Schedule, Trigger, TriggerBatch, TriggerType,
 };
 pub use rondo_model::{
-    clock, dedupe, destination, error, event, language, model, names, redact, schedule, trigger,
+    clock, dedupe, error, event, language, mail_domains, model, names, redact, schedule, trigger,
     trigger_id,
 };

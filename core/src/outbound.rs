@@ -17,9 +17,9 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use crate::destination::Destinations;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::redirect::{Attempt, Policy};
-use rondo_model::destination::Destinations;
 
 /// The most redirects followed (reqwest's default).
 const MAX_REDIRECTS: usize = 10;

@@ -8,10 +8,17 @@ use sqlx::MySqlPool;
 
 use crate::Error;
 
-/// Whose logs.
+/// Whose logs. A row is judged by the group it was run in
+/// (`job_log.group_app`), not by the group its job is in now: a job moved
+/// from A to B keeps its A runs as A's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CleanScope {
-    Job(u64),
+    /// One job's logs, of these groups only (`None`: of every group, an
+    /// admin's).
+    Job {
+        id: u64,
+        groups: Option<Vec<String>>,
+    },
     Group(String),
     /// Every group's (an admin's).
     All,
@@ -27,6 +34,28 @@ pub enum CleanRule {
     Everything,
 }
 
+/// The `WHERE` condition of `scope` and its arguments; `None` when it
+/// holds no row (a job's logs of no group).
+fn scope_filter(scope: &CleanScope) -> Option<(String, Vec<String>)> {
+    Some(match scope {
+        CleanScope::Job { id, groups: None } => ("job_id = ?".into(), vec![id.to_string()]),
+        CleanScope::Job {
+            id,
+            groups: Some(groups),
+        } => {
+            if groups.is_empty() {
+                return None;
+            }
+            let marks = vec!["?"; groups.len()].join(", ");
+            let mut args = vec![id.to_string()];
+            args.extend(groups.iter().cloned());
+            (format!("job_id = ? AND group_app IN ({marks})"), args)
+        }
+        CleanScope::Group(app) => ("group_app = ?".into(), vec![app.clone()]),
+        CleanScope::All => ("1 = 1".into(), Vec::new()),
+    })
+}
+
 /// Rows deleted per transaction.
 const CHUNK: usize = 2_000;
 
@@ -37,10 +66,8 @@ pub async fn clean_logs(
     scope: &CleanScope,
     rule: CleanRule,
 ) -> Result<u64, Error> {
-    let (scope_sql, scope_arg) = match scope {
-        CleanScope::Job(id) => ("job_id = ?", Some(id.to_string())),
-        CleanScope::Group(app) => ("group_app = ?", Some(app.clone())),
-        CleanScope::All => ("1 = 1", None),
+    let Some((scope_sql, scope_args)) = scope_filter(scope) else {
+        return Ok(0);
     };
     let before = match rule {
         CleanRule::Before(ms) => ms,
@@ -53,7 +80,7 @@ pub async fn clean_logs(
                     "SELECT fire_ms FROM job_log WHERE {scope_sql} ORDER BY fire_ms DESC LIMIT 1 OFFSET ?"
                 );
                 let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
-                if let Some(arg) = &scope_arg {
+                for arg in &scope_args {
                     q = q.bind(arg);
                 }
                 match q.bind(n - 1).fetch_optional(pool).await? {
@@ -73,7 +100,7 @@ pub async fn clean_logs(
     loop {
         let mut tx = pool.begin().await?;
         let mut q = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(pick.clone()));
-        if let Some(arg) = &scope_arg {
+        for arg in &scope_args {
             q = q.bind(arg);
         }
         let rows = q.bind(before).fetch_all(&mut *tx).await?;

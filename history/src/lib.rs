@@ -16,7 +16,10 @@
 //!
 //! * [`History`] (here): a handle on the database with every read the
 //!   scheduler makes and the writes of the API's maintenance calls.
-//! * [`schema`]: the migrations under `migrations/` and [`migrate`].
+//! * [`schema`]: the migrations under `migrations/` and [`migrate`], run
+//!   by one process at a time under a MySQL named lock.
+//! * `lock`: MySQL named locks held by one connection (migrations,
+//!   maintenance).
 //! * `mysql`: connecting (strict SQL mode, UTC), retrying until the server
 //!   answers, and telling a bad row from an unavailable server.
 //! * `jobs`: the `job` and `executor_group` rows mapped both ways.
@@ -41,6 +44,7 @@ pub mod clean;
 mod error;
 pub mod glue;
 mod jobs;
+mod lock;
 mod logs;
 pub mod maintenance;
 mod mysql;
@@ -71,9 +75,10 @@ pub use schema::MIGRATOR;
 pub use search::{JobIdPage, JobQuery, JobSort};
 pub use write::{Rejected, WriteReport, write_events};
 
-/// Brings the database's schema up to date (idempotent).
+/// Brings the database's schema up to date (idempotent), one process at a
+/// time under a MySQL named lock ([`schema`]).
 pub async fn migrate(pool: &MySqlPool) -> Result<(), Error> {
-    Ok(schema::migrate(pool).await?)
+    schema::migrate(pool).await
 }
 
 /// Parses a MySQL URL into the options rondo connects with.
@@ -221,18 +226,32 @@ impl History {
         logs::search(&self.pool, query).await
     }
 
-    /// The latest trigger logs of a job, newest first.
-    pub async fn job_logs(&self, job_id: u64, limit: u32) -> Result<Vec<logs::LogRow>, Error> {
-        let sql = format!(
-            "SELECT {} FROM job_log WHERE job_id = ? ORDER BY fire_ms DESC, trigger_id DESC LIMIT ?",
-            logs::COLUMNS
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(job_id)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(logs::log_row).collect())
+    /// The latest trigger logs of a job, newest first, of the groups
+    /// `groups` names (`None`: every group). A row is judged by the group
+    /// it ran in, not by the job's group now.
+    pub async fn job_logs(
+        &self,
+        job_id: u64,
+        limit: u32,
+        groups: Option<&[String]>,
+    ) -> Result<Vec<logs::LogRow>, Error> {
+        let query = LogQuery {
+            groups: groups.map(<[String]>::to_vec),
+            job_id: Some(job_id),
+            limit,
+            ..LogQuery::default()
+        };
+        Ok(logs::search(&self.pool, &query).await?.items)
+    }
+
+    /// The groups a job's trigger logs ran in (a job may have moved).
+    pub async fn job_log_groups(&self, job_id: u64) -> Result<Vec<String>, Error> {
+        Ok(
+            sqlx::query_scalar("SELECT DISTINCT group_app FROM job_log WHERE job_id = ?")
+                .bind(job_id)
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     /// One trigger's log row and its log lines (only those after

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sqlx::MySqlPool;
-use sqlx::pool::PoolConnection;
 use tokio_util::sync::CancellationToken;
 
+use crate::lock::NamedLock;
 use crate::partitions::{self, DAY_MS, Dropped, day_of};
 use crate::{Error, report};
 
@@ -33,52 +33,8 @@ const API_LOCK_WAIT_S: u32 = 30;
 /// How often retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(24 * 3600);
 
-/// The MySQL named lock around a maintenance pass, held by one pooled
-/// connection. Dropped without [`MaintenanceLock::release`] (an error, a
-/// cancelled task), the connection is closed rather than returned to the
-/// pool, which releases the lock on the server.
-struct MaintenanceLock {
-    conn: Option<PoolConnection<sqlx::MySql>>,
-}
-
+/// The MySQL named lock around a maintenance pass.
 const LOCK_NAME: &str = "LEFT(CONCAT('rondo_maintenance_', DATABASE()), 64)";
-
-impl MaintenanceLock {
-    /// Takes the lock, waiting at most `wait_s` seconds; `None` when another
-    /// session holds it.
-    async fn acquire(pool: &MySqlPool, wait_s: u32) -> Result<Option<Self>, Error> {
-        let mut conn = pool.acquire().await?;
-        let sql = format!("SELECT GET_LOCK({LOCK_NAME}, ?)");
-        let got: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .bind(wait_s)
-            .fetch_one(&mut *conn)
-            .await?;
-        Ok((got == Some(1)).then_some(MaintenanceLock { conn: Some(conn) }))
-    }
-
-    fn conn(&mut self) -> &mut sqlx::MySqlConnection {
-        self.conn.as_mut().expect("held until released")
-    }
-
-    async fn release(mut self) -> Result<(), Error> {
-        let sql = format!("DO RELEASE_LOCK({LOCK_NAME})");
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(self.conn())
-            .await?;
-        self.conn = None;
-        Ok(())
-    }
-}
-
-impl Drop for MaintenanceLock {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            // Closing the session is what frees a named lock we could not
-            // release.
-            drop(conn.detach());
-        }
-    }
-}
 
 /// What one application of retention did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -100,7 +56,7 @@ pub async fn retention_at(pool: &MySqlPool, days: u32, now_ms: i64) -> Result<Re
     if days < MIN_RETENTION_DAYS {
         return Ok(disabled(days));
     }
-    let Some(mut lock) = MaintenanceLock::acquire(pool, API_LOCK_WAIT_S).await? else {
+    let Some(mut lock) = NamedLock::acquire(pool, LOCK_NAME, API_LOCK_WAIT_S).await? else {
         return Err(Error::Busy);
     };
     partitions::ensure(lock.conn(), now_ms).await?;
@@ -183,7 +139,7 @@ pub async fn pass_in(
     now_ms: i64,
     zone: chrono_tz::Tz,
 ) -> Result<Option<Pass>, Error> {
-    let Some(mut lock) = MaintenanceLock::acquire(pool, 0).await? else {
+    let Some(mut lock) = NamedLock::acquire(pool, LOCK_NAME, 0).await? else {
         return Ok(None);
     };
     let partitions_added = partitions::ensure(lock.conn(), now_ms).await?;

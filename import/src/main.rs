@@ -4,7 +4,8 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rondo_cli::Target;
 use rondo_import::xxl_job;
 
@@ -28,8 +29,10 @@ enum ImportCmd {
     /// xxl_job_info. Nothing is written when a row does not map; running it
     /// again changes nothing (jobs keep their XXL-JOB id in import_ref).
     XxlJob {
-        /// XXL-JOB's database: mysql://user:password@host:3306/xxl_job
-        #[arg(long, env = "RONDO_IMPORT_MYSQL", hide_env_values = true)]
+        /// XXL-JOB's database, mysql://user:password@host:3306/xxl_job:
+        /// give it in RONDO_IMPORT_MYSQL rather than as the flag, which
+        /// shows the password in `ps` and the shell's history.
+        #[arg(long, env = MYSQL_ENV, hide_env_values = true)]
         mysql: String,
         /// The IANA zone XXL-JOB's admin ran in, for its cron (default: the
         /// cluster's `zone`).
@@ -59,8 +62,10 @@ enum ImportCmd {
     /// XXL-JOB had not fired), or back with --back. One transaction per
     /// group; a failure leaves both sides as they were.
     XxlSwitch {
-        /// XXL-JOB's database: mysql://user:password@host:3306/xxl_job
-        #[arg(long, env = "RONDO_IMPORT_MYSQL", hide_env_values = true)]
+        /// XXL-JOB's database, mysql://user:password@host:3306/xxl_job:
+        /// give it in RONDO_IMPORT_MYSQL rather than as the flag, which
+        /// shows the password in `ps` and the shell's history.
+        #[arg(long, env = MYSQL_ENV, hide_env_values = true)]
         mysql: String,
         /// The source the import named (default: the database's name).
         #[arg(long)]
@@ -75,9 +80,35 @@ enum ImportCmd {
     },
 }
 
+/// Where the XXL-JOB database's URL is read from, password and all.
+const MYSQL_ENV: &str = "RONDO_IMPORT_MYSQL";
+
+/// Warns when `--mysql` was given on the command line with a password in
+/// it (anyone on the host sees it in `ps`, the shell keeps it in its
+/// history); the warning names the variable, never the password.
+fn warn_of_a_password_flag(matches: &ArgMatches) {
+    let Some((_, sub)) = matches.subcommand() else {
+        return;
+    };
+    if sub.value_source("mysql") != Some(ValueSource::CommandLine) {
+        return;
+    }
+    let url = sub.get_one::<String>("mysql").map(String::as_str);
+    let has_password = url
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .is_some_and(|u| u.password().is_some_and(|p| !p.is_empty()));
+    if has_password {
+        eprintln!(
+            "rondo import: warning: --mysql has a password on the command line, where `ps` and the shell's history show it; set {MYSQL_ENV} instead"
+        );
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    warn_of_a_password_flag(&matches);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let mut api = cli.target.api();
     let outcome = match &cli.command {
         ImportCmd::XxlJob {

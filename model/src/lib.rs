@@ -23,6 +23,8 @@
 //! * [`redact`]: secrets out of URLs and values before they are shown.
 //! * [`destination`]: where outbound HTTP may go (no loopback, private or
 //!   metadata address unless allowed).
+//! * [`mail_domains`]: the domains an e-mail alarm may be sent to
+//!   (`alarm.email_allow`).
 //! * [`clock`]: wall-clock milliseconds.
 //! * [`language`]: the languages of the web console a user may choose.
 
@@ -32,6 +34,7 @@ pub mod destination;
 pub mod error;
 pub mod event;
 pub mod language;
+pub mod mail_domains;
 pub mod model;
 mod named;
 pub mod names;

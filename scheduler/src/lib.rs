@@ -199,6 +199,14 @@ impl Parts {
                 )
                 .unwrap_or_default(),
             ),
+            // Checked when the config loaded; a list that does not parse
+            // would allow nothing.
+            mail_domains: rondo_core::mail_domains::MailDomains::parse(
+                "alarm.email_allow",
+                &self.config.alarm.email_allow,
+                &self.config.alarm.smtp_from,
+            )
+            .unwrap_or_default(),
         }
     }
 }

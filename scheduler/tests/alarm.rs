@@ -61,6 +61,7 @@ fn config(smtp: Option<SocketAddr>) -> AlarmConfig {
         timeout_ms: TIMEOUT_MS,
         // The test webhooks listen on loopback.
         webhook_allow: vec!["127.0.0.1".into()],
+        email_allow: vec!["example.com".into(), "example.org".into()],
         ..AlarmConfig::default()
     }
 }
@@ -359,6 +360,42 @@ async fn an_invalid_address_fails_the_alarm_but_not_the_others_mail() {
         "email failed: not an address: \"not an address\" (sent to the other 1 recipient)"
     );
     assert_eq!(sink.mails()[0].rcpts, ["ops@example.com"]);
+}
+
+/// Issue 47: `alarm_email` took any recipient, so an operator could have
+/// the organisation's SMTP relay mail job output anywhere. A recipient
+/// outside `alarm.email_allow` (empty: the sender's domain) is not sent
+/// to, even when a job was saved with it before the list changed.
+#[tokio::test]
+async fn a_recipient_outside_the_allowed_domains_gets_no_mail() {
+    let sink = SmtpSink::start(SmtpMode::Accept, None).await;
+    // The default list: the domain of `smtp_from`, example.com.
+    let mut defaults = config(Some(sink.addr));
+    defaults.email_allow = Vec::new();
+    let job = job(
+        "ops@example.com, drop@evil.io, ops@example.com.evil.io, oncall@example.org",
+        "",
+    );
+    let (record, _) = alarm(&defaults, &job).await;
+    assert_eq!(record.status, alarm_status::FAILED);
+    for refused in [
+        "evil.io is not",
+        "example.com.evil.io is not",
+        "example.org is not",
+    ] {
+        assert!(record.msg.contains(refused), "{refused}: {}", record.msg);
+    }
+    assert!(
+        record.msg.contains("(sent to the other 1 recipient)"),
+        "{}",
+        record.msg
+    );
+    assert_eq!(sink.mails().len(), 1);
+    assert_eq!(
+        sink.mails()[0].rcpts,
+        ["ops@example.com"],
+        "only the allowed one"
+    );
 }
 
 #[tokio::test]

@@ -217,6 +217,10 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             "RONDO_XXL_ADDRESS_ALLOW",
             config.xxl.address_allow.join(","),
         ),
+        (
+            "RONDO_ALARM_EMAIL_ALLOW",
+            config.alarm.email_allow.join(","),
+        ),
         ("RONDO_PERSIST_BATCH_SIZE", p.batch_size.to_string()),
         ("RONDO_PERSIST_LINGER_MS", p.linger_ms.to_string()),
         ("RONDO_PERSIST_PREFETCH", p.prefetch.to_string()),

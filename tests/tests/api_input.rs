@@ -327,3 +327,55 @@ async fn a_script_versions_date_is_an_admins_and_only_moves_forward() {
         "{job}"
     );
 }
+
+/// Issue 47: `alarm_email` took any recipient. An operator saving a job
+/// whose alarm mails an address outside `alarm.email_allow` is refused,
+/// naming the field and the domain, on create and on change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_email_outside_the_allowed_domains_is_refused() {
+    let mut world = World::new("api_mail").await;
+    world.config.alarm.email_allow = vec!["example.com".into()];
+    let admin = world
+        .in_process_api("api-mail")
+        .await
+        .with_token(&world.admin.token);
+    let (status, _) = admin
+        .post("/api/v1/groups", json!({ "app": "billing" }))
+        .await;
+    assert_eq!(status, 201);
+    let token = world
+        .user(
+            "olga",
+            rondo_core::auth::Role::Operator,
+            &["billing"],
+            false,
+        )
+        .await;
+    let operator = admin.clone().with_token(&token);
+
+    let leak = with("alarm_email", json!("ops@example.com, leak@evil.io"));
+    let (status, answer) = operator.post("/api/v1/jobs", leak).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["field"], "alarm_email", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("evil.io"), "{answer}");
+
+    let (status, job) = operator
+        .post(
+            "/api/v1/jobs",
+            with("alarm_email", json!("ops@example.com")),
+        )
+        .await;
+    assert_eq!(status, 201, "{job}");
+    let path = format!("/api/v1/jobs/{}", job["id"]);
+    let (status, answer) = operator
+        .put(&path, json!({ "alarm_email": "ops@example.com.evil.io" }))
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (400, &json!("alarm_email")),
+        "{answer}"
+    );
+    let (_, stored) = operator.get(&path).await;
+    assert_eq!(stored["alarm_email"], "ops@example.com", "nothing changed");
+}

@@ -187,6 +187,20 @@ fn rondo(api: &str, token: &str, args: &[&str]) -> Output {
     rondo_testkit::procs::rondo_cli(api, token, args)
 }
 
+/// `rondo args` with XXL-JOB's database URL in `RONDO_IMPORT_MYSQL`, as
+/// the runbook gives it (no password on the command line).
+fn rondo_with_mysql_env(api: &str, token: &str, mysql: &str, args: &[&str]) -> Output {
+    std::process::Command::new(rondo_testkit::procs::binary("rondo"))
+        .env_clear()
+        .env("RONDO_API", api)
+        .env("RONDO_TOKEN", token)
+        .env("RONDO_IMPORT_MYSQL", mysql)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run rondo")
+}
+
 /// Every job the node has, by `import_ref`.
 async fn imported(api: &Api) -> std::collections::BTreeMap<String, Value> {
     let (status, page) = api.get("/api/v1/jobs?limit=1000").await;
@@ -209,6 +223,8 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
     let mut world = World::new("import").await;
     // XXL-JOB's manual list below names an executor on a private network.
     world.config.xxl.address_allow = vec!["10.0.0.0/8".into()];
+    // The XXL-JOB jobs alarm ops@example.com: the deployment's domain.
+    world.config.alarm.email_allow = vec!["example.com".into()];
     let token = world.admin.token.clone();
     let xxl = rondo_testkit::xxl::xxl_database(&world.config).await;
     let mut cluster = Cluster::new(world);
@@ -266,9 +282,13 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
         "--zone",
         "Asia/Shanghai",
     ];
-    let dry: Vec<&str> = import.iter().copied().chain(["--dry-run"]).collect();
-    let out = rondo(&url, &token, &dry);
+    // The dry run as the runbook has it: the URL, password and all, from
+    // the environment.
+    let dry = ["import", "xxl-job", "--zone", "Asia/Shanghai", "--dry-run"];
+    let out = rondo_with_mysql_env(&url, &token, &xxl.url, &dry);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
     let plan = report(&out);
     let problems = plan["problems"].as_array().expect("problems");
     assert_eq!(problems.len(), 1, "{plan}");
@@ -303,9 +323,22 @@ async fn xxl_job_groups_and_jobs_are_imported_field_by_field_once() {
             .ends_with("T02:00:00+08:00")
     );
 
-    // The real import refuses and writes nothing.
+    // The real import refuses and writes nothing. Given as the flag, the
+    // password earns a warning that does not repeat it.
     let out = rondo(&url, &token, &import);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let password = reqwest::Url::parse(&xxl.url)
+        .unwrap()
+        .password()
+        .unwrap()
+        .to_owned();
+    assert!(
+        stderr.contains("warning: --mysql has a password on the command line")
+            && stderr.contains("RONDO_IMPORT_MYSQL")
+            && !stderr.contains(&format!(":{password}@")),
+        "{stderr}"
+    );
     assert!(imported(&api).await.is_empty(), "nothing half-imported");
     assert_eq!(api.get("/api/v1/groups/billing").await.0, 404);
 

@@ -364,3 +364,102 @@ async fn logs_are_cleaned_by_job_group_age_and_count() {
         (0, 0, 0)
     );
 }
+
+/// Issue 47: history is judged by the group a run belongs to, not by the
+/// job's group now. A job of `alpha` moved to `beta`: an operator of
+/// `beta` only tries to read and clean `alpha`'s old runs through the job
+/// id and gets `beta`'s runs only; an operator of `alpha` only still reads
+/// and cleans `alpha`'s; an operator of neither is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_jobs_runs_stay_with_the_group_they_ran_in() {
+    let world = World::new("log_move").await;
+    let base = world.in_process_api("log-move").await;
+    let admin = base.clone().with_token(&world.admin.token);
+    for app in ["alpha", "beta"] {
+        let (status, answer) = admin.post("/api/v1/groups", json!({ "app": app })).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    let id = admin
+        .create_job(json!({ "group": "alpha", "handler": "demo" }))
+        .await;
+    let run = |n: i64, group: &'static str| {
+        let db = world.db.clone();
+        async move {
+            let fire_ms = 1_780_000_000_000 + n * 1000;
+            let trigger_id = format!("{id}-{fire_ms}-0");
+            sqlx::query(
+                "INSERT INTO job_log (trigger_id, fire_ms, job_id, group_app, trigger_code, handle_code) \
+                 VALUES (?, ?, ?, ?, 200, 200)",
+            )
+            .bind(&trigger_id)
+            .bind(fire_ms)
+            .bind(id)
+            .bind(group)
+            .execute(&db)
+            .await
+            .unwrap();
+            trigger_id
+        }
+    };
+    // Three runs in alpha, the move, two runs in beta.
+    let mut alpha_runs = vec![
+        run(1, "alpha").await,
+        run(2, "alpha").await,
+        run(3, "alpha").await,
+    ];
+    let (status, answer) = admin
+        .put(&format!("/api/v1/jobs/{id}"), json!({ "group": "beta" }))
+        .await;
+    assert_eq!(status, 200, "the move: {answer}");
+    let mut beta_runs = vec![run(4, "beta").await, run(5, "beta").await];
+    alpha_runs.reverse();
+    beta_runs.reverse();
+    let rows_of = |group: &'static str| {
+        let db = world.db.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM job_log WHERE job_id = ? AND group_app = ?",
+            )
+            .bind(id)
+            .bind(group)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    let ids_of = |page: &Value| -> Vec<String> {
+        page.as_array()
+            .unwrap_or_else(|| panic!("not a list: {page}"))
+            .iter()
+            .map(|r| r["trigger_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let as_user = |token: String| base.clone().with_token(&token);
+    let bob = as_user(world.user("bob", Role::Operator, &["beta"], false).await);
+    let ann = as_user(world.user("ann", Role::Operator, &["alpha"], false).await);
+    let eve = as_user(world.user("eve", Role::Operator, &["gamma"], false).await);
+    let logs = format!("/api/v1/jobs/{id}/logs");
+    let clean_all = json!({ "job_id": id, "all": true });
+
+    // The operator of the job's new group reads its runs: beta's only.
+    let (status, page) = bob.get(&logs).await;
+    assert_eq!((status, ids_of(&page)), (200, beta_runs.clone()), "{page}");
+    // And cleans them: beta's go, alpha's stay.
+    let (status, answer) = bob.post("/api/v1/logs/clean", clean_all.clone()).await;
+    assert_eq!((status, &answer["deleted"]), (200, &json!(2)), "{answer}");
+    assert_eq!((rows_of("alpha").await, rows_of("beta").await), (3, 0));
+
+    // An operator of neither group gets nothing.
+    let (status, answer) = eve.get(&logs).await;
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = eve.post("/api/v1/logs/clean", clean_all.clone()).await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(rows_of("alpha").await, 3);
+
+    // The old group's operator still reads and cleans its runs.
+    let (status, page) = ann.get(&logs).await;
+    assert_eq!((status, ids_of(&page)), (200, alpha_runs), "{page}");
+    let (status, answer) = ann.post("/api/v1/logs/clean", clean_all).await;
+    assert_eq!((status, &answer["deleted"]), (200, &json!(3)), "{answer}");
+    assert_eq!(rows_of("alpha").await, 0);
+}

@@ -397,7 +397,10 @@ fn handovers(report: &Value) -> BTreeMap<i64, i64> {
 }
 
 async fn switch_over_and_back(release: XxlRelease, tag: &str) {
-    let world = World::new(tag).await;
+    let mut world = World::new(tag).await;
+    // The XXL-JOB jobs' alarms go to ops@example.com: the deployment's
+    // domain, as `alarm.email_allow` must say.
+    world.config.alarm.email_allow = vec!["example.com".into()];
     let token = world.admin.token.clone();
     let xxl = xxl_database_of(&world.config, release).await;
     let mut cluster = Cluster::new(world);

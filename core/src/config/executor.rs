@@ -53,12 +53,14 @@ pub struct ExecutorConfig {
     /// retried (the endpoint did answer, and a retry would call it again).
     /// At least 1.
     pub http_max_response_bytes: u64,
-    /// Addresses the `http` handler may reach though they are loopback,
-    /// link-local (the cloud metadata services), private, shared or
-    /// unique-local: ranges (`10.1.0.0/16`, `fd00::/8`) or single
-    /// addresses (`192.168.1.20`). Empty by default: a job reaches only
-    /// public addresses. Judged on the resolved address, at every
-    /// redirect. In the environment: comma-separated.
+    /// Addresses the `http` handler may reach though the destination rule
+    /// refuses them (loopback, link-local: the cloud metadata services,
+    /// private, shared, unique-local, and IANA's other special-purpose
+    /// ranges): ranges (`10.1.0.0/16`, `fd00::/8`) or single addresses
+    /// (`192.168.1.20`). This host's own addresses are opened only by an
+    /// entry naming the address itself. Empty by default: a job reaches
+    /// only public addresses of other hosts. Judged on the resolved
+    /// address, at every redirect. In the environment: comma-separated.
     #[serde(deserialize_with = "list_or_csv")]
     pub http_allow: Vec<String>,
     /// Variables of this process's environment that shell and script jobs

@@ -7,7 +7,8 @@
 //! (the CLI's) are not keys. Every key has a
 //! default that works on a developer machine with the services on loopback.
 
-use rondo_model::destination::Destinations;
+use rondo_model::destination::Rule;
+use rondo_model::mail_domains::MailDomains;
 use serde::Deserialize;
 
 mod auth;
@@ -271,9 +272,15 @@ impl Config {
         let invalid = |e: crate::Error| {
             ConfigError::Invalid(format!("{}: {}", e.field.unwrap_or_default(), e.message))
         };
-        Destinations::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
-        Destinations::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
-        Destinations::parse("xxl.address_allow", &self.xxl.address_allow).map_err(invalid)?;
+        Rule::parse("executor.http_allow", &self.executor.http_allow).map_err(invalid)?;
+        Rule::parse("alarm.webhook_allow", &self.alarm.webhook_allow).map_err(invalid)?;
+        Rule::parse("xxl.address_allow", &self.xxl.address_allow).map_err(invalid)?;
+        MailDomains::parse(
+            "alarm.email_allow",
+            &self.alarm.email_allow,
+            &self.alarm.smtp_from,
+        )
+        .map_err(invalid)?;
         for name in &self.executor.job_env {
             let valid = name
                 .chars()

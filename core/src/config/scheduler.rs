@@ -184,11 +184,19 @@ pub struct AlarmConfig {
     pub smtp_from: String,
     /// Per webhook POST and per SMTP conversation.
     pub timeout_ms: u64,
-    /// Addresses a webhook may reach though they are loopback, link-local,
-    /// private, shared or unique-local (as `executor.http_allow`). Empty by
-    /// default: webhooks go to public addresses only.
+    /// Addresses a webhook may reach though the destination rule refuses
+    /// them (as `executor.http_allow`; this host's own addresses only by
+    /// an entry naming the address). Empty by default: webhooks go to
+    /// public addresses of other hosts only.
     #[serde(deserialize_with = "super::values::list_or_csv")]
     pub webhook_allow: Vec<String>,
+    /// The domains `alarm_email` recipients may be in: `example.com` (that
+    /// domain) or `*.example.com` (its subdomains). Empty by default: the
+    /// domain of `smtp_from` only, so the SMTP relay mails the
+    /// organisation's own addresses and no others. Checked when a job is
+    /// saved and when an alarm is sent.
+    #[serde(deserialize_with = "super::values::list_or_csv")]
+    pub email_allow: Vec<String>,
     /// The console's address as people reach it (`https://rondo.example.com`):
     /// an alarm channel's `{link}` is `<console_url>/logs/<trigger_id>`.
     /// Empty (the default): `{link}` is empty.
@@ -216,6 +224,7 @@ impl Default for AlarmConfig {
             smtp_from: "rondo@localhost".into(),
             timeout_ms: 5_000,
             webhook_allow: Vec::new(),
+            email_allow: Vec::new(),
             console_url: String::new(),
             gather_ms: 1_000,
             throttle_ms: 60_000,
@@ -236,6 +245,7 @@ impl std::fmt::Debug for AlarmConfig {
             .field("smtp_from", &self.smtp_from)
             .field("timeout_ms", &self.timeout_ms)
             .field("webhook_allow", &self.webhook_allow)
+            .field("email_allow", &self.email_allow)
             .finish()
     }
 }

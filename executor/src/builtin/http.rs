@@ -26,11 +26,13 @@
 //!
 //! # Destinations
 //!
-//! A run reaches public addresses only: a URL, or a redirect, to a
-//! loopback, link-local (cloud metadata), private, shared or unique-local
+//! A run reaches public addresses of other hosts only: a URL, or a
+//! redirect, to an address of this host, a loopback, link-local (cloud
+//! metadata), private, shared, unique-local or other special-purpose
 //! address, or to a name that resolves only to such addresses, aborts the
 //! run (`http: destination refused: …`), unless `executor.http_allow`
-//! names the address or its range (`rondo_core::destination`).
+//! names the address or its range (this host's own addresses: only the
+//! address itself; `rondo_core::destination`).
 //!
 //! # Result
 //!

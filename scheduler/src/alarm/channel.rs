@@ -18,6 +18,8 @@ pub enum AlarmConfigError {
     Smtp { host: String, reason: String },
     #[error("alarm webhook client: {0}")]
     Http(String),
+    #[error("alarm.email_allow: {0}")]
+    EmailAllow(String),
 }
 
 pub(super) fn timeout(config: &AlarmConfig) -> Duration {

@@ -13,6 +13,25 @@
 //! robot requires, a rate limit) with HTTP 200 and an error code in the
 //! body: that is a failure, with the vendor's code and message as its
 //! reason. The text is the channel's template with the failure's fields.
+//!
+//! # Fields are shown literally
+//!
+//! The template is an admin's; the fields are not (a job's name, its
+//! output in `msg`, an executor id), so a field never becomes markup:
+//!
+//! * `slack`: the text is mrkdwn, where `<!channel>`, `<@U…>` and
+//!   `<http://evil|bank>` are a mention of everyone, a user and a
+//!   disguised link. Slack's escaping (`&` → `&amp;`, `<` → `&lt;`,
+//!   `>` → `&gt;`) is applied to every field, so they show as typed;
+//! * `feishu`: a text message reads `<at user_id="all"></at>` as a mention
+//!   of everyone, so fields get the same escaping;
+//! * `dingtalk`, `wecom`: a text message is shown as sent; a mention is
+//!   made only by the `at` / `mentioned_list` fields, which rondo never
+//!   sends, so fields go as they are;
+//! * `json`: for programs; fields go as they are.
+//!
+//! The template itself is not escaped: an admin's `<{link}|open the log>`
+//! stays a Slack link.
 
 use std::time::Duration;
 
@@ -24,7 +43,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::channel::timed_out;
-use super::render::{Report, clip, one_line, utc_rfc3339, webhook_body};
+use super::render::{Report, clip, one_line, slack_escape, utc_rfc3339, webhook_body};
 use super::webhook::{Webhook, check_destination, http_error, reply_excerpt};
 
 /// At most this much of a vendor's refusal goes into the reason.
@@ -39,11 +58,31 @@ pub(super) fn trigger_link(console_url: &str, trigger_id: &str) -> String {
     }
 }
 
-/// The channel's text for `report`.
-pub(super) fn text(channel: &AlarmChannel, report: &Report<'_>, console_url: &str) -> String {
+/// The channel's text for `report`, each field literal for `kind`.
+pub(super) fn text(
+    channel: &AlarmChannel,
+    kind: ChannelKind,
+    report: &Report<'_>,
+    console_url: &str,
+) -> String {
+    render_template(&channel.template, |field| {
+        literal(kind, field_value(field, report, console_url))
+    })
+}
+
+/// A field as shown in `kind`'s text (see the module doc).
+fn literal(kind: ChannelKind, value: String) -> String {
+    match kind {
+        ChannelKind::Slack | ChannelKind::Feishu => slack_escape(&value),
+        ChannelKind::DingTalk | ChannelKind::WeCom | ChannelKind::Json => value,
+    }
+}
+
+/// The value of one template field.
+fn field_value(field: &str, report: &Report<'_>, console_url: &str) -> String {
     let f = report.failure;
     let job = report.job;
-    render_template(&channel.template, |field| match field {
+    match field {
         "job_id" => job.id.to_string(),
         "job" => one_line(report.job_name()),
         "group" => job.group.clone(),
@@ -60,7 +99,7 @@ pub(super) fn text(channel: &AlarmChannel, report: &Report<'_>, console_url: &st
         "failures" => f.failures.to_string(),
         "link" => trigger_link(console_url, &f.trigger_id),
         _ => String::new(),
-    })
+    }
 }
 
 /// HMAC-SHA256 of `message` with `key`, base64.
@@ -171,7 +210,7 @@ pub(super) async fn post(
 ) -> Result<String, String> {
     let http = http.as_ref().map_err(Clone::clone)?;
     let kind = ChannelKind::parse("kind", &channel.kind).map_err(|e| e.message)?;
-    let text = text(channel, report, console_url);
+    let text = text(channel, kind, report, console_url);
     let (url, body) = request(channel, kind, report, text, report.sent_ms)?;
     check_destination(http, &url)?;
     let exchange = async {

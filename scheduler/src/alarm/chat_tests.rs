@@ -20,7 +20,7 @@ use axum::extract::{Query, State};
 use axum::routing::post;
 use base64::Engine;
 use hmac::{Hmac, Mac};
-use rondo_core::model::AlarmChannel;
+use rondo_core::model::{AlarmChannel, ChannelKind};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
@@ -274,4 +274,50 @@ fn the_signatures_match_the_vendors_definitions() {
         chat::feishu_sign(SECRET, ts / 1000),
         hmac_b64(format!("{}\n{SECRET}", ts / 1000).as_bytes(), b"")
     );
+}
+
+/// Issue 47: a Slack channel posted a job's output as mrkdwn, so output
+/// holding `<!channel>`, `<@U…>` or `<http://evil|bank>` mentioned
+/// everyone, a user, or showed a disguised link. Each field is shown
+/// literally where the text is markup (Slack; Feishu's `<at>`), as sent
+/// where it is not, and the admin's template keeps its own markup.
+#[test]
+fn a_jobs_output_is_shown_literally_where_the_text_is_markup() {
+    let job = job("", "");
+    let mut failure = failure();
+    failure.msg = "<!channel> pay at <http://evil.example|your bank> & ask <@U024BE7LH> \
+                   <at user_id=\"all\"></at>"
+        .into();
+    let report = render::Report {
+        job: &job,
+        failure: &failure,
+        sent_ms: 0,
+    };
+    let template = "<{link}|log>: {msg}";
+    let text_of = |kind: ChannelKind| {
+        let c = channel("c", &kind.to_string(), String::new(), "", template);
+        chat::text(&c, kind, &report, "https://rondo.example.com")
+    };
+    let escaped = "&lt;!channel&gt; pay at &lt;http://evil.example|your bank&gt; &amp; ask \
+                   &lt;@U024BE7LH&gt; &lt;at user_id=\"all\"&gt;&lt;/at&gt;";
+    let link = "https://rondo.example.com/logs/42-1700000000000-0";
+    for kind in [ChannelKind::Slack, ChannelKind::Feishu] {
+        assert_eq!(text_of(kind), format!("<{link}|log>: {escaped}"), "{kind}");
+    }
+    for kind in [ChannelKind::DingTalk, ChannelKind::WeCom, ChannelKind::Json] {
+        assert_eq!(
+            text_of(kind),
+            format!("<{link}|log>: {}", failure.msg),
+            "{kind}"
+        );
+    }
+    // The plain webhook's `text`, for Slack-style hooks, is escaped too;
+    // `msg` is as it was.
+    let body = serde_json::to_value(render::webhook_body(&report)).unwrap();
+    let text = body["text"].as_str().unwrap();
+    assert!(
+        text.contains(escaped) && !text.contains("<!channel>"),
+        "{text}"
+    );
+    assert_eq!(body["msg"], failure.msg.as_str());
 }

@@ -45,10 +45,11 @@
 //! `User-Agent: rondo-scheduler/<version>`) to `alarm_webhook`; any 2xx
 //! answer counts as sent. Redirects are not followed (a 3xx fails: a
 //! redirected POST would silently become a GET). A webhook reaches public
-//! addresses only: one whose URL is, or whose name resolves only to, a
-//! loopback, link-local (cloud metadata), private, shared or unique-local
+//! addresses of other hosts only: one whose URL is, or whose name resolves
+//! only to, an address of this host, a loopback, link-local (cloud
+//! metadata), private, shared, unique-local or other special-purpose
 //! address fails (`destination refused: …`) unless `alarm.webhook_allow`
-//! names it. No HTTP proxy is used (it would resolve and connect in
+//! names it (this host's own addresses: only the address itself). No HTTP proxy is used (it would resolve and connect in
 //! rondo's place). The body, version 1:
 //!
 //! ```json
@@ -78,7 +79,10 @@
 //! of the job folded into its alarm while it was throttled; `sent_ms` is when the alarm was sent.
 //! `msg` and `params` are clipped to [`MAX_FIELD_BYTES`]. `text` is a
 //! one-line summary, so chat tools that take Slack-style incoming webhooks
-//! show something useful without an adapter. Fields may be added in version
+//! show something useful without an adapter; it is escaped as Slack's
+//! mrkdwn requires (`&amp;`, `&lt;`, `&gt;`), so a job's output shows
+//! literally there (no `<!channel>`, no disguised link), while `msg` and
+//! the other fields carry the text as it is. Fields may be added in version
 //! 1; a change of meaning bumps `v`.
 
 mod channel;
@@ -127,7 +131,9 @@ impl fmt::Debug for Alarmer {
         let mail = match &self.mail {
             Mail::NotConfigured => "not configured".to_owned(),
             Mail::Broken(reason) => format!("broken: {reason}"),
-            Mail::Ready { from, .. } => format!("ready, from {from}"),
+            Mail::Ready { from, domains, .. } => {
+                format!("ready, from {from}, to {}", domains.describe())
+            }
         };
         f.debug_struct("Alarmer")
             .field("mail", &mail)

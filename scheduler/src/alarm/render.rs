@@ -156,11 +156,22 @@ pub(super) struct WebhookBody<'a> {
     sent_ms: i64,
 }
 
+/// `&`, `<` and `>` as Slack's mrkdwn shows them literally (its
+/// documented escaping), so text cannot become a mention or a link.
+pub(super) fn slack_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 pub(super) fn webhook_body<'a>(report: &'a Report<'a>) -> WebhookBody<'a> {
     let (job, f) = (report.job, report.failure);
     WebhookBody {
         v: WEBHOOK_BODY_VERSION,
-        text: report.summary(),
+        // For Slack-style incoming webhooks: shown literally there (a
+        // job's output cannot mention `<!channel>` or disguise a link);
+        // the other fields are as they are.
+        text: slack_escape(&report.summary()),
         job_id: job.id,
         job_description: &job.description,
         group: &job.group,

@@ -1,5 +1,7 @@
 //! E-mail alarms: the SMTP transport built from `[alarm]`, the recipients
-//! of `alarm_email`, and the sending of one message to all of them.
+//! of `alarm_email`, and the sending of one message to all of them. A
+//! recipient outside `alarm.email_allow` is not sent to, even if a job was
+//! saved with it before the list changed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use rondo_core::config::AlarmConfig;
+use rondo_core::mail_domains::MailDomains;
 
 use rondo_core::error::chain;
 
@@ -23,6 +26,8 @@ pub(super) enum Mail {
     Ready {
         transport: Arc<AsyncSmtpTransport<Tokio1Executor>>,
         from: Mailbox,
+        /// Where a recipient may be (`alarm.email_allow`).
+        domains: MailDomains,
     },
 }
 
@@ -34,16 +39,17 @@ pub(super) async fn send(
     addresses: &[&str],
     report: &Report<'_>,
 ) -> Result<String, String> {
-    let (transport, from) = match mail {
+    let (transport, from, domains) = match mail {
         Mail::NotConfigured => return Err("alarm.smtp_host is not configured".into()),
         Mail::Broken(reason) => return Err(reason.clone()),
-        Mail::Ready { transport, from } => (transport, from),
+        Mail::Ready {
+            transport,
+            from,
+            domains,
+        } => (transport, from, domains),
     };
-    let (to, invalid) = mailboxes(addresses);
-    let invalid_note = (!invalid.is_empty()).then(|| {
-        let list: Vec<String> = invalid.iter().map(|a| format!("{a:?}")).collect();
-        format!("not an address: {}", list.join(", "))
-    });
+    let (to, invalid) = mailboxes(addresses, domains);
+    let invalid_note = (!invalid.is_empty()).then(|| invalid.join("; "));
     if to.is_empty() {
         return Err(invalid_note.unwrap_or_default());
     }
@@ -74,8 +80,14 @@ pub(super) fn mail_setup(config: &AlarmConfig) -> Result<Mail, AlarmConfigError>
             from: config.smtp_from.clone(),
             reason: e.to_string(),
         })?;
+    let domains = MailDomains::parse("alarm.email_allow", &config.email_allow, &config.smtp_from)
+        .map_err(|e| AlarmConfigError::EmailAllow(e.message))?;
     let transport = Arc::new(smtp_transport(config, host)?);
-    Ok(Mail::Ready { transport, from })
+    Ok(Mail::Ready {
+        transport,
+        from,
+        domains,
+    })
 }
 
 fn smtp_transport(
@@ -124,17 +136,21 @@ pub(super) fn recipients(list: &str) -> Vec<&str> {
     out
 }
 
-/// Parsed mailboxes, and the addresses that are not ones.
-fn mailboxes<'a>(addresses: &[&'a str]) -> (Vec<Mailbox>, Vec<&'a str>) {
+/// The mailboxes to send to, and why each other address is not one: not
+/// an address, or its domain (as the mailbox parses it) not allowed.
+fn mailboxes(addresses: &[&str], domains: &MailDomains) -> (Vec<Mailbox>, Vec<String>) {
     let mut valid = Vec::new();
-    let mut invalid = Vec::new();
+    let mut refused = Vec::new();
     for addr in addresses {
         match addr.parse::<Mailbox>() {
-            Ok(mailbox) => valid.push(mailbox),
-            Err(_) => invalid.push(*addr),
+            Ok(mailbox) => match domains.check(mailbox.email.as_ref()) {
+                Ok(()) => valid.push(mailbox),
+                Err(why) => refused.push(why),
+            },
+            Err(_) => refused.push(format!("not an address: {addr:?}")),
         }
     }
-    (valid, invalid)
+    (valid, refused)
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Cleaning trigger logs by hand (XXL-JOB's 清理, with its nine presets):
 //! a job's or a group's (its operators), or every group's (admins), older
 //! than an age, beyond the newest so many, or all; a trigger still running
-//! stays. Audited as it starts.
+//! stays. Audited as it starts. A row belongs to the group it ran in, so a
+//! job's clean deletes only the rows of groups the caller operates.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -25,7 +26,8 @@ const DAY_MS: i64 = 86_400_000;
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CleanSpec {
-    /// One job's logs (operators of its group).
+    /// One job's logs: of the groups the caller operates (each row judged
+    /// by the group it ran in; admins: every row).
     job_id: Option<u64>,
     /// One group's logs (its operators).
     #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
@@ -114,6 +116,42 @@ impl CleanSpec {
     }
 }
 
+/// What a clean of job `id`'s logs by `caller` deletes: the rows of the
+/// groups the caller may operate, judged by the group each ran in (a job
+/// moved from A to B keeps its A runs as A's: an operator of B only cleans
+/// its B runs, an operator of A only its A runs); an admin's, every row.
+/// Refused when the caller may operate neither the job's group nor a
+/// group of its rows.
+async fn job_scope(s: &AppState, caller: &Caller, id: u64) -> Result<CleanScope, Error> {
+    if caller.principal.sees_every_group() {
+        caller.require(Access::Admin, "job_id")?;
+        return Ok(CleanScope::Job { id, groups: None });
+    }
+    let mut groups = s.history.job_log_groups(id).await?;
+    let current = match s.store.get_job(id).await {
+        Ok(job) => Some(job.group),
+        Err(e) if e.kind == ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    if current.is_none() && groups.is_empty() {
+        return Err(Error::not_found("job_id", format!("no job {id}")));
+    }
+    groups.extend(current);
+    groups.retain(|g| caller.principal.may(Access::OperateGroup(g)));
+    groups.sort();
+    groups.dedup();
+    if groups.is_empty() {
+        return Err(Error::forbidden(
+            "job_id",
+            format!("job {id} and its logs are of groups you may not operate"),
+        ));
+    }
+    Ok(CleanScope::Job {
+        id,
+        groups: Some(groups),
+    })
+}
+
 /// Deletes trigger logs with their lines; what and how many is audited.
 #[utoipa::path(post, path = "/api/v1/logs/clean", tag = "logs",
     request_body = CleanSpec,
@@ -128,17 +166,7 @@ pub(super) async fn clean_logs(
         (Some(_), Some(_)) => {
             return Err(Error::invalid("group", "give job_id or group, not both").into());
         }
-        (Some(id), None) => {
-            // A deleted job's logs have no group to be granted: admins'.
-            match s.store.get_job(*id).await {
-                Ok(job) => caller.require(Access::OperateGroup(&job.group), "job_id")?,
-                Err(e) if e.kind == ErrorKind::NotFound => {
-                    caller.require(Access::Admin, "job_id")?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-            (CleanScope::Job(*id), None)
-        }
+        (Some(id), None) => (job_scope(&s, &caller, *id).await?, None),
         (None, Some(app)) => {
             validate_app_name("group", app)?;
             caller.require(Access::OperateGroup(app), "group")?;
@@ -151,7 +179,7 @@ pub(super) async fn clean_logs(
     };
     let (rule, words) = spec.rule(clock::now_ms())?;
     let target = match &scope {
-        CleanScope::Job(id) => format!("job:{id}"),
+        CleanScope::Job { id, .. } => format!("job:{id}"),
         CleanScope::Group(app) => format!("group:{app}"),
         CleanScope::All => "all".into(),
     };

@@ -45,10 +45,11 @@ pub(super) struct Kill {
     kill: KillHow,
 }
 
-/// A job's latest trigger logs, those of the groups the caller may read:
-/// the caller needs read on the job's group now (a deleted job: on the
-/// group of one of its logs), and sees no log from a group it may not read
-/// (the job may have moved).
+/// A job's latest trigger logs, those of the groups the caller may read.
+/// A row is judged by the group it ran in, not by the job's group now: a
+/// job moved from A to B shows a reader of B only its B runs, and a reader
+/// of A only its A runs. Refused when the caller sees none and may not
+/// read the job's group (a deleted job: no row of a readable group).
 #[utoipa::path(get, path = "/api/v1/jobs/{id}/logs", tag = "logs",
     params(JobIdParam,
         ("limit" = Option<u32>, Query, description = "How many, newest first (default 20).", maximum = 1000)),
@@ -66,27 +67,26 @@ pub(super) async fn job_logs(
         Err(e) if e.kind == ErrorKind::NotFound => None,
         Err(e) => return Err(e.into()),
     };
-    if let Some(g) = &group {
-        caller.require(Access::ReadGroup(g), "id")?;
-    }
-    let mut rows = s.history.job_logs(id, limit as u32).await?;
-    if caller.readable_groups().is_some() {
-        let found = !rows.is_empty();
-        rows.retain(|r| {
-            r.group
-                .as_deref()
-                .is_some_and(|g| caller.principal.may(Access::ReadGroup(g)))
-        });
-        if group.is_none() && rows.is_empty() {
-            return Err(match found {
-                true => Error::forbidden(
-                    "id",
-                    format!("job {id}'s logs are of groups not granted to you"),
-                ),
-                false => Error::not_found("id", format!("no job {id}")),
-            }
-            .into());
+    let readable: Option<Vec<String>> = caller
+        .readable_groups()
+        .map(|groups| groups.iter().cloned().collect());
+    let rows = s
+        .history
+        .job_logs(id, limit as u32, readable.as_deref())
+        .await?;
+    let may_read_job = group
+        .as_deref()
+        .is_some_and(|g| caller.principal.may(Access::ReadGroup(g)));
+    if rows.is_empty() && !may_read_job {
+        let theirs = group.is_some() || !s.history.job_log_groups(id).await?.is_empty();
+        return Err(match theirs {
+            true => Error::forbidden(
+                "id",
+                format!("job {id} and its logs are of groups not granted to you"),
+            ),
+            false => Error::not_found("id", format!("no job {id}")),
         }
+        .into());
     }
     Ok(Json(rows))
 }

@@ -45,6 +45,8 @@ pub struct AppState {
     pub load_ahead_ms: i64,
     /// `xxl.address_allow`: the XXL-JOB executor addresses a group may list.
     pub xxl_address_rule: Arc<rondo_core::destination::Destinations>,
+    /// `alarm.email_allow`: where a job's `alarm_email` may send.
+    pub mail_domains: rondo_core::mail_domains::MailDomains,
 }
 
 /// An error as the API answers it: `{"error": {"kind", "field", "message"}}`

@@ -147,6 +147,7 @@ pub(crate) async fn restore_job(
         .versioned_after(Some(&job));
     super::check_children(&s, &caller, &job).await?;
     crate::api::channels::check_job_channels(&s, &job.alarm_channels).await?;
+    super::check_alarm_email(&s, &job)?;
     job.enabled = false;
     job.run_until_ms = 0;
     job.updated_ms = now;

@@ -287,6 +287,18 @@ fn check_glue_saved(caller: &Caller, spec: &JobSpec, now: i64) -> Result<(), Err
     Ok(())
 }
 
+/// Every recipient of the job's `alarm_email` is in a domain of
+/// `alarm.email_allow` (a 400 naming `alarm_email` and the domain).
+fn check_alarm_email(s: &AppState, job: &Job) -> Result<(), Error> {
+    let recipients = job.alarm_email.split(',').map(str::trim);
+    for address in recipients.filter(|a| !a.is_empty()) {
+        s.mail_domains
+            .check(address)
+            .map_err(|why| Error::invalid("alarm_email", why))?;
+    }
+    Ok(())
+}
+
 /// Creates a job (operators of its group, and of its child jobs' groups).
 #[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs",
     request_body = JobSpec,
@@ -306,6 +318,7 @@ pub(super) async fn create_job(
     caller.require(Access::OperateGroup(&probe.group), "group")?;
     check_group(&s, &probe).await?;
     super::channels::check_job_channels(&s, &probe.alarm_channels).await?;
+    check_alarm_email(&s, &probe)?;
     // A new job has no parents yet, so it cannot close a cycle; its
     // children must exist.
     check_children(&s, &caller, &probe).await?;
@@ -393,6 +406,9 @@ pub(super) async fn update_job(
     caller.require(Access::OperateGroup(&job.group), "group")?;
     check_group(&s, &job).await?;
     check_children(&s, &caller, &job).await?;
+    if job.alarm_email != old.alarm_email {
+        check_alarm_email(&s, &job)?;
+    }
     let reschedule = job.schedule_type != old.schedule_type
         || job.schedule_conf != old.schedule_conf
         || job.zone != old.zone
