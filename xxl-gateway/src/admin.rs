@@ -165,6 +165,11 @@ async fn admitted(
         }
         Verdict::NotServed => {
             metrics::counter!("rondo_xxl_registrations_refused_total").increment(1);
+            tracing::warn!(
+                app,
+                exists = group.is_some(),
+                "a registration for a group the gateway does not serve; refused"
+            );
             Answer::fail(match group {
                 Some(_) => format!(
                     "registryKey {app:?}: rondo's group {app:?} is not served by the XXL-JOB gateway; an admin marks it (rondo group update {app} --xxl-gateway) and gives it an access token (rondo group xxl-token {app}), then the executor's next registration is taken"

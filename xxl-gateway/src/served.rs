@@ -83,6 +83,15 @@ async fn beat(s: Arc<Served>, ctx: Arc<Ctx>) {
         let now = clock::now_ms();
         match beat {
             Ok(reply) if reply.is_success() => answered(&s, &ctx, now).await,
+            Ok(reply) if reply.msg.as_deref() == Some(crate::wire::WRONG_TOKEN) => {
+                // Its group's token changed and it still has the one before
+                // (a rotation ended before it restarted): it refuses us.
+                metrics::counter!("rondo_xxl_token_mismatches_total").increment(1);
+                if s.is_reachable() {
+                    tracing::warn!(app = %s.record().app, "the executor refuses its group's access token (a rotation ended before it took the new one?); it leaves routing");
+                    s.unreachable();
+                }
+            }
             outcome => {
                 let since = s.answered_ms.load(Ordering::Relaxed);
                 if now - since >= lease.as_millis() as i64 && s.is_reachable() {

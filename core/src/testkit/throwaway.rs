@@ -6,6 +6,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// How long a started redis-server may take to answer (a loaded machine).
+const STARTUP: Duration = Duration::from_secs(20);
+
 /// A running `redis-server`, killed when dropped.
 pub struct ThrowawayRedis {
     pub port: u16,
@@ -47,7 +50,7 @@ impl ThrowawayRedis {
     }
 
     fn until_answering(&self) {
-        let deadline = Instant::now() + super::PATIENCE;
+        let deadline = Instant::now() + STARTUP;
         loop {
             let pong = redis::Client::open(self.url())
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
