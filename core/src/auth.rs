@@ -214,6 +214,17 @@ pub fn new_token() -> (String, String) {
     (token, hash)
 }
 
+/// Whether `token` has the shape of one [`new_token`] makes (the prefix
+/// and 43 base64url characters): anything else is refused unread.
+pub fn is_token_shaped(token: &str) -> bool {
+    token.strip_prefix(TOKEN_PREFIX).is_some_and(|rest| {
+        rest.len() == 43
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
 /// The stored form of a token: its SHA-256, hex.
 pub fn token_hash(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
@@ -350,6 +361,10 @@ mod tests {
         assert!(token.starts_with(TOKEN_PREFIX));
         assert_eq!(token.len(), TOKEN_PREFIX.len() + 43);
         assert_ne!(token, other);
+        assert!(is_token_shaped(&token));
+        assert!(!is_token_shaped(&token[1..]));
+        assert!(!is_token_shaped(&format!("{token}x")));
+        assert!(!is_token_shaped(&token.replace('_', "!")));
         assert_eq!(hash, token_hash(&token));
         assert_eq!(hash.len(), 64);
         assert!(

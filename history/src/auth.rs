@@ -22,6 +22,9 @@ pub struct UserRow {
     /// Executor groups granted (empty for an admin, who has them all).
     pub groups: Vec<String>,
     pub enabled: bool,
+    /// Signed in once with a password moved from XXL-JOB: until a new one
+    /// is set (`PUT /api/v1/auth/password`), the user may do nothing else.
+    pub must_change_password: bool,
     pub created_ms: i64,
     pub updated_ms: i64,
 }
@@ -67,8 +70,8 @@ pub struct AuditFilter {
     pub limit: u32,
 }
 
-const USER_COLUMNS: &str =
-    "username, role, groups_granted, enabled, created_ms, updated_ms, password_hash";
+const USER_COLUMNS: &str = "username, role, groups_granted, enabled, must_change_password, created_ms, updated_ms, \
+     password_hash";
 const TOKEN_COLUMNS: &str = "id, username, name, prefix, read_only, created_ms, expires_ms, \
                              revoked_ms, last_used_ms";
 
@@ -81,6 +84,7 @@ fn user_row(row: &MySqlRow) -> Result<(UserRow, String), Error> {
         role,
         groups,
         enabled: row.try_get::<i8, _>("enabled")? != 0,
+        must_change_password: row.try_get::<i8, _>("must_change_password")? != 0,
         created_ms: row.try_get("created_ms")?,
         updated_ms: row.try_get("updated_ms")?,
     };
@@ -238,20 +242,23 @@ impl History {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Replaces a user's password hash; false when no such user.
+    /// Replaces a user's password hash (a password the user or an admin
+    /// chose: no longer one to change); false when no such user.
     pub async fn set_password(
         &self,
         username: &str,
         password_hash: &str,
         now_ms: i64,
     ) -> Result<bool, Error> {
-        let done =
-            sqlx::query("UPDATE `user` SET password_hash = ?, updated_ms = ? WHERE username = ?")
-                .bind(password_hash)
-                .bind(now_ms)
-                .bind(username)
-                .execute(self.pool())
-                .await?;
+        let done = sqlx::query(
+            "UPDATE `user` SET password_hash = ?, must_change_password = 0, updated_ms = ? \
+                 WHERE username = ?",
+        )
+        .bind(password_hash)
+        .bind(now_ms)
+        .bind(username)
+        .execute(self.pool())
+        .await?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -285,7 +292,8 @@ impl History {
     }
 
     /// Replaces `username`'s password hash `old` by `new` (an imported
-    /// hash upgraded at sign-in); false when it is no longer `old`.
+    /// hash upgraded at sign-in), and the user must then choose a new
+    /// password; false when it is no longer `old`.
     pub async fn replace_password_hash(
         &self,
         username: &str,
@@ -294,7 +302,7 @@ impl History {
         now_ms: i64,
     ) -> Result<bool, Error> {
         let done = sqlx::query(
-            "UPDATE `user` SET password_hash = ?, updated_ms = ? \
+            "UPDATE `user` SET password_hash = ?, must_change_password = 1, updated_ms = ? \
              WHERE username = ? AND password_hash = ?",
         )
         .bind(new)
@@ -369,6 +377,7 @@ impl History {
              AND (t.expires_ms IS NULL OR t.expires_ms > ?) AND u.enabled = 1",
             "t.id, t.username, t.name, t.prefix, t.read_only, t.created_ms, t.expires_ms, \
              t.revoked_ms, t.last_used_ms, u.role, u.groups_granted, u.enabled, \
+             u.must_change_password, \
              u.created_ms AS user_created_ms, u.updated_ms AS user_updated_ms"
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -384,6 +393,7 @@ impl History {
             role: Role::parse("role", &role).map_err(Error::Decode)?,
             groups: decode_groups(&row)?,
             enabled: true,
+            must_change_password: row.try_get::<i8, _>("must_change_password")? != 0,
             created_ms: row.try_get("user_created_ms")?,
             updated_ms: row.try_get("user_updated_ms")?,
         };

@@ -15,6 +15,7 @@ fn user(name: &str, role: Role, groups: &[&str]) -> UserRow {
         role,
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         enabled: true,
+        must_change_password: false,
         created_ms: 1,
         updated_ms: 1,
     }

@@ -56,6 +56,12 @@ enum ImportCmd {
         /// read from its table.
         #[arg(long, env = "RONDO_IMPORT_XXL_TOKEN", hide_env_values = true)]
         access_token: Option<String>,
+        /// Imports XXL-JOB's admins enabled. Without it they come over
+        /// disabled, for an admin of rondo to enable one by one: an
+        /// XXL-JOB admin's password is an unsalted hash anyone who read
+        /// XXL-JOB's table can try offline.
+        #[arg(long)]
+        enable_admins: bool,
     },
     /// Moves the firing of imported jobs from XXL-JOB to rondo (stopping
     /// them in XXL-JOB's table, starting them in rondo at the first instant
@@ -118,6 +124,7 @@ async fn main() -> ExitCode {
             dry_run,
             stopped,
             access_token,
+            enable_admins,
         } => {
             let args = xxl_job::ImportArgs {
                 mysql,
@@ -126,6 +133,7 @@ async fn main() -> ExitCode {
                 dry_run: *dry_run,
                 stopped: *stopped,
                 access_token: access_token.as_deref(),
+                enable_admins: *enable_admins,
             };
             xxl_job::xxl_job(&mut api, &args).await
         }

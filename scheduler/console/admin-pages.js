@@ -16,7 +16,7 @@ export async function login(main, _, params) {
         const s = await api('POST', '/api/v1/auth/login', { username: user.value, password: pass.value });
         session.me = { ...s, read_only: false, via: 'session' };
         setLanguage(choose(s.language));
-        navigate(safeNext(params.get('next')), true);
+        navigate(s.must_change_password ? '/account' : safeNext(params.get('next')), true);
       } catch (e2) {
         showError(form, err, e2);
       }
@@ -44,10 +44,20 @@ export async function account(main) {
     try {
       await api('PUT', '/api/v1/auth/password', { current_password: current.value, new_password: next.value });
       current.value = ''; next.value = '';
+      if (me.must_change_password) {
+        me.must_change_password = false;
+        navigate('/', true);
+        return;
+      }
       done.textContent = t('account.passwordChanged');
     } catch (e2) { showError(form, err, e2); }
   } }, field(t('account.currentPassword'), 'current_password', current), field(t('account.newPassword'), 'new_password', next, t('account.passwordRule')),
   h('div', { class: 'wide' }, err, done, h('button', { type: 'submit', class: 'primary' }, t('account.changePassword'))));
+  if (me.must_change_password) {
+    main.append(h('p', { class: 'error-banner', role: 'alert' }, t('account.mustChangePassword')), form);
+    current.focus();
+    return;
+  }
   main.append(h('h2', {}, t('account.password')), form);
 
   // The caller's own tokens (an admin's list would hold everyone's).

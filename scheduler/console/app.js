@@ -57,6 +57,11 @@ async function render() {
   }
   localizePage();
   if (!current()) return;
+  // A password moved from XXL-JOB: the API allows nothing but a new one.
+  if (session.me?.must_change_password && path !== '/account' && path !== '/login') {
+    navigate('/account', true);
+    return;
+  }
   frame(path);
   const view = h('div', { class: 'view' });
   main.replaceChildren(view);

@@ -81,6 +81,7 @@ export default {
   'account.passwordRule': '12 characters or more',
   'account.changePassword': 'Change password',
   'account.passwordChanged': 'Password changed; your other sessions have ended.',
+  'account.mustChangePassword': 'Your password was moved from XXL-JOB: set a new one (12 characters or more) before anything else.',
   'account.tokens': 'API tokens',
   'account.newToken': 'New token',
   'account.tokenName': 'Token name',

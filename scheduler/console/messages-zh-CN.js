@@ -78,6 +78,7 @@ export default {
   'account.passwordRule': '至少 12 个字符',
   'account.changePassword': '修改密码',
   'account.passwordChanged': '密码已修改，您的其他会话已结束。',
+  'account.mustChangePassword': '您的密码是从 XXL-JOB 迁移过来的：请先设置新密码（至少 12 个字符），才能进行其他操作。',
   'account.tokens': 'API 令牌',
   'account.newToken': '新建令牌',
   'account.tokenName': '令牌名称',

@@ -78,6 +78,7 @@ export default {
   'account.passwordRule': '至少 12 個字元',
   'account.changePassword': '修改密碼',
   'account.passwordChanged': '密碼已修改，您的其他工作階段已結束。',
+  'account.mustChangePassword': '您的密碼是從 XXL-JOB 移轉過來的：請先設定新密碼（至少 12 個字元），才能進行其他操作。',
   'account.tokens': 'API 權杖',
   'account.newToken': '新增權杖',
   'account.tokenName': '權杖名稱',

@@ -34,6 +34,7 @@
 //! positive signal, never sleep-then-assert), [`fixtures`], [`queue_depth`],
 //! [`take_dead`].
 
+pub mod browser;
 pub mod cluster;
 pub mod fake_executors;
 pub mod procs;

@@ -5,14 +5,16 @@
 // edited (a routing choice, a refused field that saves nothing), copied and
 // given a child from the picker, script versions diffed and restored, the
 // group's executors, an API token made and revoked, a user created and
-// disabled, data that looks like HTML shown as text, the job stopped, a
-// viewer without write controls whom the API refuses, and an ended session
-// that returns to sign-in and back. Screenshots of each screen go to
+// disabled, a user moved from XXL-JOB made to set a new password first,
+// data that looks like HTML shown as text, the job stopped, a viewer
+// without write controls whom the API refuses, and an ended session that
+// returns to sign-in and back. Screenshots of each screen go to
 // $RONDO_SCREENSHOTS. In English (the browser's language is en-GB);
 // console-zh.test.mjs goes through the console in Chinese.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { BASE, ADMIN, VIEWER, APP, launch, getJson, write, shot, until, served } from './helpers.mjs';
 
 const nav = (page, name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
@@ -237,6 +239,30 @@ test('the console, from sign-in to a killed trigger, for an admin and a viewer',
     await page.goto(`${BASE}/users`);
     await page.getByRole('link', { name: 'olga' }).waitFor();
     await shot(page, '21-users');
+
+    // A user moved from XXL-JOB signs in once with the old password and
+    // is taken to set a new one; nothing else opens until it is set.
+    const xxlHash = createHash('md5').update('short1').digest('hex');
+    const movedUser = await write(page, 'POST', '/api/v1/users', { username: 'moved', role: 'viewer', xxl_password_hash: xxlHash });
+    assert.equal(movedUser.status(), 201);
+    const movedContext = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-GB' });
+    const mpage = await movedContext.newPage();
+    mpage.on('pageerror', (e) => scriptErrors.push(e));
+    await mpage.goto(`${BASE}/jobs`);
+    await mpage.waitForURL(/\/login/);
+    await signIn(mpage, ['moved', 'short1']);
+    await mpage.waitForURL(`${BASE}/account`);
+    await mpage.getByRole('alert').filter({ hasText: /moved from XXL-JOB/ }).waitFor();
+    await shot(mpage, '21b-must-change-password');
+    await mpage.goto(`${BASE}/logs`);
+    await mpage.waitForURL(`${BASE}/account`);
+    await mpage.getByLabel('Current password').fill('short1');
+    await mpage.getByLabel('New password').fill('my own long password');
+    await mpage.getByRole('button', { name: 'Change password' }).click();
+    await mpage.waitForURL(`${BASE}/`);
+    await nav(mpage, 'Jobs').waitFor();
+    assert.equal((await getJson(mpage, '/api/v1/auth/me')).must_change_password, false);
+    await movedContext.close();
 
     // Data that looks like HTML is shown as text, never run.
     const html = '<img src=x onerror="window.__xss=1"><b>bold</b>';

@@ -737,7 +737,9 @@ async fn script_versions_keep_their_remarks_and_times(api: &Api, id: u64, import
 
 /// Imported users sign in with their XXL-JOB passwords; the first success
 /// replaces XXL-JOB's hash with Argon2id, which the password still
-/// matches; a wrong password does not; no answer shows a hash.
+/// matches, and the user must set a new one; a wrong password does not
+/// sign in; no answer shows a hash. XXL-JOB's admin, with its stock
+/// password, comes over disabled.
 async fn users_sign_in_with_their_xxl_passwords_once(
     cluster: &Cluster,
     api: &Api,
@@ -748,8 +750,10 @@ async fn users_sign_in_with_their_xxl_passwords_once(
     assert_eq!(status, 200, "{ops}");
     assert_eq!(ops["role"], "operator");
     assert_eq!(ops["groups"], json!(["sw"]));
+    assert_eq!(ops["enabled"], true);
     let (_, admin) = api.get("/api/v1/users/xxladmin").await;
     assert_eq!(admin["role"], "admin");
+    assert_eq!(admin["enabled"], false, "{admin}");
     let old = release.password_hash("ops-password");
     let (_, all) = api.get("/api/v1/users").await;
     assert!(!all.to_string().contains(&old), "{all}");
@@ -770,14 +774,18 @@ async fn users_sign_in_with_their_xxl_passwords_once(
         let client = client.clone();
         let url = format!("{url}/api/v1/auth/login");
         async move {
-            client
+            let answer = client
                 .post(url)
                 .json(&json!({ "username": "ops", "password": password }))
                 .send()
                 .await
-                .expect("a sign-in answer")
-                .status()
-                .as_u16()
+                .expect("a sign-in answer");
+            let status = answer.status().as_u16();
+            if status == 200 {
+                let session: Value = answer.json().await.expect("a session");
+                assert_eq!(session["must_change_password"], true, "{session}");
+            }
+            status
         }
     };
     assert_eq!(login("not-the-password").await, 401);

@@ -20,14 +20,29 @@ pub struct AuthConfig {
     pub login_window_s: u64,
     pub login_max_per_user: u32,
     pub login_max_per_address: u32,
+    /// Distinct client addresses a username may fail from in a window;
+    /// past it, the username is refused from any other address, except
+    /// from a browser it signed in from before (its `rondo_device`
+    /// cookie): guesses spread over many addresses stop there, and the
+    /// user still signs in from their own browser.
+    pub login_max_addresses_per_user: u32,
+    /// API tokens that are not valid, per client address and window;
+    /// past it the address gets 429 without a database look-up.
+    pub token_max_per_address: u32,
     /// How long a node trusts what it read about a token or a user (a
     /// revocation or a role change reaches other nodes within this).
     pub cache_ms: u64,
     /// Mark the session cookie `Secure` (set it when the API is served
     /// over HTTPS, directly or behind a proxy).
     pub cookie_secure: bool,
-    /// Take the client address from the last `X-Forwarded-For` entry (only
-    /// behind a proxy that sets it); otherwise the TCP peer.
+    /// The proxies in front of the nodes (addresses or ranges): a request
+    /// from one of them is taken to come from the last `X-Forwarded-For`
+    /// entry that is not itself one of them. Empty (the default): the TCP
+    /// peer, whatever the header says.
+    #[serde(deserialize_with = "super::values::list_or_csv")]
+    pub trusted_proxies: Vec<String>,
+    /// Replaced by `trusted_proxies`; `true` is refused at start, so a
+    /// node upgraded with it set does not trust every caller's header.
     pub trust_forwarded_for: bool,
 }
 
@@ -41,8 +56,11 @@ impl Default for AuthConfig {
             login_window_s: 15 * 60,
             login_max_per_user: 10,
             login_max_per_address: 50,
+            login_max_addresses_per_user: 5,
+            token_max_per_address: 100,
             cache_ms: 5_000,
             cookie_secure: false,
+            trusted_proxies: Vec::new(),
             trust_forwarded_for: false,
         }
     }
@@ -61,9 +79,14 @@ impl std::fmt::Debug for AuthConfig {
             .field("login_window_s", &self.login_window_s)
             .field("login_max_per_user", &self.login_max_per_user)
             .field("login_max_per_address", &self.login_max_per_address)
+            .field(
+                "login_max_addresses_per_user",
+                &self.login_max_addresses_per_user,
+            )
+            .field("token_max_per_address", &self.token_max_per_address)
             .field("cache_ms", &self.cache_ms)
             .field("cookie_secure", &self.cookie_secure)
-            .field("trust_forwarded_for", &self.trust_forwarded_for)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }

@@ -319,11 +319,32 @@ impl Config {
                 "auth.session_idle_s must be > 0 and at most auth.session_max_s".into(),
             ));
         }
-        if a.login_window_s == 0 || a.login_max_per_user == 0 || a.login_max_per_address == 0 {
+        let limits = [
+            a.login_max_per_user,
+            a.login_max_per_address,
+            a.login_max_addresses_per_user,
+            a.token_max_per_address,
+        ];
+        if a.login_window_s == 0 || limits.contains(&0) {
             return Err(ConfigError::Invalid(
-                "auth.login_window_s, login_max_per_user and login_max_per_address must be > 0"
+                "auth.login_window_s, login_max_per_user, login_max_per_address, \
+                 login_max_addresses_per_user and token_max_per_address must be > 0"
                     .into(),
             ));
+        }
+        if a.trust_forwarded_for {
+            return Err(ConfigError::Invalid(
+                "auth.trust_forwarded_for is replaced by auth.trusted_proxies: list the proxies' \
+                 addresses, so a caller that reaches a node directly cannot name its own address"
+                    .into(),
+            ));
+        }
+        for proxy in &a.trusted_proxies {
+            proxy
+                .parse::<rondo_model::destination::Cidr>()
+                .map_err(|e| {
+                    ConfigError::Invalid(format!("auth.trusted_proxies: {proxy:?}: {e}"))
+                })?;
         }
         Ok(())
     }

@@ -29,6 +29,7 @@ pub async fn create_user(pool: &MySqlPool, name: &str, role: Role, groups: &[&st
         role,
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         enabled: true,
+        must_change_password: false,
         created_ms: now,
         updated_ms: now,
     };

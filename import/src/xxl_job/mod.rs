@@ -71,6 +71,8 @@ pub struct ImportArgs<'a> {
     /// The access token XXL-JOB's executors send (`xxl.job.accessToken`),
     /// for each imported group XXL-JOB keeps none of (before 3.5).
     pub access_token: Option<&'a str>,
+    /// XXL-JOB's admins come over enabled (else disabled).
+    pub enable_admins: bool,
 }
 
 /// Creates or updates group `g` in rondo, served by the XXL-JOB gateway,
@@ -342,7 +344,7 @@ pub async fn xxl_job(api: &mut Api, args: &ImportArgs<'_>) -> anyhow::Result<(u1
             }
         }
     }
-    let user_actions = import_users(api, &users, &groups, args.dry_run).await?;
+    let user_actions = import_users(api, &users, &groups, args).await?;
     report.insert("users".into(), Value::Array(user_actions));
     let count = |what: &str| job_actions.iter().filter(|j| j["action"] == what).count();
     report.insert(
@@ -386,16 +388,19 @@ fn user_problems(users: &[XxlUser]) -> Vec<Problem> {
 }
 
 /// Creates the users rondo does not have yet: XXL-JOB's admins as
-/// admins, its other users as operators of the groups their `permission`
-/// names. Each signs in once with their XXL-JOB password (checked against
-/// its hash, then stored as Argon2id). A user rondo has already is left as
-/// it is. The report never holds a password hash.
+/// admins (disabled unless `--enable-admins`), its other users as
+/// operators of the groups their `permission` names. Each signs in once
+/// with their XXL-JOB password and must then set a new one; a user who
+/// kept XXL-JOB's stock `123456` comes over disabled (sign-in never takes
+/// it) for an admin to reset. A user rondo has already is left as it is.
+/// The report never holds a password hash.
 async fn import_users(
     api: &mut Api,
     users: &[XxlUser],
     groups: &[XxlGroup],
-    dry_run: bool,
+    args: &ImportArgs<'_>,
 ) -> anyhow::Result<Vec<Value>> {
+    let dry_run = args.dry_run;
     let mut actions = Vec::new();
     for u in users {
         let apps: Vec<&str> = u
@@ -405,6 +410,13 @@ async fn import_users(
             .map(|g| g.app.as_str())
             .collect();
         let role = if u.admin { "admin" } else { "operator" };
+        let disabled_because = if stock_password(&u.hash) {
+            Some("XXL-JOB's stock password: an admin resets it, then enables the user")
+        } else if u.admin && !args.enable_admins {
+            Some("an XXL-JOB admin: enabled by an admin of rondo (or import with --enable-admins)")
+        } else {
+            None
+        };
         let (status, _) = api
             .call(
                 reqwest::Method::GET,
@@ -416,8 +428,10 @@ async fn import_users(
             200 => "exists",
             404 if dry_run => "create",
             404 => {
-                let mut spec =
-                    json!({ "username": u.username, "xxl_password_hash": u.hash, "role": role });
+                let mut spec = json!({
+                    "username": u.username, "xxl_password_hash": u.hash, "role": role,
+                    "enabled": disabled_because.is_none(),
+                });
                 if !u.admin {
                     spec["groups"] = json!(apps);
                 }
@@ -437,9 +451,20 @@ async fn import_users(
             "role": role,
             "groups": if u.admin { Vec::new() } else { apps },
             "action": action,
+            "disabled": disabled_because,
         }));
     }
     Ok(actions)
+}
+
+/// Whether an `xxl_job_user.password` is the hash of XXL-JOB's stock
+/// `123456` (MD5 to 3.1, SHA-256 from 3.2).
+fn stock_password(hash: &str) -> bool {
+    const STOCK: [&str; 2] = [
+        "e10adc3949ba59abbe56e057f20f883e",
+        "8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92",
+    ];
+    STOCK.iter().any(|s| s.eq_ignore_ascii_case(hash))
 }
 
 /// The spec as the API takes it (fields that are set).

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use rondo_core::auth::{self, Access, Principal, Role};
 use rondo_core::config::AuthConfig;
+use rondo_core::destination::Cidr;
 use rondo_core::event::AuditRecord;
 use rondo_core::names::Names;
 use rondo_core::redis::Pool;
@@ -61,6 +62,23 @@ pub const BACKGROUND_HEADER: &str = "x-rondo-background";
 const CACHE_LIMIT: usize = 10_000;
 /// A token's `last_used_ms` is written at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// The device cookie: set by a successful sign-in, it lets its browser
+/// sign the same user in while the username is throttled from elsewhere
+/// (`auth.login_max_addresses_per_user`).
+pub const DEVICE_COOKIE: &str = "rondo_device";
+/// Its name with `auth.cookie_secure` (see [`SECURE_SESSION_COOKIE`]).
+pub const SECURE_DEVICE_COOKIE: &str = "__Host-rondo_device";
+/// How long a browser stays known after its last sign-in.
+pub const DEVICE_DAYS: u64 = 30;
+
+/// The device cookie's name under `auth.cookie_secure = secure`.
+pub fn device_cookie_name(secure: bool) -> &'static str {
+    if secure {
+        SECURE_DEVICE_COOKIE
+    } else {
+        DEVICE_COOKIE
+    }
+}
 
 /// Who a request acts as, how it proved it, and where it comes from.
 #[derive(Debug, Clone)]
@@ -179,10 +197,15 @@ pub struct ClientAddress(pub String);
 /// sessions and throttling in Redis.
 pub struct Auth {
     pub config: AuthConfig,
+    /// `config.trusted_proxies`, parsed.
+    pub proxies: Vec<Cidr>,
     history: History,
     redis: Pool,
     names: Names,
     tokens: Mutex<HashMap<String, CachedToken>>,
+    /// Hashes of tokens MySQL did not know, and when it said so: asked
+    /// again only after `cache_ms`.
+    unknown_tokens: Mutex<HashMap<String, Instant>>,
     users: Mutex<HashMap<String, (Instant, Option<UserRow>)>>,
 }
 
@@ -192,7 +215,14 @@ struct CachedToken {
     touched: Instant,
     id: u64,
     principal: Principal,
+    must_change_password: bool,
     expires_ms: Option<i64>,
+}
+
+/// Which sign-in counter refused an attempt (the first of [`ATTEMPT`]'s
+/// answers), as the field of the 429 it answers.
+fn throttled_field(which: u8) -> &'static str {
+    if which == 2 { "address" } else { "username" }
 }
 
 /// A live session: whose, and its CSRF token (its start, kept in Redis,
@@ -205,12 +235,20 @@ pub struct Session {
 
 impl Auth {
     pub fn new(config: AuthConfig, history: History, redis: Pool, names: Names) -> Auth {
+        // Checked with the rest of the config at start (`check_auth`).
+        let proxies = config
+            .trusted_proxies
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect();
         Auth {
             config,
+            proxies,
             history,
             redis,
             names,
             tokens: Mutex::new(HashMap::new()),
+            unknown_tokens: Mutex::new(HashMap::new()),
             users: Mutex::new(HashMap::new()),
         }
     }
@@ -226,15 +264,23 @@ impl Auth {
         self.users.lock().expect("user cache").clear();
     }
 
-    /// A bearer token's id, end and principal, or 401.
-    pub(super) async fn token(&self, token: &str) -> Result<(Via, Principal), Error> {
+    /// A bearer token's id, end and principal, and whether its user must
+    /// set a new password first; 401 when it is not valid, 429 when
+    /// `address` sent too many that were not
+    /// (`auth.token_max_per_address`). A token of the wrong shape, or one
+    /// MySQL did not know within `cache_ms`, is refused without asking it.
+    pub(super) async fn token(
+        &self,
+        token: &str,
+        address: &str,
+    ) -> Result<(Via, Principal, bool), Error> {
         let invalid = || {
             Error::unauthenticated(
                 "authorization",
                 "the token is not valid: unknown, revoked or expired, or its user is disabled",
             )
         };
-        if !token.starts_with(auth::TOKEN_PREFIX) {
+        if !auth::is_token_shaped(token) {
             return Err(invalid());
         }
         let hash = auth::token_hash(token);
@@ -249,10 +295,28 @@ impl Auth {
                 id: c.id,
                 expires_ms: c.expires_ms,
             };
-            return Ok((via, c.principal));
+            return Ok((via, c.principal, c.must_change_password));
         }
+        let known_bad = self
+            .unknown_tokens
+            .lock()
+            .expect("unknown token cache")
+            .get(&hash)
+            .is_some_and(|at| now.duration_since(*at) < self.cache_for());
+        if known_bad {
+            return Err(invalid());
+        }
+        self.bad_tokens_under_limit(address).await?;
         let Some((row, user)) = self.history.valid_token(&hash, now_ms).await? else {
             self.tokens.lock().expect("token cache").remove(&hash);
+            {
+                let mut unknown = self.unknown_tokens.lock().expect("unknown token cache");
+                if unknown.len() >= CACHE_LIMIT {
+                    unknown.clear();
+                }
+                unknown.insert(hash, now);
+            }
+            self.count_bad_token(address).await?;
             return Err(invalid());
         };
         let principal = Principal {
@@ -277,6 +341,7 @@ impl Auth {
                     touched: touched.unwrap_or(now),
                     id: row.id,
                     principal: principal.clone(),
+                    must_change_password: user.must_change_password,
                     expires_ms: row.expires_ms,
                 },
             );
@@ -294,7 +359,41 @@ impl Auth {
             id: row.id,
             expires_ms: row.expires_ms,
         };
-        Ok((via, principal))
+        Ok((via, principal, user.must_change_password))
+    }
+
+    /// 429 when `address` sent `auth.token_max_per_address` tokens MySQL
+    /// did not know in the current window.
+    async fn bad_tokens_under_limit(&self, address: &str) -> Result<(), Error> {
+        let key = self.names.login_failures("token-addr", address);
+        let mut conn = self.redis.get().await?;
+        let (count, ttl): (Option<u32>, i64) = redis::pipe()
+            .get(&key)
+            .ttl(&key)
+            .query_async(&mut conn)
+            .await?;
+        if count.unwrap_or(0) < self.config.token_max_per_address {
+            return Ok(());
+        }
+        Err(Error {
+            kind: rondo_core::ErrorKind::TooManyRequests,
+            field: Some("authorization".to_owned()),
+            message: format!(
+                "too many tokens that are not valid from this address; try again in {} s",
+                ttl.max(1)
+            ),
+        })
+    }
+
+    /// Counts a token MySQL did not know against `address`.
+    async fn count_bad_token(&self, address: &str) -> Result<(), Error> {
+        let key = self.names.login_failures("token-addr", address);
+        let mut conn = self.redis.get().await?;
+        let (count,): (u64,) = redis::pipe().incr(&key, 1).query_async(&mut conn).await?;
+        if count == 1 {
+            let _: () = conn.expire(&key, self.config.login_window_s as i64).await?;
+        }
+        Ok(())
     }
 
     /// A user as stored (cached), if it exists.
@@ -423,48 +522,121 @@ impl Auth {
     // ---- throttling ----
 
     /// Counts a sign-in attempt (a password to check) against `username`
-    /// and `address`, atomically, before the password is checked; `Err`
-    /// (429, not counted) when it is throttled (see [`ATTEMPT`]).
-    /// [`Auth::succeeded`] takes a good attempt back.
-    pub async fn attempt(&self, username: &str, address: &str) -> Result<(), Error> {
+    /// and `address` (or against the browser's device cookie `device`,
+    /// when it is one `username` signed in with), atomically, before the
+    /// password is checked; `Err` (429, not counted) when it is throttled
+    /// (see [`ATTEMPT`]). [`Auth::succeeded`] takes a good attempt back,
+    /// [`Auth::unanswered`] one the server could not judge.
+    pub async fn attempt(
+        &self,
+        username: &str,
+        address: &str,
+        device: Option<&str>,
+    ) -> Result<(), Error> {
+        let device_hash = device.map(auth::token_hash).unwrap_or_default();
         let mut conn = self.redis.get().await?;
         let (over, ttl): (u8, i64) = ATTEMPT
             .key(self.names.login_failures("user", username))
             .key(self.names.login_failures("addr", address))
             .key(self.pair_key(username, address))
+            .key(self.names.login_failures("user-addrs", username))
+            .key(self.names.login_failures("device", &device_hash))
+            .key(self.names.login_failures("device-fails", &device_hash))
             .arg(self.config.login_window_s)
             .arg(self.config.login_max_per_user)
             .arg(self.config.login_max_per_address)
+            .arg(self.config.login_max_addresses_per_user)
+            .arg(if device.is_some() { username } else { "" })
+            .arg(address)
             .invoke_async(&mut conn)
             .await?;
-        let what = match over {
-            0 => return Ok(()),
-            2 => "address",
-            _ => "username",
-        };
         let wait = ttl.max(1);
+        let message = match over {
+            0 => return Ok(()),
+            4 => format!("too many failed sign-ins from this browser; try again in {wait} s"),
+            5 => format!(
+                "this username failed from too many addresses; sign in from a browser you \
+                 signed in with before, or try again in {wait} s"
+            ),
+            which => {
+                let what = throttled_field(which);
+                format!("too many failed sign-ins for this {what}; try again in {wait} s")
+            }
+        };
         Err(Error {
             kind: rondo_core::ErrorKind::TooManyRequests,
-            field: Some(what.to_owned()),
-            message: format!("too many failed sign-ins for this {what}; try again in {wait} s"),
+            field: Some(throttled_field(over).to_owned()),
+            message,
         })
     }
 
-    /// A good password: the username's count and this address's failures
-    /// for it start afresh, and the attempt does not count against the
-    /// address.
-    pub async fn succeeded(&self, username: &str, address: &str) -> Result<(), Error> {
+    /// A good password: the username's count, this address's failures
+    /// for it and the browser's start afresh, the attempt does not count
+    /// against the address, and the address is not one the username
+    /// failed from.
+    pub async fn succeeded(
+        &self,
+        username: &str,
+        address: &str,
+        device: Option<&str>,
+    ) -> Result<(), Error> {
         let mut conn = self.redis.get().await?;
-        redis::pipe()
-            .del(self.pair_key(username, address))
+        let mut pipe = redis::pipe();
+        pipe.del(self.pair_key(username, address))
             .ignore()
             .del(self.names.login_failures("user", username))
             .ignore()
-            .decr(self.names.login_failures("addr", address), 1)
+            .srem(self.names.login_failures("user-addrs", username), address)
             .ignore()
-            .query_async::<()>(&mut conn)
+            .decr(self.names.login_failures("addr", address), 1)
+            .ignore();
+        if let Some(device) = device {
+            let hash = auth::token_hash(device);
+            pipe.del(self.names.login_failures("device-fails", &hash))
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await?;
+        Ok(())
+    }
+
+    /// An attempt the server could not judge (MySQL did not answer): it
+    /// is not a failed guess, and is taken back from every count.
+    pub async fn unanswered(
+        &self,
+        username: &str,
+        address: &str,
+        device: Option<&str>,
+    ) -> Result<(), Error> {
+        let device_hash = device.map(auth::token_hash).unwrap_or_default();
+        let mut conn = self.redis.get().await?;
+        let _: () = TAKE_BACK
+            .key(self.names.login_failures("user", username))
+            .key(self.names.login_failures("addr", address))
+            .key(self.pair_key(username, address))
+            .key(self.names.login_failures("device-fails", &device_hash))
+            .invoke_async(&mut conn)
             .await?;
         Ok(())
+    }
+
+    /// The browser's device cookie after `username` signed in with it:
+    /// the one it sent, kept for [`DEVICE_DAYS`] more, when it was
+    /// `username`'s; else a new one. Returns the cookie's value.
+    pub async fn known_device(&self, username: &str, sent: Option<&str>) -> Result<String, Error> {
+        let ttl = (DEVICE_DAYS * 86_400) as i64;
+        let mut conn = self.redis.get().await?;
+        if let Some(sent) = sent {
+            let key = self.names.login_failures("device", &auth::token_hash(sent));
+            let owner: Option<String> = conn.get(&key).await?;
+            if owner.as_deref() == Some(username) {
+                let _: () = conn.expire(&key, ttl).await?;
+                return Ok(sent.to_owned());
+            }
+        }
+        let id = auth::new_secret();
+        let key = self.names.login_failures("device", &auth::token_hash(&id));
+        let _: () = conn.set_ex(&key, username, ttl as u64).await?;
+        Ok(id)
     }
 
     /// The failures of `username` from `address` (hashed: both are the
@@ -475,33 +647,68 @@ impl Auth {
     }
 }
 
-/// One sign-in attempt, refused (and not counted) when:
+/// One sign-in attempt. From a browser that signed this username in
+/// before (its device cookie names the user), only the browser's own
+/// failures count: refused past `login_max_per_user` (answer 4), so
+/// neither a shared address nor guesses from elsewhere lock its user out.
+/// Otherwise refused (and not counted) when:
 /// * its address failed `login_max_per_address` times in the window
 ///   (answer 2), or
 /// * this address failed this username `login_max_per_user` times
 ///   (answer 3), or
 /// * the username failed `login_max_per_user` times from anywhere and
-///   this address has failed it before (answer 1).
+///   this address has failed it before (answer 1), or
+/// * the username failed from `login_max_addresses_per_user` addresses
+///   and this is another (answer 5).
 ///
 /// So a guessed username is slowed to one guess per address and window,
-/// while its user, from an address that has not failed, still signs in
-/// with the right password. Otherwise each count goes up, in a window
-/// that starts at its first attempt. The answer is `{which, seconds left}`.
+/// on a few addresses at most, while its user, from a browser they signed
+/// in with, still signs in with the right password. Otherwise each count
+/// goes up, in a window that starts at its first attempt. The answer is
+/// `{which, seconds left}`.
 static ATTEMPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(
         r"
+local window = ARGV[1]
+local max_user, max_addr = tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_addrs = tonumber(ARGV[4])
+local function count(key)
+  redis.call('INCR', key)
+  if redis.call('TTL', key) < 0 then redis.call('EXPIRE', key, window) end
+end
+if ARGV[5] ~= '' and redis.call('GET', KEYS[5]) == ARGV[5] then
+  local fails = tonumber(redis.call('GET', KEYS[6]) or '0')
+  if fails >= max_user then return {4, redis.call('TTL', KEYS[6])} end
+  count(KEYS[6])
+  return {0, 0}
+end
 local user = tonumber(redis.call('GET', KEYS[1]) or '0')
 local addr = tonumber(redis.call('GET', KEYS[2]) or '0')
 local pair = tonumber(redis.call('GET', KEYS[3]) or '0')
-local max_user, max_addr = tonumber(ARGV[2]), tonumber(ARGV[3])
 if addr >= max_addr then return {2, redis.call('TTL', KEYS[2])} end
 if pair >= max_user then return {3, redis.call('TTL', KEYS[3])} end
 if user >= max_user and pair > 0 then return {1, redis.call('TTL', KEYS[1])} end
-for i = 1, 3 do
-  redis.call('INCR', KEYS[i])
-  if redis.call('TTL', KEYS[i]) < 0 then redis.call('EXPIRE', KEYS[i], ARGV[1]) end
+if redis.call('SISMEMBER', KEYS[4], ARGV[6]) == 0
+  and redis.call('SCARD', KEYS[4]) >= max_addrs then
+  return {5, redis.call('TTL', KEYS[4])}
 end
+for i = 1, 3 do count(KEYS[i]) end
+redis.call('SADD', KEYS[4], ARGV[6])
+if redis.call('TTL', KEYS[4]) < 0 then redis.call('EXPIRE', KEYS[4], window) end
 return {0, 0}
+",
+    )
+});
+
+/// Takes one attempt back from each count that has one (see
+/// [`Auth::unanswered`]).
+static TAKE_BACK: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+for i = 1, #KEYS do
+  if tonumber(redis.call('GET', KEYS[i]) or '0') > 0 then redis.call('DECRBY', KEYS[i], 1) end
+end
+return 0
 ",
     )
 });
@@ -534,6 +741,7 @@ pub async fn bootstrap_admin(history: &History, config: &AuthConfig) -> Result<b
         role: Role::Admin,
         groups: Vec::new(),
         enabled: true,
+        must_change_password: false,
         created_ms: now,
         updated_ms: now,
     };

@@ -3,7 +3,7 @@
 //! token or a session, or answering 401 / 403 itself). What a token, a
 //! session and a caller are is `auth`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, header};
@@ -12,40 +12,52 @@ use axum::response::{IntoResponse, Response};
 use rondo_core::Error;
 use rondo_core::auth;
 use rondo_core::auth::Role;
+use rondo_core::destination::Cidr;
 
 use super::auth::{
     BACKGROUND_HEADER, CSRF_HEADER, Caller, ClientAddress, Via, principal_of, session_cookie_name,
 };
 use super::state::{ApiError, AppState, ServerErrorDetail};
 
-/// Sets [`ClientAddress`] on every request: the TCP peer, or the last
-/// `X-Forwarded-For` entry when `auth.trust_forwarded_for` says a proxy
-/// sets it. In-process calls (tests) have no peer: `in-process`.
+/// Sets [`ClientAddress`] on every request: the TCP peer, or, when the
+/// peer is one of `auth.trusted_proxies`, the address its
+/// `X-Forwarded-For` says it served. In-process calls (tests) have no
+/// peer: `in-process`.
 pub async fn client_address(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
-    let forwarded = s
-        .auth
-        .config
-        .trust_forwarded_for
-        .then(|| forwarded_for(req.headers()))
-        .flatten();
-    let address = forwarded
-        .or(peer)
-        .unwrap_or_else(|| "in-process".to_owned());
+    let address = match req.extensions().get::<ConnectInfo<SocketAddr>>() {
+        Some(peer) => client_of(peer.0.ip(), req.headers(), &s.auth.proxies).to_string(),
+        None => "in-process".to_owned(),
+    };
     req.extensions_mut().insert(ClientAddress(address));
     next.run(req).await
 }
 
-/// The last address of `X-Forwarded-For` (the one the trusted proxy saw).
-fn forwarded_for(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get("x-forwarded-for")?.to_str().ok()?;
-    let last = value.rsplit(',').next()?.trim();
-    last.parse::<std::net::IpAddr>()
-        .ok()
-        .map(|ip| ip.to_string())
+/// Who sent a request that reached us from `peer`: the peer itself unless
+/// it is a trusted proxy; then, reading `X-Forwarded-For` from the right
+/// (each proxy appends the address it was reached from), the first entry
+/// that is not a trusted proxy. A header that does not parse counts for
+/// nothing: the request is then the last trusted proxy's own.
+fn client_of(peer: IpAddr, headers: &HeaderMap, proxies: &[Cidr]) -> IpAddr {
+    let trusted = |ip: IpAddr| proxies.iter().any(|p| p.contains(ip));
+    let mut client = peer;
+    if !trusted(client) {
+        return client;
+    }
+    let entries = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|e| e.trim().parse::<IpAddr>())
+        .collect::<Vec<_>>();
+    for entry in entries.into_iter().rev() {
+        let Ok(ip) = entry else { return client };
+        client = ip;
+        if !trusted(ip) {
+            break;
+        }
+    }
+    client
 }
 
 /// The value of the session cookie named `name`, if the request has one.
@@ -97,7 +109,15 @@ pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Nex
         .get::<ClientAddress>()
         .map_or_else(|| "in-process".to_owned(), |a| a.0.clone());
     match identify(&s, req.method(), req.headers(), address).await {
-        Ok(caller) => {
+        Ok((_, true)) if !while_password_must_change(req.method(), req.uri().path()) => {
+            ApiError::from(Error::forbidden(
+                "password",
+                "set a new password first (PUT /api/v1/auth/password): \
+                 the one you signed in with was moved from XXL-JOB",
+            ))
+            .into_response()
+        }
+        Ok((caller, _)) => {
             let admin = caller.principal.role == Role::Admin;
             req.extensions_mut().insert(caller);
             let mut response = next.run(req).await;
@@ -111,12 +131,25 @@ pub async fn authenticate(State(s): State<AppState>, mut req: Request, next: Nex
     }
 }
 
+/// What a user who must set a new password may still do: read who they
+/// are, set it (or their language), and sign out.
+fn while_password_must_change(method: &Method, path: &str) -> bool {
+    matches!(
+        (method.as_str(), path),
+        ("GET", "/api/v1/auth/me")
+            | ("PUT", "/api/v1/auth/password")
+            | ("PUT", "/api/v1/auth/language")
+            | ("POST", "/api/v1/auth/logout")
+    )
+}
+
+/// The caller, and whether its user must set a new password first.
 async fn identify(
     s: &AppState,
     method: &Method,
     headers: &HeaderMap,
     address: String,
-) -> Result<Caller, Error> {
+) -> Result<(Caller, bool), Error> {
     if let Some(value) = headers.get(header::AUTHORIZATION) {
         let token = value
             .to_str()
@@ -126,12 +159,13 @@ async fn identify(
             .ok_or_else(|| {
                 Error::unauthenticated("authorization", "expected `Authorization: Bearer <token>`")
             })?;
-        let (via, principal) = s.auth.token(token).await?;
-        return Ok(Caller {
+        let (via, principal, must_change) = s.auth.token(token, &address).await?;
+        let caller = Caller {
             principal,
             address,
             via,
-        });
+        };
+        return Ok((caller, must_change));
     }
     let name = session_cookie_name(s.auth.config.cookie_secure);
     let Some(cookie) = session_cookie(headers, name) else {
@@ -164,14 +198,15 @@ async fn identify(
             ));
         }
     }
-    Ok(Caller {
+    let caller = Caller {
         principal: principal_of(&user),
         address,
         via: Via::Session {
             id_hash,
             csrf: session.csrf,
         },
-    })
+    };
+    Ok((caller, user.must_change_password))
 }
 
 #[cfg(test)]
@@ -195,11 +230,37 @@ mod tests {
     }
 
     #[test]
-    fn the_last_forwarded_address_is_the_proxys_peer() {
-        let mut headers = HeaderMap::new();
-        headers.insert("x-forwarded-for", "1.2.3.4, 10.0.0.9".parse().unwrap());
-        assert_eq!(forwarded_for(&headers).as_deref(), Some("10.0.0.9"));
-        headers.insert("x-forwarded-for", "garbage".parse().unwrap());
-        assert_eq!(forwarded_for(&headers), None);
+    fn only_a_trusted_proxy_names_the_client() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let proxies: Vec<Cidr> = vec!["10.0.0.0/24".parse().unwrap()];
+        let with = |xff: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-forwarded-for", xff.parse().unwrap());
+            headers
+        };
+        // A peer that is no proxy: the header is the caller's own word.
+        let direct = client_of(ip("192.0.2.7"), &with("1.2.3.4"), &proxies);
+        assert_eq!(direct, ip("192.0.2.7"));
+        assert_eq!(
+            client_of(ip("10.0.0.5"), &with("1.2.3.4"), &[]),
+            ip("10.0.0.5"),
+            "no trusted proxies: the peer"
+        );
+        // Through the proxy: the entry it appended, not one the client
+        // wrote itself in front of it.
+        let spoofed = with("6.6.6.6, 1.2.3.4");
+        assert_eq!(client_of(ip("10.0.0.5"), &spoofed, &proxies), ip("1.2.3.4"));
+        // Two proxies in a row: the first address neither of them is.
+        let chained = with("6.6.6.6, 1.2.3.4, 10.0.0.9");
+        assert_eq!(client_of(ip("10.0.0.5"), &chained, &proxies), ip("1.2.3.4"));
+        // A header that does not parse names nobody: the proxy's own.
+        assert_eq!(
+            client_of(ip("10.0.0.5"), &with("garbage"), &proxies),
+            ip("10.0.0.5")
+        );
+        assert_eq!(
+            client_of(ip("10.0.0.5"), &HeaderMap::new(), &proxies),
+            ip("10.0.0.5")
+        );
     }
 }

@@ -1,6 +1,12 @@
 //! Browser sign-in: log in (a session cookie and its CSRF token), who am
 //! I, log out, and changing one's password and console language. Sign-in
-//! is throttled per username and per client address (`auth.login_*`).
+//! is throttled per username, per client address, per pair of them and
+//! per username across addresses (`auth.login_*`); a browser that signed
+//! a user in before (its device cookie) is counted on its own. A sign-in
+//! the server could not judge (MySQL down, no user table yet) answers 503
+//! and is not counted. XXL-JOB's stock password is refused outright, and a
+//! user who signed in with a password moved from XXL-JOB must set a new
+//! one before anything else (`gate`).
 
 use std::sync::LazyLock;
 
@@ -15,8 +21,12 @@ use rondo_core::language::Language;
 use rondo_core::{Error, ErrorKind, clock};
 use serde::{Deserialize, Serialize};
 
-use super::auth::{Caller, ClientAddress, Via as Signed, audit_event, session_cookie_name};
+use super::auth::{
+    Caller, ClientAddress, DEVICE_DAYS, Via as Signed, audit_event, device_cookie_name,
+    session_cookie_name,
+};
 use super::doc::ApiErrors;
+use super::gate;
 use super::input::parse_body;
 use super::state::{ApiResult, AppState};
 
@@ -24,6 +34,10 @@ use super::state::{ApiResult, AppState};
 /// takes as long as a wrong password.
 static DUMMY_HASH: LazyLock<String> =
     LazyLock::new(|| auth::hash_password("not a password anyone has").expect("hashing a constant"));
+
+/// The password XXL-JOB ships its `admin` with: never taken, whoever signs
+/// in with it (an imported user who kept it is reset by an admin).
+const XXL_STOCK_PASSWORD: &str = "123456";
 
 /// A sign-in.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -51,6 +65,9 @@ pub(super) struct Session {
     /// The console language the user chose; null when none (the console
     /// follows the browser).
     language: Option<Language>,
+    /// The password was moved from XXL-JOB: until a new one is set
+    /// (`PUT /api/v1/auth/password`), nothing else is allowed.
+    must_change_password: bool,
 }
 
 /// How the caller is signed in.
@@ -76,6 +93,8 @@ pub(super) struct Me {
     /// The console language the user chose; null when none (the console
     /// follows the browser).
     language: Option<Language>,
+    /// Nothing but setting a new password is allowed until it is set.
+    must_change_password: bool,
 }
 
 /// Checks a password against a stored hash off the async threads
@@ -99,12 +118,20 @@ async fn verify(password: String, hash: Option<String>) -> Result<bool, Error> {
 }
 
 fn session_cookie(s: &AppState, value: &str, max_age_s: u64) -> HeaderValue {
+    cookie(
+        s,
+        session_cookie_name(s.auth.config.cookie_secure),
+        value,
+        max_age_s,
+    )
+}
+
+fn cookie(s: &AppState, name: &str, value: &str, max_age_s: u64) -> HeaderValue {
     let secure = if s.auth.config.cookie_secure {
         "; Secure"
     } else {
         ""
     };
-    let name = session_cookie_name(s.auth.config.cookie_secure);
     let cookie =
         format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
     HeaderValue::from_str(&cookie).expect("a cookie of base64url characters")
@@ -134,7 +161,10 @@ pub(super) async fn login(
     }
     let login = parse_body::<Login>(&body)?;
     auth::check_username("username", &login.username)?;
-    if let Err(throttled) = s.auth.attempt(&login.username, &address).await {
+    let device_name = device_cookie_name(s.auth.config.cookie_secure);
+    let device = gate::session_cookie(&headers, device_name);
+    let device = device.as_deref();
+    if let Err(throttled) = s.auth.attempt(&login.username, &address, device).await {
         if throttled.kind != ErrorKind::TooManyRequests {
             return Err(throttled.into());
         }
@@ -149,27 +179,35 @@ pub(super) async fn login(
         s.events.publish(&[event]).await?;
         return Err(throttled.into());
     }
-    let stored = s.history.user(&login.username).await?;
-    let (user, hash) = match stored {
-        Some((user, hash)) if user.enabled => (Some(user), Some(hash)),
-        _ => (None, None),
-    };
-    let imported = hash.clone().filter(|h| auth::is_xxl_hash(h));
-    let password = login.password.clone();
-    let mut valid = verify(login.password, hash).await?;
-    if let (true, Some(old), Some(user)) = (valid, imported, &user) {
-        // An XXL-JOB password hash is taken once: replaced now by Argon2id
-        // (unless a reset replaced it first: then this password is no
-        // longer the user's).
-        let new = tokio::task::spawn_blocking(move || auth::hash_password(&password))
-            .await
-            .map_err(|e| Error::internal(format!("hashing a password: {e}")))??;
-        valid = s
-            .history
-            .replace_password_hash(&user.username, &old, &new, clock::now_ms())
-            .await?;
+    if login.password == XXL_STOCK_PASSWORD {
+        let detail = Some("XXL-JOB's stock password".to_owned());
+        let failed = audit_event(
+            &login.username,
+            &address,
+            "session.login_failed",
+            format!("user:{}", login.username),
+            None,
+            detail,
+        );
+        s.events.publish(&[failed]).await?;
+        return Err(Error::unauthenticated(
+            "password",
+            "XXL-JOB's stock password is never taken: an admin sets a new one \
+             (rondo user update NAME --reset-password)",
+        )
+        .into());
     }
-    let Some(user) = user.filter(|_| valid) else {
+    let judged = judge(&s, &login.username, login.password).await;
+    let user = match judged {
+        Ok(user) => user,
+        Err(e) => {
+            // Not a guess that failed: the server could not tell.
+            s.auth.unanswered(&login.username, &address, device).await?;
+            let why = format!("sign-in could not be checked just now: {}", e.message);
+            return Err(Error::new(ErrorKind::Unavailable, why).into());
+        }
+    };
+    let Some(user) = user else {
         let failed = audit_event(
             &login.username,
             &address,
@@ -185,7 +223,8 @@ pub(super) async fn login(
         )
         .into());
     };
-    s.auth.succeeded(&user.username, &address).await?;
+    s.auth.succeeded(&user.username, &address, device).await?;
+    let device = s.auth.known_device(&user.username, device).await?;
     // Read before the session opens: a failed read leaves no session.
     let language = stored_language(&s, &user.username).await?;
     let (id, csrf) = s.auth.open_session(&user.username).await?;
@@ -208,12 +247,50 @@ pub(super) async fn login(
         idle_s: s.auth.config.session_idle_s,
         expires_ms: clock::now_ms() + max as i64 * 1000,
         language,
+        must_change_password: user.must_change_password,
     };
     let mut response = (StatusCode::OK, Json(body)).into_response();
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, session_cookie(&s, &id, max));
+    let headers = response.headers_mut();
+    headers.insert(header::SET_COOKIE, session_cookie(&s, &id, max));
+    let device = cookie(&s, device_name, &device, DEVICE_DAYS * 86_400);
+    headers.append(header::SET_COOKIE, device);
     Ok(response)
+}
+
+/// The enabled user `username` is, if `password` is theirs (as stored
+/// now: an imported hash taken is marked to be changed); `Err` when the
+/// server could not tell.
+async fn judge(
+    s: &AppState,
+    username: &str,
+    password: String,
+) -> Result<Option<rondo_history::auth::UserRow>, Error> {
+    let stored = s.history.user(username).await?;
+    let (user, hash) = match stored {
+        Some((user, hash)) if user.enabled => (Some(user), Some(hash)),
+        _ => (None, None),
+    };
+    let imported = hash.clone().filter(|h| auth::is_xxl_hash(h));
+    let again = password.clone();
+    let mut valid = verify(password, hash).await?;
+    let Some(mut user) = user else {
+        return Ok(None);
+    };
+    if let (true, Some(old)) = (valid, imported) {
+        // An XXL-JOB password hash is taken once: replaced now by Argon2id
+        // (unless a reset replaced it first: then this password is no
+        // longer the user's), and the user must choose a new password,
+        // under rondo's rule, before anything else.
+        let new = tokio::task::spawn_blocking(move || auth::hash_password(&again))
+            .await
+            .map_err(|e| Error::internal(format!("hashing a password: {e}")))??;
+        valid = s
+            .history
+            .replace_password_hash(&user.username, &old, &new, clock::now_ms())
+            .await?;
+        user.must_change_password = true;
+    }
+    Ok(valid.then_some(user))
 }
 
 /// The language `username` chose, read from MySQL each time rather than
@@ -238,6 +315,7 @@ pub(super) async fn me(
         Signed::Token { .. } => (Via::Token, None),
         Signed::Session { csrf, .. } => (Via::Session, Some(csrf.clone())),
     };
+    let user = s.auth.user(&p.username).await?;
     Ok(Json(Me {
         username: p.username.clone(),
         role: p.role,
@@ -246,6 +324,7 @@ pub(super) async fn me(
         via,
         csrf_token,
         language: stored_language(&s, &p.username).await?,
+        must_change_password: user.is_some_and(|u| u.must_change_password),
     }))
 }
 
@@ -305,8 +384,15 @@ pub(super) async fn change_password(
     refuse_read_only(&caller, "a password")?;
     let change = parse_body::<PasswordChange>(&body)?;
     auth::check_new_password("new_password", &change.new_password)?;
+    if change.new_password == change.current_password {
+        return Err(Error::invalid("new_password", "must differ from the current one").into());
+    }
     // Guessing the current password is throttled like signing in.
-    if let Err(throttled) = s.auth.attempt(caller.username(), &caller.address).await {
+    if let Err(throttled) = s
+        .auth
+        .attempt(caller.username(), &caller.address, None)
+        .await
+    {
         if throttled.kind != ErrorKind::TooManyRequests {
             return Err(throttled.into());
         }
@@ -325,7 +411,9 @@ pub(super) async fn change_password(
             .await?;
         return Err(Error::invalid("current_password", "is not the current password").into());
     }
-    s.auth.succeeded(caller.username(), &caller.address).await?;
+    s.auth
+        .succeeded(caller.username(), &caller.address, None)
+        .await?;
     let new = change.new_password;
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&new))
         .await

@@ -166,6 +166,7 @@ pub(super) async fn create_user(
         role,
         groups,
         enabled: spec.enabled.unwrap_or(true),
+        must_change_password: false,
         created_ms: now,
         updated_ms: now,
     };
@@ -334,6 +335,7 @@ mod tests {
             role,
             groups: Vec::new(),
             enabled,
+            must_change_password: false,
             created_ms: 0,
             updated_ms: 0,
         }
