@@ -140,7 +140,9 @@ pub fn password_body(current: &str, new: &str) -> Value {
 }
 
 /// `rondo login`: a session, a new token from it, the session closed, the
-/// token saved.
+/// token saved. A user whose password was moved from XXL-JOB sets a new
+/// one first (from RONDO_NEW_PASSWORD or the terminal): until then the
+/// session may make no token.
 pub async fn login(api: &mut Api, user: &str, days: u32) -> anyhow::Result<(u16, Value)> {
     let password = secret("RONDO_PASSWORD", &format!("password for {user}"))?;
     api.token = None;
@@ -153,6 +155,18 @@ pub async fn login(api: &mut Api, user: &str, days: u32) -> anyhow::Result<(u16,
     match api.session.as_mut() {
         Some(session) => session.1 = csrf,
         None => bail!("the node answered the sign-in without a session cookie"),
+    }
+    if who["must_change_password"] == true {
+        let prompt = format!(
+            "new password for {user} (12 characters or more; the one moved from XXL-JOB must be replaced)"
+        );
+        let new = secret("RONDO_NEW_PASSWORD", &prompt)?;
+        let body = password_body(&password, &new);
+        let (status, answer) = api.call(reqwest::Method::PUT, PASSWORD, Some(body)).await?;
+        if status != 204 {
+            let _ = api.call(reqwest::Method::POST, LOGOUT, None).await;
+            return Ok((status, answer));
+        }
     }
     let host = hostname();
     let spec = token_body(&format!("rondo-cli@{host}"), days);

@@ -154,7 +154,9 @@ enum Command {
         days: Option<u32>,
     },
     /// Signs in with a password (prompted, or `RONDO_PASSWORD`) and saves
-    /// a new API token for this API in the credentials file.
+    /// a new API token for this API in the credentials file (a password
+    /// moved from XXL-JOB is replaced first: prompted, or
+    /// `RONDO_NEW_PASSWORD`).
     Login {
         #[arg(long)]
         user: String,

@@ -105,6 +105,34 @@ async fn the_cli_signs_in_works_with_its_token_and_signs_out() {
     ];
     assert_eq!(rondo(&revoked, &["whoami"]).status.code(), Some(2));
     assert_eq!(rondo(&base, &["whoami"]).status.code(), Some(2));
+
+    // A user moved from XXL-JOB sets a new password at sign-in: a weak
+    // one saves nothing, a good one saves a token that works.
+    let hash = rondo_testkit::xxl::XxlRelease::V2_1.password_hash("short1");
+    let out = rondo(
+        &with_token,
+        &["user", "create", "moved", "--xxl-password-hash", &hash],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let as_moved = |new: &'static str| {
+        let env = [
+            base[0],
+            base[1],
+            ("RONDO_PASSWORD", "short1"),
+            ("RONDO_NEW_PASSWORD", new),
+        ];
+        rondo(&env, &["login", "--user", "moved"])
+    };
+    let out = as_moved("short2");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        rondo(&base, &["whoami"]).status.code(),
+        Some(2),
+        "nothing saved"
+    );
+    let out = as_moved("a long password of my own");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(json(&rondo(&base, &["whoami"]))["username"], "moved");
     let _ = std::fs::remove_dir_all(&dir);
     cluster.stop().await;
 }
