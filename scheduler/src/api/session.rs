@@ -179,25 +179,24 @@ pub(super) async fn login(
         s.events.publish(&[event]).await?;
         return Err(throttled.into());
     }
-    if login.password == XXL_STOCK_PASSWORD {
-        let detail = Some("XXL-JOB's stock password".to_owned());
+    let failed = async |detail: Option<&str>, why: &str| -> ApiResult<Response> {
         let failed = audit_event(
             &login.username,
             &address,
             "session.login_failed",
             format!("user:{}", login.username),
             None,
-            detail,
+            detail.map(str::to_owned),
         );
         s.events.publish(&[failed]).await?;
-        return Err(Error::unauthenticated(
-            "password",
-            "XXL-JOB's stock password is never taken: an admin sets a new one \
-             (rondo user update NAME --reset-password)",
-        )
-        .into());
+        Err(Error::unauthenticated("password", why).into())
+    };
+    if login.password == XXL_STOCK_PASSWORD {
+        let why = "XXL-JOB's stock password is never taken: an admin sets a new one \
+                   (rondo user update NAME --reset-password)";
+        return failed(Some("XXL-JOB's stock password"), why).await;
     }
-    let judged = judge(&s, &login.username, login.password).await;
+    let judged = judge(&s, &login.username, login.password.clone()).await;
     let user = match judged {
         Ok(user) => user,
         Err(e) => {
@@ -208,20 +207,8 @@ pub(super) async fn login(
         }
     };
     let Some(user) = user else {
-        let failed = audit_event(
-            &login.username,
-            &address,
-            "session.login_failed",
-            format!("user:{}", login.username),
-            None,
-            None,
-        );
-        s.events.publish(&[failed]).await?;
-        return Err(Error::unauthenticated(
-            "password",
-            "wrong username or password, or the user is disabled",
-        )
-        .into());
+        let why = "wrong username or password, or the user is disabled";
+        return failed(None, why).await;
     };
     s.auth.succeeded(&user.username, &address, device).await?;
     let device = s.auth.known_device(&user.username, device).await?;
