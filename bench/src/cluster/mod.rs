@@ -433,7 +433,12 @@ const XXL_TOKEN: &str = "rondo-bench";
 
 /// Settings an earlier gateway build (`--xxl-baseline-gateway`) does not
 /// know and would refuse to start with.
-const LEGACY_UNKNOWN: &[&str] = &["RONDO_XXL_ADDRESS_ALLOW", "RONDO_XXL_SHARED_TOKEN"];
+const LEGACY_UNKNOWN: &[&str] = &[
+    "RONDO_XXL_ADDRESS_ALLOW",
+    "RONDO_XXL_SHARED_TOKEN",
+    "RONDO_ALARM_EMAIL_ALLOW",
+    "RONDO_REDIS_ALLOW_OPEN_DEFAULT",
+];
 
 impl Cluster {
     /// Starts the XXL-JOB gateway and `executors` stand-in XXL-JOB
