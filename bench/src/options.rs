@@ -93,6 +93,16 @@ pub struct Options {
     /// same load, so the report holds before and after from one run.
     #[arg(long)]
     pub xxl_baseline_gateway: Option<PathBuf>,
+    /// Stand-in XXL-JOB executors (`--executor xxl`, scenario `xxl`): each
+    /// run takes this long (`sleepJobHandler`), as real handlers do; 0
+    /// (the default): `demoJobHandler`, which returns at once.
+    #[arg(long, default_value_t = 0)]
+    pub xxl_handler_ms: u64,
+    /// Throughput, `xxl`: every job fires at the same instant of each
+    /// second (cron `* * * * * ?`, as XXL-JOB's jobs are usually written)
+    /// instead of at phases spread over the second (`FIX_RATE`).
+    #[arg(long)]
+    pub same_instant: bool,
 
     /// Scale: jobs not due soon. Defaults to 1,000,000 (2,000 with
     /// `--smoke`).
@@ -192,6 +202,8 @@ impl Options {
             executor: ExecutorKind::Bench,
             no_history: false,
             xxl_baseline_gateway: None,
+            xxl_handler_ms: 0,
+            same_instant: false,
             scale_jobs: None,
             scale_due: None,
             scale_api_seconds: None,

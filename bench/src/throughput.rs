@@ -74,6 +74,11 @@ pub struct Params {
     /// `--executor xxl`: an earlier gateway build instead of the one built
     /// beside the bench (`--xxl-baseline-gateway`).
     pub legacy_gateway: Option<std::path::PathBuf>,
+    /// `--executor xxl`: how long each run of a stand-in takes
+    /// (`--xxl-handler-ms`; 0: at once).
+    pub xxl_handler_ms: u64,
+    /// Every job at the same instant of the second (`--same-instant`).
+    pub same_instant: bool,
 }
 
 impl Params {
@@ -93,6 +98,8 @@ impl Params {
             executor: options.executor,
             no_history: options.no_history,
             legacy_gateway: None,
+            xxl_handler_ms: options.xxl_handler_ms,
+            same_instant: options.same_instant,
         }
     }
 }
@@ -364,7 +371,16 @@ async fn measure(
     jobs: usize,
     ceiling: f64,
 ) -> anyhow::Result<Step> {
-    let spec = job_spec_for("FIX_RATE", "1", &params.routing, params.executor);
+    let (kind, conf) = if params.same_instant {
+        ("CRON", "* * * * * ?")
+    } else {
+        ("FIX_RATE", "1")
+    };
+    let mut spec = job_spec_for(kind, conf, &params.routing, params.executor);
+    if params.executor == ExecutorKind::Xxl && params.xxl_handler_ms > 0 {
+        spec["handler"] = serde_json::json!("sleepJobHandler");
+        spec["params"] = serde_json::json!(params.xxl_handler_ms.to_string());
+    }
     // With real executors, the runs are counted from their results as the
     // broker carries them (bound before the jobs exist), not from the
     // history, which may lag behind: the history's own lag is reported

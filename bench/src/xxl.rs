@@ -77,6 +77,10 @@ pub struct XxlReport {
     pub executors: usize,
     pub window_s: f64,
     pub ceiling_msgs_per_s: f64,
+    /// How long each stand-in run takes (`--xxl-handler-ms`; 0: at once).
+    pub handler_ms: u64,
+    /// Every job at the same instant of the second (`--same-instant`).
+    pub same_instant: bool,
     /// Through `rondo-executor`.
     pub rondo: Step,
     /// Through the gateway to stand-in XXL-JOB executors.
@@ -256,6 +260,8 @@ pub async fn run(config: &Config, params: &Params) -> anyhow::Result<XxlReport> 
         executors: tp.executors,
         window_s: tp.window.as_secs_f64(),
         ceiling_msgs_per_s: ceiling.msgs_per_s,
+        handler_ms: tp.xxl_handler_ms,
+        same_instant: tp.same_instant,
         added_p99_met: added_handler_p99_ms <= TARGET_ADDED_P99_MS,
         gateway_cpu_met: gateway_cpu_us_per_fire <= TARGET_GATEWAY_CPU_US_PER_FIRE,
         added_handler_p99_ms,
@@ -325,10 +331,10 @@ impl Report for XxlReport {
         });
         format!(
             "## xxl, {started}{smoke}\n\n\
-             {jobs} jobs firing every second, one scheduler node, {execs} executor(s), the \
+             {jobs} jobs firing every second{when}, one scheduler node, {execs} executor(s), the \
              persistence worker; window {window:.0} s; the same load through `rondo-executor` \
              (handler `demo`) and through `rondo-xxl-gateway` to stand-in XXL-JOB executors \
-             (`xxl-standin`, handler `demoJobHandler`), each on a fresh namespace. Broker \
+             (`xxl-standin`, handler {standin_handler}), each on a fresh namespace. Broker \
              ceiling {ceiling:.0} messages/s. {build} build; {cores} cores, {cpu_model}.\n\n\
              | path | fires/s | executed/s | lost | dup | publish lateness p50 / p99 / max ms | handler start lateness p50 / p99 / max ms | CPU µs per fire, all processes |\n\
              | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n\
@@ -351,6 +357,16 @@ impl Report for XxlReport {
                 ""
             },
             jobs = self.jobs,
+            when = if self.same_instant {
+                " at the same instant"
+            } else {
+                " at phases spread over the second"
+            },
+            standin_handler = if self.handler_ms > 0 {
+                format!("`sleepJobHandler`, {} ms a run", self.handler_ms)
+            } else {
+                "`demoJobHandler`".to_owned()
+            },
             execs = self.executors,
             window = self.window_s,
             ceiling = self.ceiling_msgs_per_s,

@@ -13,21 +13,31 @@
 //! kept per address while idle less than [`IDLE`] (XXL-JOB's server closes
 //! them after 90 s idle) and checked before reuse: one the server closed
 //! meanwhile is dropped, not written to.
+//!
+//! At most [`CALLS_PER_ADDRESS`] calls are in progress per address; the
+//! others wait for one of them to end, in order, and take its connection.
+//! Without the bound, jobs that fire at the same instant opened a
+//! connection each: hundreds of connects at once overflowed the
+//! executor's accept queue, and each dropped SYN came back after the
+//! kernel's one-second retransmission, a second late.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rondo_core::destination::Destinations;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A kept connection idle longer is dropped.
 const IDLE: Duration = Duration::from_secs(50);
 /// Connections kept per address at most.
 const KEEP_PER_ADDRESS: usize = 32;
+/// Calls in progress per address at most (so connections, too).
+pub const CALLS_PER_ADDRESS: usize = KEEP_PER_ADDRESS;
 /// The largest answer read (a long job's whole log comes in one).
 pub const MAX_ANSWER: usize = 32 * 1024 * 1024;
 /// The longest head read (status line and headers).
@@ -69,6 +79,8 @@ pub fn split_http(url: &str) -> Option<(&str, &str)> {
 #[derive(Default)]
 pub struct Pool {
     idle: Mutex<Idle>,
+    /// The calls in progress per address ([`CALLS_PER_ADDRESS`] permits).
+    calls: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Where a connection may go (`None`: anywhere), judged on the
     /// resolved address of every new connection.
     rule: Option<std::sync::Arc<Destinations>>,
@@ -89,6 +101,7 @@ impl Pool {
     pub fn guarded(rule: Destinations) -> Pool {
         Pool {
             idle: Mutex::default(),
+            calls: Mutex::default(),
             rule: Some(std::sync::Arc::new(rule)),
         }
     }
@@ -120,6 +133,7 @@ impl Pool {
     ) -> Result<Answer, Failure> {
         let deadline = tokio::time::Instant::now() + timeout;
         let late = || send_by.is_some_and(|by| tokio::time::Instant::now() >= by);
+        let _call = self.call_slot(authority, deadline, send_by).await?;
         let request = request(authority, path, headers, body);
         let (mut conn, reused) = match self.take(authority) {
             Some(conn) => (conn, true),
@@ -148,6 +162,41 @@ impl Pool {
             self.put(authority, conn);
         }
         Ok(answer)
+    }
+
+    /// One of the [`CALLS_PER_ADDRESS`] slots of `authority`, waited for
+    /// in order; nothing is sent while waiting: a wait past `send_by` is
+    /// [`Failure::Late`], past the call's `deadline` a time-out.
+    async fn call_slot(
+        &self,
+        authority: &str,
+        deadline: tokio::time::Instant,
+        send_by: Option<tokio::time::Instant>,
+    ) -> Result<OwnedSemaphorePermit, Failure> {
+        let slots = {
+            let mut calls = self.calls.lock().expect("pool lock");
+            // Addresses no call holds a slot of are forgotten now and then.
+            if calls.len() > 4 * KEEP_PER_ADDRESS {
+                calls.retain(|_, s| s.available_permits() < CALLS_PER_ADDRESS);
+            }
+            calls
+                .entry(authority.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(CALLS_PER_ADDRESS)))
+                .clone()
+        };
+        if let Ok(permit) = slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let until = send_by.map_or(deadline, |by| by.min(deadline));
+        // The pool never closes its semaphores: an error is a time-out.
+        match tokio::time::timeout_at(until, slots.acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ if send_by.is_some_and(|by| by <= deadline) => Err(Failure::Late),
+            _ => Err(Failure::Connect(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "every connection to the executor was busy until the call's time-out",
+            ))),
+        }
     }
 
     /// A kept connection to `authority` that is still open, if any.

@@ -171,7 +171,10 @@ impl Cluster {
             }
         }
         if let (Some(gateway), Some(standin)) = (&gateway_binary, &executor_binary) {
-            let legacy = spec.legacy_gateway.is_some();
+            let legacy = spec
+                .legacy_gateway
+                .as_deref()
+                .is_some_and(|path| !knows_group_tokens(path));
             cluster
                 .start_xxl(gateway, standin, spec.executors, legacy)
                 .await?;
@@ -439,6 +442,15 @@ const LEGACY_UNKNOWN: &[&str] = &[
     "RONDO_ALARM_EMAIL_ALLOW",
     "RONDO_REDIS_ALLOW_OPEN_DEFAULT",
 ];
+
+/// Whether a gateway build takes a token per group: it knows the setting
+/// `xxl.shared_token`, which came with them (read from its binary). An
+/// earlier build (`--xxl-baseline-gateway`) without it is started as
+/// those builds were: one shared token, ids without a digest.
+fn knows_group_tokens(binary: &std::path::Path) -> bool {
+    let needle = b"shared_token";
+    std::fs::read(binary).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+}
 
 impl Cluster {
     /// Starts the XXL-JOB gateway and `executors` stand-in XXL-JOB

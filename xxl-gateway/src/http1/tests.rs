@@ -57,6 +57,15 @@ async fn server(
     answer: &'static [u8],
     close_after: bool,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    slow_server(answer, close_after, Duration::ZERO).await
+}
+
+/// [`server`], answering each request `delay` after it came.
+async fn slow_server(
+    answer: &'static [u8],
+    close_after: bool,
+    delay: Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -92,6 +101,7 @@ async fn server(
                         continue;
                     }
                     buf.drain(..end + 4 + length);
+                    tokio::time::sleep(delay).await;
                     if conn.write_all(answer).await.is_err() || close_after {
                         return;
                     }
@@ -149,6 +159,58 @@ async fn answers_are_read_in_each_framing_and_connections_kept() {
         2,
         "a closing server gets a new connection each time"
     );
+}
+
+/// Jobs that fire at the same instant: a burst of calls to one executor
+/// takes at most `CALLS_PER_ADDRESS` connections, every call answered (the
+/// others wait their turn rather than each opening a connection, which
+/// overflowed the executor's accept queue: a second late per dropped SYN).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_calls_to_one_executor_shares_a_bounded_set_of_connections() {
+    use std::sync::atomic::Ordering;
+    let pool = std::sync::Arc::new(Pool::default());
+    let t = Duration::from_secs(10);
+    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    let (addr, accepted) = slow_server(answer, false, Duration::from_millis(20)).await;
+    let burst = 10 * CALLS_PER_ADDRESS;
+    let calls = (0..burst).map(|_| {
+        let (pool, addr) = (pool.clone(), addr.clone());
+        tokio::spawn(async move { pool.post(&addr, "/run", &[], b"{}", t).await })
+    });
+    for call in futures_util::future::join_all(calls).await {
+        assert_eq!(call.unwrap().unwrap().body, b"{}");
+    }
+    let opened = accepted.load(Ordering::SeqCst);
+    assert!(
+        opened <= CALLS_PER_ADDRESS,
+        "{burst} calls at once opened {opened} connections"
+    );
+}
+
+/// A call waiting for one of the executor's busy connections past its
+/// send-by instant is not sent: `Late`, as a call found late at the write.
+#[tokio::test]
+async fn a_call_that_waits_for_a_connection_past_its_send_by_is_late() {
+    let pool = std::sync::Arc::new(Pool::default());
+    let t = Duration::from_secs(10);
+    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    let (addr, accepted) = slow_server(answer, false, Duration::from_secs(2)).await;
+    let busy: Vec<_> = (0..CALLS_PER_ADDRESS)
+        .map(|_| {
+            let (pool, addr) = (pool.clone(), addr.clone());
+            tokio::spawn(async move { pool.post(&addr, "/beat", &[], b"{}", t).await })
+        })
+        .collect();
+    // Each holds its slot from before its connect: all connected, none free.
+    while accepted.load(std::sync::atomic::Ordering::SeqCst) < CALLS_PER_ADDRESS {
+        tokio::task::yield_now().await;
+    }
+    let by = tokio::time::Instant::now() + Duration::from_millis(100);
+    let late = pool.post_by(&addr, "/run", &[], b"{}", t, Some(by)).await;
+    assert!(matches!(late, Err(Failure::Late)), "{late:?}");
+    for call in busy {
+        call.await.unwrap().unwrap();
+    }
 }
 
 #[tokio::test]
