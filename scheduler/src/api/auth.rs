@@ -17,10 +17,12 @@
 //! (5 s): a revocation, a disabled user or a role change takes effect at
 //! once on the node that made it and within that time on the others.
 //!
-//! Why one file of ~570 lines: finding the caller from a token or a session
-//! and the sign-in routes share the throttles (one script over three
-//! counters) and the session keys; the routes of users and tokens are in
-//! their own files.
+//! Why one file of ~780 lines: finding the caller from a token or a session
+//! and the sign-in routes share the throttles (one script over the
+//! username, address, pair, address-set and device counters, and the
+//! script that takes an attempt back) and the session and device keys; the
+//! routes of users and tokens are in their own files, the routes of
+//! sign-in in `session.rs`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
